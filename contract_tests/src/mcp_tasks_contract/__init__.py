@@ -1,0 +1,1 @@
+"""The shared Store contract suite of mcp-tasks."""

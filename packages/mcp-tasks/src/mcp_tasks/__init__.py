@@ -1,0 +1,80 @@
+"""mcp-tasks: durable MCP Tasks (SEP-2663) on a pluggable Store."""
+
+from mcp_tasks.clock import Clock, ManualClock, system_clock
+from mcp_tasks.errors import (
+    DuplicateInputKeys,
+    DuplicateTaskId,
+    EventIdReused,
+    InvalidInputRequests,
+    InvalidTransition,
+    MCPTasksError,
+    NotJSONSafe,
+    RevisionConflict,
+    StaleLease,
+    StoreUnavailable,
+    TaskLimitReached,
+    TaskNotFound,
+)
+from mcp_tasks.ids import new_task_id
+from mcp_tasks.models import (
+    Claimed,
+    Complete,
+    Fail,
+    Lease,
+    NewTask,
+    Outcome,
+    Progress,
+    RequireInput,
+    Retry,
+    StatusChange,
+    StoreOptions,
+    TaskRecord,
+    Transition,
+    WorkSpec,
+)
+from mcp_tasks.rules import ANY_OWNER
+from mcp_tasks.states import TaskStatus
+from mcp_tasks.store import STORE_OPERATIONS, Store
+from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore
+from mcp_tasks.stores.urls import UnknownStoreScheme, store_from_url
+
+__all__ = [
+    "ANY_OWNER",
+    "STORE_OPERATIONS",
+    "Claimed",
+    "Clock",
+    "Complete",
+    "DuplicateInputKeys",
+    "DuplicateTaskId",
+    "EventIdReused",
+    "Fail",
+    "InvalidInputRequests",
+    "InvalidTransition",
+    "Lease",
+    "MCPTasksError",
+    "ManualClock",
+    "MemoryBackend",
+    "MemoryTaskStore",
+    "NewTask",
+    "NotJSONSafe",
+    "Outcome",
+    "Progress",
+    "RequireInput",
+    "Retry",
+    "RevisionConflict",
+    "StaleLease",
+    "StatusChange",
+    "Store",
+    "StoreOptions",
+    "StoreUnavailable",
+    "TaskLimitReached",
+    "TaskNotFound",
+    "TaskRecord",
+    "TaskStatus",
+    "Transition",
+    "UnknownStoreScheme",
+    "WorkSpec",
+    "new_task_id",
+    "store_from_url",
+    "system_clock",
+]

@@ -1,0 +1,74 @@
+"""The one closed set of errors every Store and the engine raise.
+
+Each class's docstring is its default message. Driver exceptions never leak: a
+backend wraps them in :class:`StoreUnavailable` with the driver error as ``__cause__``.
+No message ever contains a task id (ids are bearer capabilities).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from mcp_tasks.models import TaskRecord
+
+
+class MCPTasksError(Exception):
+    """An mcp-tasks operation failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (type(self).__doc__ or "").strip())
+
+
+class TaskNotFound(MCPTasksError, LookupError):
+    """Task not found."""
+
+
+class DuplicateTaskId(MCPTasksError):
+    """A task with this id already exists."""
+
+
+class TaskLimitReached(MCPTasksError):
+    """Task limit reached."""
+
+
+class StaleLease(MCPTasksError):
+    """The lease is no longer valid: superseded, expired, or the task is final or gone."""
+
+
+class RevisionConflict(MCPTasksError):
+    """The task changed since the expected revision."""
+
+    def __init__(self, current: TaskRecord, message: str | None = None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+class EventIdReused(MCPTasksError):
+    """This event id was already used for a different change."""
+
+
+class DuplicateInputKeys(MCPTasksError):
+    """Input request keys must be unique over a task's life."""
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.keys = tuple(sorted(keys))
+        super().__init__(f"Input request keys used before on this task: {', '.join(self.keys)}")
+
+
+class InvalidInputRequests(MCPTasksError, ValueError):
+    """Input requests must be a non-empty map of key to {method, params}."""
+
+
+class InvalidTransition(MCPTasksError):
+    """This change is not legal from the task's current status."""
+
+
+class NotJSONSafe(MCPTasksError, TypeError):
+    """The value is not JSON-safe."""
+
+
+class StoreUnavailable(MCPTasksError):
+    """The task store is unavailable; nothing was written."""

@@ -1,0 +1,315 @@
+"""The task aggregate and the values a Store takes and returns.
+
+Times are integer milliseconds since the Unix epoch on the Store's clock; the wire
+layer renders them as RFC 3339. Every JSON payload has passed :mod:`mcp_tasks.jsonsafe`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Final, TypeAlias
+
+from mcp_tasks.errors import InvalidInputRequests, NotJSONSafe
+from mcp_tasks.jsonsafe import JSONObject, JSONValue, ensure_json, ensure_object
+
+if TYPE_CHECKING:
+    from mcp_tasks.states import TaskStatus
+
+# Methods a task may ask its client through inputRequests (SEP-2663 InputRequest).
+INPUT_METHODS: Final = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
+
+# How many worker event ids a task remembers for idempotent replay.
+RECENT_EVENTS_KEPT: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class WorkSpec:
+    """What a runner should execute for a task; ``None`` on the task means manual mode."""
+
+    type: str
+    input: JSONValue = None
+    idempotency_key: str | None = None
+    retry_delays_ms: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.type, str) or not self.type:
+            raise NotJSONSafe("work.type must be a non-empty string")
+        object.__setattr__(self, "input", ensure_json(self.input, "work.input"))
+        delays = tuple(self.retry_delays_ms)
+        if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in delays):
+            raise NotJSONSafe("work.retry_delays_ms must be non-negative integers")
+        object.__setattr__(self, "retry_delays_ms", delays)
+
+    def to_json(self) -> JSONObject:
+        return {
+            "type": self.type,
+            "input": self.input,
+            "idempotency_key": self.idempotency_key,
+            "retry_delays_ms": list(self.retry_delays_ms),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, JSONValue]) -> WorkSpec:
+        delays = data.get("retry_delays_ms") or []
+        key = data.get("idempotency_key")
+        return cls(
+            type=str(data["type"]),
+            input=data.get("input"),
+            idempotency_key=None if key is None else str(key),
+            retry_delays_ms=tuple(int(d) for d in delays) if isinstance(delays, list) else (),  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A worker's hold on a task, live until ``expires_at`` on the store clock."""
+
+    worker_id: str
+    token: str
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """What a worker holds after a claim; every leased write must present it exactly."""
+
+    task_id: str
+    worker_id: str
+    token: str
+    generation: int
+    expires_at: int
+
+    def __repr__(self) -> str:  # the task id is a bearer capability: keep it out of logs
+        return f"Lease(worker_id={self.worker_id!r}, generation={self.generation})"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """A worker write remembered by its event id, for idempotent replay."""
+
+    event_id: str
+    fingerprint: str
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """One task, the whole aggregate a Store keeps."""
+
+    task_id: str
+    owner: str | None
+    status: TaskStatus
+    revision: int
+    created_at: int
+    last_updated_at: int
+    ttl_ms: int | None
+    expires_at: int | None
+    poll_interval_ms: int | None = None
+    status_message: str | None = None
+    input_requests: Mapping[str, JSONObject] = field(default_factory=dict)
+    input_responses: Mapping[str, JSONValue] = field(default_factory=dict)
+    used_input_keys: frozenset[str] = frozenset()
+    result: JSONObject | None = None
+    error: JSONObject | None = None
+    work: WorkSpec | None = None
+    attempt: int = 0
+    retry_at: int | None = None
+    generation: int = 0
+    claim: Claim | None = None
+    recent_events: tuple[RecordedEvent, ...] = ()
+
+    def __repr__(self) -> str:  # never print the id or payloads into logs
+        return f"TaskRecord(status={self.status.value!r}, revision={self.revision})"
+
+    def is_expired(self, now: int) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+    def live_claim(self, now: int) -> Claim | None:
+        """The claim if it has not expired by ``now``."""
+        if self.claim is not None and self.claim.expires_at > now:
+            return self.claim
+        return None
+
+    def visible_to(self, owner: str | None) -> bool:
+        """A task with no owner answers to anyone; otherwise only to its owner."""
+        return self.owner is None or self.owner == owner
+
+
+@dataclass(frozen=True, slots=True)
+class NewTask:
+    """What ``Store.create`` takes. The engine mints ``task_id`` (see :mod:`mcp_tasks.ids`)."""
+
+    task_id: str
+    owner: str | None = None
+    ttl_ms: int | None = 3_600_000
+    poll_interval_ms: int | None = None
+    status_message: str | None = None
+    work: WorkSpec | None = None
+
+    def __post_init__(self) -> None:
+        _check_positive_ms(self.ttl_ms, "ttl_ms")
+        _check_positive_ms(self.poll_interval_ms, "poll_interval_ms")
+        if not isinstance(self.task_id, str) or not self.task_id:
+            raise NotJSONSafe("task_id must be a non-empty string")
+        if self.status_message is not None:
+            ensure_json(self.status_message, "status_message")
+
+
+def _check_positive_ms(value: int | None, what: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        raise NotJSONSafe(f"{what} must be a positive integer or None")
+
+
+# --- worker changes (Store.put_status) -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Record progress as the task's ``statusMessage``; the status does not move."""
+
+    status_message: str
+
+    def __post_init__(self) -> None:
+        ensure_json(self.status_message, "status_message")
+
+
+@dataclass(frozen=True, slots=True)
+class RequireInput:
+    """Park the task in ``input_required`` until every request is answered."""
+
+    requests: Mapping[str, JSONObject]
+    status_message: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "requests", validate_input_requests(self.requests))
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """Finish with the result the original request would have returned."""
+
+    result: JSONObject
+    status_message: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "result", ensure_object(self.result, "result"))
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """Finish with a JSON-RPC error ``{code, message, data?}``."""
+
+    error: JSONObject
+    status_message: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "error", validate_error(self.error))
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """This attempt failed; run again after the next retry delay, or fail with ``error``."""
+
+    error: JSONObject
+    status_message: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "error", validate_error(self.error))
+
+
+StatusChange: TypeAlias = Progress | RequireInput | Complete | Fail | Retry
+
+
+def change_to_json(change: StatusChange) -> JSONObject:
+    """A change as JSON: what a fingerprint is computed from."""
+    body: JSONObject = {"kind": type(change).__name__.lower()}
+    match change:
+        case Progress(status_message=message):
+            body["status_message"] = message
+        case RequireInput(requests=requests, status_message=message):
+            body["requests"] = dict(requests)
+            body["status_message"] = message
+        case Complete(result=result, status_message=message):
+            body["result"] = result
+            body["status_message"] = message
+        case Fail(error=error, status_message=message) | Retry(error=error, status_message=message):
+            body["error"] = error
+            body["status_message"] = message
+    return body
+
+
+def validate_error(error: object) -> JSONObject:
+    """A JSON-RPC error object: integer ``code``, string ``message``, optional ``data``."""
+    checked = ensure_object(error, "error")
+    code, message = checked.get("code"), checked.get("message")
+    if isinstance(code, bool) or not isinstance(code, int) or not isinstance(message, str):
+        raise NotJSONSafe("error must carry an integer code and a string message")
+    return checked
+
+
+def validate_input_requests(requests: object) -> dict[str, JSONObject]:
+    """A non-empty map of key to ``{method, params}`` (SEP-2663 InputRequests)."""
+    if not isinstance(requests, Mapping) or not requests:
+        raise InvalidInputRequests
+    out: dict[str, JSONObject] = {}
+    for key, request in requests.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidInputRequests("Input request keys must be non-empty strings")
+        try:
+            checked = ensure_object(request, "input request")
+        except NotJSONSafe as exc:
+            raise InvalidInputRequests(str(exc)) from None
+        if checked.get("method") not in INPUT_METHODS:
+            raise InvalidInputRequests(
+                f"Input request method must be one of {', '.join(sorted(INPUT_METHODS))}"
+            )
+        if "params" in checked and not isinstance(checked["params"], dict):
+            raise InvalidInputRequests("Input request params must be an object")
+        out[key] = checked
+    return out
+
+
+# --- results of writes -----------------------------------------------------------------
+
+
+class Outcome(StrEnum):
+    """What a write did."""
+
+    APPLIED = "applied"  # the change was written: revision + 1
+    UNCHANGED = "unchanged"  # a valid no-op: nothing written
+    DUPLICATE = "duplicate"  # an event id replayed: nothing written
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A successful write: the record after the call, and what the call did.
+
+    ``revision`` is the revision the change produced; for a ``duplicate`` it is the
+    revision the original write produced, while ``record`` is the current one.
+    """
+
+    record: TaskRecord
+    outcome: Outcome
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A successful claim: the task as claimed and the lease to present on every write."""
+
+    record: TaskRecord
+    lease: Lease
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOptions:
+    """Behaviour every Store takes the same way."""
+
+    max_rows: int | None = 10_000
+    """Rows that are not expired, at most; ``None`` = unlimited."""
+    max_active_per_owner: int | None = None
+    """``working``/``input_required`` tasks per owner, at most; ``None`` = unlimited."""
+    terminal_retention_ms: int = 3_600_000
+    """How long a task with no TTL is kept after it turned terminal."""

@@ -1,0 +1,337 @@
+"""The Store rules as pure functions: old record + request + store time → transition.
+
+Every backend reads a record, asks these functions what the write is, and persists the
+answer atomically (compare-and-set, a transaction, a Lua script). Backends never
+re-derive a rule, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final
+
+from mcp_tasks.errors import (
+    DuplicateInputKeys,
+    EventIdReused,
+    InvalidTransition,
+    RevisionConflict,
+    StaleLease,
+    TaskNotFound,
+)
+from mcp_tasks.ids import new_token
+from mcp_tasks.jsonsafe import JSONValue, dumps, ensure_json
+from mcp_tasks.models import (
+    RECENT_EVENTS_KEPT,
+    Claim,
+    Claimed,
+    Complete,
+    Fail,
+    Lease,
+    NewTask,
+    Outcome,
+    Progress,
+    RecordedEvent,
+    RequireInput,
+    Retry,
+    StatusChange,
+    TaskRecord,
+    Transition,
+    change_to_json,
+)
+from mcp_tasks.states import TaskStatus, can_move
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+
+class _AnyOwner:
+    """Sentinel for trusted server-side reads (workers, TaskControl): skip the owner check."""
+
+    _instance: _AnyOwner | None = None
+
+    def __new__(cls) -> _AnyOwner:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ANY_OWNER"
+
+
+ANY_OWNER: Final = _AnyOwner()
+OwnerArg = str | None | _AnyOwner
+
+
+def next_update_time(previous: int, now: int) -> int:
+    """``last_updated_at`` strictly increases per applied change, even within one millisecond."""
+    return max(now, previous + 1)
+
+
+def new_record(task: NewTask, now: int) -> TaskRecord:
+    """The record ``create`` inserts."""
+    return TaskRecord(
+        task_id=task.task_id,
+        owner=task.owner,
+        status=TaskStatus.WORKING,
+        revision=0,
+        created_at=now,
+        last_updated_at=now,
+        ttl_ms=task.ttl_ms,
+        expires_at=None if task.ttl_ms is None else now + task.ttl_ms,
+        poll_interval_ms=task.poll_interval_ms,
+        status_message=task.status_message,
+        work=task.work,
+    )
+
+
+def visible(record: TaskRecord | None, owner: OwnerArg, now: int) -> TaskRecord:
+    """The record if this caller may see it; unknown, foreign and expired are one error."""
+    if record is None or record.is_expired(now):
+        raise TaskNotFound
+    if not isinstance(owner, _AnyOwner) and not record.visible_to(owner):
+        raise TaskNotFound
+    return record
+
+
+def counts_toward_cap(record: TaskRecord, now: int) -> bool:
+    """The row cap counts rows that have not expired."""
+    return not record.is_expired(now)
+
+
+def is_active(record: TaskRecord, now: int) -> bool:
+    """Whether the record counts toward a per-owner cap of active tasks."""
+    return not record.status.is_terminal and not record.is_expired(now)
+
+
+def is_reapable(record: TaskRecord, now: int, terminal_retention_ms: int) -> bool:
+    """Expired by TTL, or with no TTL and terminal for longer than the retention."""
+    if record.is_expired(now):
+        return True
+    return (
+        record.ttl_ms is None
+        and record.status.is_terminal
+        and record.last_updated_at + terminal_retention_ms <= now
+    )
+
+
+def _applied(record: TaskRecord, now: int, **changes: object) -> Transition:
+    revision = record.revision + 1
+    updated = replace(
+        record,
+        revision=revision,
+        last_updated_at=next_update_time(record.last_updated_at, now),
+        **changes,  # type: ignore[arg-type]
+    )
+    return Transition(updated, Outcome.APPLIED, revision)
+
+
+def _unchanged(record: TaskRecord) -> Transition:
+    return Transition(record, Outcome.UNCHANGED, record.revision)
+
+
+def apply_update(
+    record: TaskRecord | None,
+    owner: OwnerArg,
+    input_responses: Mapping[str, object],
+    now: int,
+) -> Transition:
+    """``tasks/update``: accept answers to outstanding keys; ignore every other key."""
+    current = visible(record, owner, now)
+    if current.status is not TaskStatus.INPUT_REQUIRED:
+        return _unchanged(current)
+    answered = {
+        key: ensure_json(value, "input response")
+        for key, value in input_responses.items()
+        if key in current.input_requests
+    }
+    if not answered:
+        return _unchanged(current)
+    remaining = {k: v for k, v in current.input_requests.items() if k not in answered}
+    status = TaskStatus.INPUT_REQUIRED if remaining else TaskStatus.WORKING
+    return _applied(
+        current,
+        now,
+        status=status,
+        input_requests=remaining,
+        input_responses={**current.input_responses, **answered},
+    )
+
+
+def apply_cancel(record: TaskRecord | None, owner: OwnerArg, now: int) -> Transition:
+    """``tasks/cancel``: non-terminal → cancelled at once; terminal → acknowledged, unchanged."""
+    current = visible(record, owner, now)
+    if current.status.is_terminal:
+        return _unchanged(current)
+    return _applied(current, now, status=TaskStatus.CANCELLED, input_requests={})
+
+
+def fingerprint(change: StatusChange) -> str:
+    """A digest of a change's body: the same event id must always carry the same body."""
+    return hashlib.sha256(dumps(change_to_json(change)).encode()).hexdigest()[:32]
+
+
+def apply_put(
+    record: TaskRecord | None,
+    change: StatusChange,
+    now: int,
+    *,
+    lease: Lease | None = None,
+    expected_revision: int | None = None,
+    event_id: str | None = None,
+) -> Transition:
+    """A worker's write, checked in this order: lookup, event id, lease, revision, finality.
+
+    The event id is checked first so that a replay of a write that was applied is always
+    recognised, even after the task finished or the lease moved on.
+    """
+    current = visible(record, ANY_OWNER, now)
+    digest = fingerprint(change) if event_id is not None else ""
+    if event_id is not None:
+        for seen in current.recent_events:
+            if seen.event_id == event_id:
+                if seen.fingerprint != digest:
+                    raise EventIdReused
+                return Transition(current, Outcome.DUPLICATE, seen.revision)
+    check_write_lease(current, lease, now)
+    if expected_revision is not None and expected_revision != current.revision:
+        raise RevisionConflict(current)
+    if current.status.is_terminal:
+        return _unchanged(current)
+
+    write = _change(current, change, now)
+    if event_id is None or write.outcome is not Outcome.APPLIED:
+        return write
+    events = (*current.recent_events, RecordedEvent(event_id, digest, write.record.revision))
+    updated = replace(write.record, recent_events=events[-RECENT_EVENTS_KEPT:])
+    return Transition(updated, Outcome.APPLIED, updated.revision)
+
+
+def check_write_lease(record: TaskRecord, lease: Lease | None, now: int) -> None:
+    """With a lease it must match exactly and be live; without one, no live claim may exist."""
+    live = record.live_claim(now)
+    if lease is None:
+        if live is not None:
+            raise StaleLease("The task is claimed by a worker; write with its lease")
+        return
+    if live is None or live.token != lease.token or record.generation != lease.generation:
+        raise StaleLease
+
+
+def _change(current: TaskRecord, change: StatusChange, now: int) -> Transition:
+    message = current.status_message
+    match change:
+        case Progress(status_message=text):
+            return _applied(current, now, status_message=text)
+        case RequireInput(requests=requests, status_message=text):
+            if current.status is not TaskStatus.WORKING:
+                raise InvalidTransition("Input can only be requested while the task is working")
+            reused = current.used_input_keys & requests.keys()
+            if reused:
+                raise DuplicateInputKeys(reused)
+            return _applied(
+                current,
+                now,
+                status=TaskStatus.INPUT_REQUIRED,
+                input_requests=dict(requests),
+                used_input_keys=current.used_input_keys | requests.keys(),
+                status_message=text if text is not None else message,
+            )
+        case Complete(result=result, status_message=text):
+            _require_move(current.status, TaskStatus.COMPLETED)
+            return _applied(
+                current,
+                now,
+                status=TaskStatus.COMPLETED,
+                result=result,
+                input_requests={},
+                status_message=text if text is not None else message,
+            )
+        case Fail(error=error, status_message=text):
+            return _failed(current, now, error, text)
+        case Retry(error=error, status_message=text):
+            delays = current.work.retry_delays_ms if current.work is not None else ()
+            if current.attempt >= len(delays):
+                return _failed(current, now, error, text)
+            return _applied(
+                current,
+                now,
+                status=TaskStatus.WORKING,
+                attempt=current.attempt + 1,
+                retry_at=now + delays[current.attempt],
+                claim=None,
+                input_requests={},
+                status_message=text if text is not None else message,
+            )
+
+
+def _failed(
+    current: TaskRecord, now: int, error: dict[str, JSONValue], text: str | None
+) -> Transition:
+    _require_move(current.status, TaskStatus.FAILED)
+    fallback = error.get("message")
+    return _applied(
+        current,
+        now,
+        status=TaskStatus.FAILED,
+        error=error,
+        input_requests={},
+        status_message=text if text is not None else (str(fallback) if fallback else None),
+    )
+
+
+def _require_move(source: TaskStatus, target: TaskStatus) -> None:
+    if not can_move(source, target):
+        raise InvalidTransition
+
+
+def claimable(record: TaskRecord, now: int) -> bool:
+    """Non-terminal, has work, due (``retry_at``), unexpired, and no live claim."""
+    return (
+        not record.status.is_terminal
+        and record.work is not None
+        and (record.retry_at is None or record.retry_at <= now)
+        and not record.is_expired(now)
+        and record.live_claim(now) is None
+    )
+
+
+def claim_order(record: TaskRecord) -> tuple[int, str]:
+    """Claims without a task id take the oldest eligible task: by ``created_at``, then id."""
+    return (record.created_at, record.task_id)
+
+
+def apply_claim(record: TaskRecord, worker_id: str, lease_ms: int, now: int) -> Claimed:
+    """A fresh claim: generation + 1, a new random token; no revision change."""
+    if lease_ms <= 0:
+        raise ValueError("lease_ms must be positive")
+    generation = record.generation + 1
+    claim = Claim(worker_id=worker_id, token=new_token(), expires_at=now + lease_ms)
+    claimed = replace(record, generation=generation, claim=claim, retry_at=None)
+    lease = Lease(record.task_id, worker_id, claim.token, generation, claim.expires_at)
+    return Claimed(claimed, lease)
+
+
+def apply_renew(record: TaskRecord | None, lease: Lease, lease_ms: int, now: int) -> Claimed:
+    """Extend a live lease; anything else means the worker must stop (:class:`StaleLease`)."""
+    if lease_ms <= 0:
+        raise ValueError("lease_ms must be positive")
+    if record is None or record.is_expired(now) or record.status.is_terminal:
+        raise StaleLease
+    check_write_lease(record, lease, now)
+    assert record.claim is not None  # check_write_lease proved a live claim
+    claim = replace(record.claim, expires_at=now + lease_ms)
+    renewed = replace(lease, expires_at=claim.expires_at)
+    return Claimed(replace(record, claim=claim), renewed)
+
+
+def apply_release(record: TaskRecord | None, lease: Lease) -> TaskRecord | None:
+    """The record with the claim freed, or ``None`` when the lease is stale (a no-op)."""
+    if (
+        record is None
+        or record.claim is None
+        or record.claim.token != lease.token
+        or record.generation != lease.generation
+    ):
+        return None
+    return replace(record, claim=None)

@@ -1,0 +1,1 @@
+"""Store implementations that ship in the core distribution, and lookup by URL."""
