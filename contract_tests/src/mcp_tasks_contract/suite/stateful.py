@@ -336,6 +336,11 @@ class StoreVersusModel(RuleBasedStateMachine):
             lambda s: s.release(pair.model),
         )
 
+    @rule(pair=leases)
+    def release_forged(self, pair: LeasePair) -> None:
+        forged = replace(pair.store, token="forged")
+        self.both(pair.store.task_id, lambda s: s.release(forged))
+
     @rule()
     def reap(self) -> None:
         self.both(None, lambda s: s.reap())
