@@ -172,11 +172,11 @@ class ClaimContract(ContractBase):
         await store.put_status(record.task_id, Complete({"v": 1}), lease=claimed.lease)
         with pytest.raises(StaleLease):
             await store.renew(claimed.lease, lease_ms=LONG_LEASE_MS)
-        short = await new_task(store, work=job(), ttl_ms=200)
+        short = await new_task(store, work=job(), ttl_ms=300)
         doomed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=short.task_id)
         assert doomed is not None
-        await anyio.sleep(0.4)
-        assert await store.reap() >= 1
+        await anyio.sleep(0.5)
+        assert await store.reap() == 1
         with pytest.raises(StaleLease):
             await store.renew(doomed.lease, lease_ms=LONG_LEASE_MS)
 
