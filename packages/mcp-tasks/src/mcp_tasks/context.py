@@ -31,8 +31,11 @@ def current_task_context() -> TaskContext | None:
     return _current.get()
 
 
-class TaskCancelled(Exception):
-    """The task was cancelled or lost its lease; the body should stop."""
+class TaskCancelled(BaseException):  # noqa: N818
+    """The task was cancelled or lost its lease; the body should stop.
+
+    A ``BaseException`` like anyio's own cancellation, so that tool frameworks which turn
+    every ``Exception`` into an error result let it through to the runner."""
 
 
 class TaskContext:
