@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import httpx2 as httpx
 import uvicorn
-from starlette.types import ASGIApp
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
+
+    import httpx2 as httpx
+    from starlette.types import ASGIApp
 
 PROTOCOL = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -25,7 +28,7 @@ async def serve(app: ASGIApp) -> AsyncIterator[str]:
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
         with anyio.fail_after(10):
-            while not server.started:
+            while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag, not an event)
                 await anyio.sleep(0.01)
         port = server.servers[0].sockets[0].getsockname()[1]
         try:

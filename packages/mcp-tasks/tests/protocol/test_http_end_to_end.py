@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2 as httpx
 import pytest
+from http_support import RawClient, serve
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks import ManualClock, MemoryTaskStore, StoreOptions, TaskContext, Tasks
 
-from http_support import RawClient, serve
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 pytestmark = pytest.mark.anyio
 
@@ -208,7 +209,7 @@ async def test_ttl_expiry_answers_not_found() -> None:
 async def test_row_cap_answers_task_limit_reached() -> None:
     """With the store at its row cap a task-creating call answers -32603 "Task limit reached"."""
     tasks = Tasks(store=MemoryTaskStore(StoreOptions(max_rows=1)))
-    async with running(tasks) as (client, probe):
+    async with running(tasks) as (client, _probe):
         first = await client.call("tools/call", {"name": "forever"})
         assert first["result"]["resultType"] == "task"
         second = await client.call("tools/call", {"name": "forever"})
