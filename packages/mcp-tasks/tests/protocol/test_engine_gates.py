@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import MemoryTaskStore, NewTask, RequestView, Tasks
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 pytestmark = pytest.mark.anyio
 

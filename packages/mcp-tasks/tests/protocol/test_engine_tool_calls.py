@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -21,6 +20,9 @@ from mcp_tasks import (
 )
 from mcp_tasks.engine import ToolOptions
 from mcp_tasks.rules import ANY_OWNER
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping
 
 pytestmark = pytest.mark.anyio
 
@@ -216,7 +218,7 @@ async def test_tool_error_result_completes_with_is_error(harness: Harness) -> No
 
 
 async def test_unexpected_exception_and_late_input_fail_the_task(harness: Harness) -> None:
-    """A crashing body, or one returning an InputRequiredResult inside a task, ends failed -32603."""
+    """A crashing body, or one returning an InputRequiredResult in a task, ends failed -32603."""
 
     async def crash() -> Any:
         raise RuntimeError("secret detail")
