@@ -44,7 +44,9 @@ class Manual:
             return deferred
 
         return await self.tasks.engine.handle_tool_call(
-            RequestView(protocol_version="2026-07-28", client_capabilities=EXT if caps is None else caps),
+            RequestView(
+                protocol_version="2026-07-28", client_capabilities=EXT if caps is None else caps
+            ),
             name="enqueue",
             arguments={},
             input_responses=None,

@@ -14,8 +14,8 @@ from mcp_tasks import (
     MemoryTaskStore,
     NewTask,
     RequireInput,
-    TaskStatus,
     Tasks,
+    TaskStatus,
     WorkSpec,
 )
 from mcp_tasks.context import RunningTaskContext
