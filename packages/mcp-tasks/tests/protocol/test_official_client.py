@@ -1,4 +1,4 @@
-"""The official SDK client, with a result claim for ``resultType: "task"``, runs tasks to the end."""
+"""The official SDK client, with a claim for ``resultType: "task"``, runs tasks to the end."""
 
 from __future__ import annotations
 
@@ -139,9 +139,11 @@ async def test_official_client_runs_a_task_to_completion() -> None:
         return ElicitResult(action="accept", content={"city": "Lisbon"})
 
     tasks = Tasks()
-    async with serve(build(tasks).streamable_http_app()) as url:
-        async with Client(url, extensions=[extension], elicitation_callback=elicit) as client:
-            result = await client.call_tool("trip", {"days": 3})
+    async with (
+        serve(build(tasks).streamable_http_app()) as url,
+        Client(url, extensions=[extension], elicitation_callback=elicit) as client,
+    ):
+        result = await client.call_tool("trip", {"days": 3})
     assert result.content[0].model_dump()["text"] == "3 days in Lisbon: accept"
     assert "input_required" in extension.statuses
     assert extension.statuses[-1] == "completed"

@@ -79,7 +79,7 @@ async def test_progress_and_outcome_are_recorded_with_the_lease() -> None:
         await store.create(NewTask(task_id="p", work=WORK))
         await tasks.runner.start("p", body)
         with anyio.fail_after(10):
-            while not (await store.get("p", ANY_OWNER)).status.is_terminal:
+            while not (await store.get("p", ANY_OWNER)).status.is_terminal:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
     record = await store.get("p", ANY_OWNER)
     assert messages == ["2/4", "almost"]
@@ -115,7 +115,7 @@ async def test_the_reaper_removes_expired_tasks() -> None:
         await tasks.store.create(NewTask(task_id="old", ttl_ms=1_000))
         clock.advance(1_001)
         with anyio.fail_after(10):
-            while backend.tasks:
+            while backend.tasks:  # noqa: ASYNC110 (the store has no change events to await)
                 await anyio.sleep(0.01)
     assert backend.tasks == {}
 
