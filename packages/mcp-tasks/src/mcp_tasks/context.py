@@ -7,6 +7,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 from mcp_tasks.ids import redact
+from mcp_tasks.jsonsafe import ensure_object
 from mcp_tasks.models import Lease, Progress, RequireInput
 from mcp_tasks.rules import ANY_OWNER
 from mcp_tasks.states import TaskStatus
@@ -89,7 +90,7 @@ class TaskContext:
         return None
 
     async def request_input(
-        self, requests: Mapping[str, JSONObject], status_message: str | None = None
+        self, requests: Mapping[str, Mapping[str, Any]], status_message: str | None = None
     ) -> dict[str, JSONValue]:
         """Ask the client (``input_required``) and wait for every answer; keys are unique
         over the task's life. Returns key → the client's result (e.g. an ``ElicitResult``)."""
@@ -159,13 +160,17 @@ class RunningTaskContext(TaskContext):
         await self._notifier.publish(self._task_id)
 
     async def request_input(
-        self, requests: Mapping[str, JSONObject], status_message: str | None = None
+        self, requests: Mapping[str, Mapping[str, Any]], status_message: str | None = None
     ) -> dict[str, JSONValue]:
         keys = tuple(requests)
         async with self._notifier.subscribe(self._task_id) as changes:
             record = await self._store.get(self._task_id, ANY_OWNER)
             # Answers already recorded (a replay after recovery) are not asked again.
-            missing = {k: v for k, v in requests.items() if k not in record.input_responses}
+            missing = {
+                k: ensure_object(v, "input request")
+                for k, v in requests.items()
+                if k not in record.input_responses
+            }
             outstanding = all(k in record.input_requests for k in missing)
             if missing and not (record.status is TaskStatus.INPUT_REQUIRED and outstanding):
                 await self._store.put_status(
