@@ -25,6 +25,14 @@ logger = logging.getLogger(__name__)
 #: (a signal from another node may never come: the slow path must still make progress).
 INPUT_RECHECK_S: Final = 2.0
 
+#: The client capability each kind of input request needs (MRTR: a server never asks for an
+#: input kind the request did not declare).
+INPUT_CAPABILITY: Final = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
 _current: ContextVar[TaskContext | None] = ContextVar("mcp_tasks_current_context", default=None)
 
 
@@ -134,8 +142,12 @@ class RunningTaskContext(TaskContext):
         lease: Lease,
         arguments: Mapping[str, Any] | None = None,
         input_responses: Mapping[str, Any] | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(arguments=arguments, input_responses=input_responses)
+        # The creating request's capabilities: a task never asks for an input kind its
+        # client did not declare (None: unknown, e.g. a recovered task; not checked).
+        self._client_capabilities = client_capabilities
         self._task_id = task_id
         self._store = store
         self._notifier = notifier
@@ -147,6 +159,16 @@ class RunningTaskContext(TaskContext):
     @property
     def task_id(self) -> str:
         return self._task_id
+
+    def _check_capabilities(self, requests: Mapping[str, Mapping[str, Any]]) -> None:
+        if self._client_capabilities is None:
+            return
+        for request in requests.values():
+            needed = INPUT_CAPABILITY.get(str(request.get("method")))
+            if needed is not None and self._client_capabilities.get(needed) is None:
+                from mcp_tasks.engine.errors import missing_capability  # noqa: PLC0415
+
+                raise missing_capability({needed: {}})
 
     def mark_cancelled(self) -> None:
         self._cancelled = True
@@ -163,6 +185,7 @@ class RunningTaskContext(TaskContext):
         self, requests: Mapping[str, Mapping[str, Any]], status_message: str | None = None
     ) -> dict[str, JSONValue]:
         keys = tuple(requests)
+        self._check_capabilities(requests)
         async with self._notifier.subscribe(self._task_id) as changes:
             record = await self._store.get(self._task_id, ANY_OWNER)
             # Answers already recorded (a replay after recovery) are not asked again.

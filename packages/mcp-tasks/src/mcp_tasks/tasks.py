@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio.to_thread
+
 from mcp_tasks.clock import Clock, system_clock
 from mcp_tasks.context import TaskContext, current_task_context
 from mcp_tasks.control import UNSET, Deferred, TaskControl, defer, defer_slot
@@ -196,9 +198,12 @@ def with_task_context(fn: Callable[..., Any], *, manual: bool = False) -> Callab
         context = current_task_context() or TaskContext(arguments=kwargs)
         for parameter in injected:
             kwargs[parameter] = context
-        result = fn(**kwargs)
-        if inspect.isawaitable(result):
-            result = await result
+        if inspect.iscoroutinefunction(fn):
+            result = await fn(**kwargs)
+        else:  # a plain function must not block the event loop (contextvars carry over)
+            result = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+            if inspect.isawaitable(result):
+                result = await result
         if isinstance(result, Deferred):
             slot = defer_slot.get()
             if slot is None:

@@ -128,3 +128,25 @@ async def test_lifespan_is_reentrant_and_composable() -> None:
         assert state == {}
         assert tasks.runner.running
     assert not tasks.runner.running
+
+
+async def test_shutdown_releases_the_claim_of_a_running_body() -> None:
+    """Leaving the lifespan stops running bodies and frees their claims for another node."""
+    store = MemoryTaskStore()
+    tasks = Tasks(store=store)
+    started = anyio.Event()
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        started.set()
+        await anyio.sleep_forever()
+        return Complete({"content": []})
+
+    async with tasks.running():
+        await store.create(NewTask(task_id="s", work=WORK))
+        await tasks.runner.start("s", body)
+        with anyio.fail_after(10):
+            await started.wait()
+        assert (await store.get("s", ANY_OWNER)).claim is not None
+    record = await store.get("s", ANY_OWNER)
+    assert record.claim is None
+    assert record.status is TaskStatus.WORKING
