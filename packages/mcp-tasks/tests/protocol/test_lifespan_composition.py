@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2 as httpx
@@ -15,6 +14,9 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from mcp_tasks import TaskContext, Tasks
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 pytestmark = pytest.mark.anyio
 
