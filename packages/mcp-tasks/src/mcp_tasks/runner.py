@@ -164,15 +164,18 @@ class Runner:
         """Renew the lease; stop the body once the task is terminal, gone or not ours."""
         renew_every = self.lease_ms / 3000
         task_id = context.task_id
+        renew_at = anyio.current_time() + renew_every
         while True:
-            changed = await changes.wait(renew_every)
+            # Signals (progress, answers, a cancel) must not postpone the renewal.
+            changed = await changes.wait(max(0.0, renew_at - anyio.current_time()))
             try:
-                if changed:
-                    record = await self.store.get(task_id, ANY_OWNER)
-                    if not record.status.is_terminal:
-                        continue
-                else:
+                if anyio.current_time() >= renew_at:
                     context.lease = await self.store.renew(context.lease, lease_ms=self.lease_ms)
+                    renew_at = anyio.current_time() + renew_every
+                if not changed:
+                    continue
+                record = await self.store.get(task_id, ANY_OWNER)
+                if not record.status.is_terminal:
                     continue
             except (StaleLease, TaskNotFound):
                 pass

@@ -150,3 +150,24 @@ async def test_shutdown_releases_the_claim_of_a_running_body() -> None:
     record = await store.get("s", ANY_OWNER)
     assert record.claim is None
     assert record.status is TaskStatus.WORKING
+
+
+async def test_frequent_changes_do_not_postpone_lease_renewal() -> None:
+    """A body writing progress more often than the renewal interval still has its lease
+    renewed: it outlives several lease periods and its outcome is recorded."""
+    store = MemoryTaskStore()
+    tasks = Tasks(store=store, lease_ms=600)  # renewed every 200 ms
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        for step in range(60):  # progress every 25 ms for ~1.5 s: over two lease periods
+            await context.progress(step, 60)
+            await anyio.sleep(0.025)
+        return Complete({"content": []})
+
+    async with tasks.running():
+        await store.create(NewTask(task_id="f", work=WORK))
+        await tasks.runner.start("f", body)
+        with anyio.fail_after(10):
+            while not (await store.get("f", ANY_OWNER)).status.is_terminal:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+    assert (await store.get("f", ANY_OWNER)).status is TaskStatus.COMPLETED
