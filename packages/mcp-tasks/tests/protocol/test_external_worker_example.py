@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import httpx2 as httpx
 import pytest
-from http_support import RawClient, serve
+from protocol_http import RawClient, serve
 
 from mcp_tasks import TaskControl, Tasks
 

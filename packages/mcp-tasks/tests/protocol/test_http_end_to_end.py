@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx2 as httpx
 import pytest
-from http_support import RawClient, serve
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from protocol_http import RawClient, serve
 
 from mcp_tasks import ManualClock, MemoryTaskStore, StoreOptions, TaskContext, Tasks
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx2 as httpx
 import pytest
-from http_support import RawClient, serve
 from mcp.server.mcpserver import MCPServer
+from protocol_http import RawClient, serve
 from starlette.applications import Starlette
 from starlette.routing import Mount
 

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx2 as httpx
 import pytest
-from http_support import RawClient, serve
 from mcp.server.lowlevel.server import Server
 from mcp_types import CallToolRequestParams, CallToolResult, TextContent
+from protocol_http import RawClient, serve
 
 from mcp_tasks import Tasks, current_task_context
 

@@ -6,7 +6,6 @@ from typing import Any, Literal
 
 import anyio
 import pytest
-from http_support import serve
 from mcp.client.client import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.server.mcpserver import MCPServer
@@ -18,6 +17,7 @@ from mcp_types import (
     RequestParams,
     Result,
 )
+from protocol_http import serve
 from pydantic import ConfigDict
 
 from mcp_tasks import TaskContext, Tasks
