@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Final
 
 from mcp_tasks.ids import redact
@@ -63,13 +63,14 @@ class TaskContext:
         self._input_responses: Mapping[str, Any] = dict(input_responses or {})
         self._cancelled = False
 
-    def bind(self) -> object:
+    def bind(self) -> Token[TaskContext | None]:
         """Make this the current context (returns a token for :meth:`unbind`)."""
         return _current.set(self)
 
     @staticmethod
-    def unbind(token: object) -> None:
-        _current.reset(token)  # type: ignore[arg-type]
+    def unbind(token: Token[TaskContext | None]) -> None:
+        """Restore the context that was current before :meth:`bind`."""
+        _current.reset(token)
 
     @property
     def task_id(self) -> str | None:
