@@ -18,6 +18,7 @@ from mcp_tasks.engine import Policy, Preflight, TaskEngine, TaskMode, ToolOption
 from mcp_tasks.notifier import LocalNotifier, Notifier
 from mcp_tasks.runner import DEFAULT_LEASE_MS, DEFAULT_REAP_INTERVAL_S, Runner
 from mcp_tasks.sdk import TasksExtension, install
+from mcp_tasks.stores.memory import MemoryTaskStore
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -61,21 +62,17 @@ class Tasks:
         reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
         clock: Clock = system_clock,
     ) -> None:
-        if store is None:
-            from mcp_tasks.stores.memory import MemoryTaskStore  # noqa: PLC0415
-
-            store = MemoryTaskStore()
-        self.store: Store = store
+        self.store: Store = store if store is not None else MemoryTaskStore()
         self.notifier: Notifier = notifier if notifier is not None else LocalNotifier()
         self.runner = Runner(
-            store,
+            self.store,
             self.notifier,
             worker_id=worker_id,
             lease_ms=lease_ms,
             reap_interval_s=reap_interval_s,
         )
         self.engine = TaskEngine(
-            store,
+            self.store,
             self.runner,
             self.notifier,
             default_ttl_ms=default_ttl_ms,
