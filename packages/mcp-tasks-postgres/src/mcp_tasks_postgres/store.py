@@ -145,14 +145,37 @@ class PostgresTaskStore(SQLTaskStore):
         quoted = self._dialect.identifier_preparer.quote_schema(self.schema)
         with driver_errors_as_unavailable(DRIVER_ERRORS):
             pool = await self._get_pool()
-            async with pool.acquire() as conn, conn.transaction():
-                # CREATE … IF NOT EXISTS is not safe against itself running concurrently
-                # (both sessions may try to insert the same catalog row): serialise migrations.
-                await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", self.schema)
-                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
-                for statement in statements.ddl(self._tables, self._dialect):
-                    await conn.execute(statement)
-                await _Connection(conn).execute(self._sql.init_counter, {})
+            async with pool.acquire() as conn:
+                # Complete already: run no DDL at all. CREATE INDEX IF NOT EXISTS still locks
+                # the table, and beside live creates (which hold the counter row) that can
+                # deadlock; a complete schema takes no lock.
+                if await self._schema_complete(conn):
+                    return
+                async with conn.transaction():
+                    # CREATE … IF NOT EXISTS is not safe against itself running concurrently
+                    # (both may insert the same catalog row): one migration at a time.
+                    await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", self.schema)
+                    if await self._schema_complete(conn):
+                        return
+                    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
+                    for statement in statements.ddl(self._tables, self._dialect):
+                        await conn.execute(statement)
+                    await _Connection(conn).execute(self._sql.init_counter, {})
+
+    async def _schema_complete(self, conn: PoolConnectionProxy) -> bool:
+        """Whether every table and index exists and the counter row is there."""
+        names = [t.name for t in self._tables.metadata.sorted_tables]
+        names += [i.name for t in self._tables.metadata.sorted_tables for i in t.indexes if i.name]
+        found = await conn.fetchval(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = $1 AND c.relname = ANY($2::text[])",
+            self.schema,
+            names,
+        )
+        if found != len(names):
+            return False
+        counter = self._dialect.identifier_preparer.format_table(self._tables.counter)
+        return bool(await conn.fetchval(f"SELECT count(*) FROM {counter} WHERE id = 1"))
 
     async def close(self) -> None:
         async with self._pool_lock:
