@@ -106,7 +106,8 @@ async def test_leases_follow_the_server_clock(open_store: OpenStore) -> None:
     assert await store.claim("w2", lease_ms=300, task_id=task.task_id) is None
     await anyio.sleep(0.4)
     second = await store.claim("w2", lease_ms=60_000, task_id=task.task_id)
-    assert second is not None and second.lease.generation == first.lease.generation + 1
+    assert second is not None
+    assert second.lease.generation == first.lease.generation + 1
     with pytest.raises(StaleLease):
         await store.put_status(task.task_id, Progress("late"), lease=first.lease)
 
@@ -263,7 +264,9 @@ async def test_payloads_round_trip_exactly(open_store: OpenStore) -> None:
     done = await store.put_status(task.task_id, Complete(payload))
     again = await (await open_store()).get(task.task_id, None)
     assert again == done.record
-    assert again.result == payload and again.work is not None and again.work.input == payload
+    assert again.result == payload
+    assert again.work is not None
+    assert again.work.input == payload
 
 
 @pytest.mark.parametrize("operation", ["get", "claim", "reap"])

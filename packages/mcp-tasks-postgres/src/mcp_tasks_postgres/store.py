@@ -174,8 +174,8 @@ class PostgresTaskStore(SQLTaskStore):
         )
         if found != len(names):
             return False
-        counter = self._dialect.identifier_preparer.format_table(self._tables.counter)
-        return bool(await conn.fetchval(f"SELECT count(*) FROM {counter} WHERE id = 1"))
+        row = await _Connection(conn).fetch_one(self._sql.counter_exists, {})
+        return row is not None and row["n"] == 1
 
     async def close(self) -> None:
         async with self._pool_lock:

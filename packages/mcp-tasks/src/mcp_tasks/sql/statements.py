@@ -73,6 +73,7 @@ class Statements:
     claim_one: CompiledSQL
     reap: CompiledSQL
     init_counter: CompiledSQL
+    counter_exists: CompiledSQL
 
 
 def compile_statement(statement: sa.ClauseElement, dialect: Dialect) -> CompiledSQL:
@@ -177,6 +178,9 @@ def build(tables: TaskTables, dialect: Dialect, now: sa.ColumnElement[int]) -> S
                 sa.select(sa.literal_column("1"), sa.func.count()).select_from(t).where(sa.true()),
             )
             .on_conflict_do_nothing(index_elements=[counter.c.id])
+        ),
+        counter_exists=compiled(
+            sa.select(sa.func.count().label("n")).select_from(counter).where(counter.c.id == 1)
         ),
     )
 
