@@ -103,6 +103,9 @@ class SQLiteTaskStore(SQLTaskStore):
 
     async def _connect(self) -> aiosqlite.Connection:
         if self._conn is None:
+            # Open the file once on a plain thread first: when aiosqlite's own connect fails,
+            # its worker thread outlives the call and later reports to a possibly closed loop.
+            await asyncio.to_thread(_probe, self.path, self._busy_timeout_s)
             # isolation_level=None: the driver never opens transactions behind our back, so
             # every write transaction is our own BEGIN IMMEDIATE.
             conn = await aiosqlite.connect(
@@ -152,6 +155,10 @@ class SQLiteTaskStore(SQLTaskStore):
             if conn is not None:
                 with driver_errors_as_unavailable(DRIVER_ERRORS):
                     await conn.close()
+
+
+def _probe(path: Path, timeout_s: float) -> None:
+    sqlite3.connect(path, timeout=timeout_s).close()
 
 
 def from_url(url: str, options: StoreOptions | None = None) -> SQLiteTaskStore:
