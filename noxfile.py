@@ -6,7 +6,14 @@ import nox
 
 nox.options.default_venv_backend = "none"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "contract-memory"]
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "tests",
+    "contract-memory",
+    "contract-sqlite",
+    "contract-postgres",
+]
 
 PYTEST = ("python", "-m", "pytest")
 
@@ -34,3 +41,22 @@ def tests(session: nox.Session) -> None:
 def contract_memory(session: nox.Session) -> None:
     """The shared contract suite against the memory store."""
     session.run(*PYTEST, "contract_tests/tests/test_memory.py", *session.posargs)
+
+
+@nox.session(name="contract-sqlite")
+def contract_sqlite(session: nox.Session) -> None:
+    """The shared contract suite against the SQLite store (a real file per namespace)."""
+    session.run(*PYTEST, "contract_tests/tests/test_sqlite.py", *session.posargs)
+
+
+@nox.session(name="contract-postgres")
+def contract_postgres(session: nox.Session) -> None:
+    """The shared contract suite against the Postgres store (MCP_TASKS_TEST_POSTGRES_URL,
+    else an embedded server; fails in CI when neither is there)."""
+    session.run(*PYTEST, "contract_tests/tests/test_postgres.py", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Store throughput next to the raw drivers on the same servers (not a gate)."""
+    session.run("python", "benchmarks/sql_stores.py", *session.posargs)
