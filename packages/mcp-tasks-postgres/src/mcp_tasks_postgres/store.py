@@ -124,6 +124,7 @@ class PostgresTaskStore(SQLTaskStore):
                         min_size=low,
                         max_size=high,
                         server_settings={"application_name": "mcp-tasks"},
+                        reset=_keep_session,
                     )
         return self._pool
 
@@ -184,6 +185,12 @@ class PostgresTaskStore(SQLTaskStore):
         if pool is not None:
             with driver_errors_as_unavailable(DRIVER_ERRORS):
                 await pool.close()
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool release hook: nothing to reset. The default runs a reset query (a round trip)
+    on every release; this store never changes session state (no SET, LISTEN, cursors or
+    session advisory locks), and asyncpg still rolls back a transaction left open."""
 
 
 def mask_password(url: str) -> str:

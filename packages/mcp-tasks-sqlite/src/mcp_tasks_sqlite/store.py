@@ -12,7 +12,7 @@ import asyncio
 import sqlite3
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit
 
 import aiosqlite
@@ -40,16 +40,19 @@ class _Connection:
     """The shared :class:`~mcp_tasks.sql.store.Executor` over one aiosqlite connection."""
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
-        self._conn = conn
+        self.conn = conn
 
     async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
-        async with self._conn.execute(sql.text, sql.args(values)) as cursor:
-            row: sqlite3.Row | None = await cursor.fetchone()
-        return row  # sqlite3.Row maps column names to values
+        # One hop to the connection's thread: execute, fetch and close in one call.
+        rows = await self.conn.execute_fetchall(sql.text, sql.args(values))
+        for row in rows:
+            return cast("Row", row)  # sqlite3.Row reads columns by name
+        return None
 
     async def execute(self, sql: CompiledSQL, values: Mapping[str, Any]) -> int:
-        async with self._conn.execute(sql.text, sql.args(values)) as cursor:
-            return cursor.rowcount
+        # One hop: the finished sqlite3 cursor needs no explicit close.
+        cursor = await self.conn.execute(sql.text, sql.args(values))
+        return cursor.rowcount
 
 
 class SQLiteTaskStore(SQLTaskStore):
@@ -143,7 +146,7 @@ class SQLiteTaskStore(SQLTaskStore):
     async def _migrate(self) -> None:
         dialect = SQLiteDialect_aiosqlite()
         async with self._session(Mode.TRANSACTION) as db:
-            conn = db._conn
+            conn = db.conn  # the DDL runs on this session's connection
             for statement in statements.ddl(self._tables, dialect):
                 await conn.execute(statement)
             await db.execute(self._sql.init_counter, {})
