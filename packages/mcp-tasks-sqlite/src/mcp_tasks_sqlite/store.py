@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit
 
 import aiosqlite
+import anyio
 import sqlalchemy as sa
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
@@ -135,11 +136,14 @@ class SQLiteTaskStore(SQLTaskStore):
                 if mode is Mode.READ:
                     yield _Connection(conn)  # one statement: its own snapshot
                     return
-                await conn.execute("BEGIN IMMEDIATE")
                 try:
+                    # Inside the try: a caller cancelled while BEGIN is queued still gets
+                    # the ROLLBACK queued behind it on the connection's thread.
+                    await conn.execute("BEGIN IMMEDIATE")
                     yield _Connection(conn)
                 except BaseException:
-                    await conn.rollback()
+                    with anyio.CancelScope(shield=True):
+                        await conn.rollback()
                     raise
                 await conn.commit()
 
