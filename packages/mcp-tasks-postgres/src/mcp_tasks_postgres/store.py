@@ -134,13 +134,18 @@ class PostgresTaskStore(SQLTaskStore):
             raise StoreUnavailable("The store is closed")
         with driver_errors_as_unavailable(DRIVER_ERRORS):
             pool = await self._get_pool()
-            if mode is not Mode.TRANSACTION:
-                # Each statement runs on whichever pooled connection is free; the
-                # compare-and-set makes read-then-write safe without a transaction.
-                yield _Connection(pool)
+            if mode is Mode.READ:
+                yield _Connection(pool)  # one statement on whichever connection is free
                 return
-            async with pool.acquire() as conn, conn.transaction():
-                yield _Connection(conn)
+            async with pool.acquire() as conn:
+                if mode is Mode.MODIFY:
+                    # Read then compare-and-set on one connection (one acquire), and no
+                    # transaction: the CAS makes read-then-write safe and holds no lock
+                    # across the round trip.
+                    yield _Connection(conn)
+                    return
+                async with conn.transaction():
+                    yield _Connection(conn)
 
     async def _migrate(self) -> None:
         quoted = self._dialect.identifier_preparer.quote_schema(self.schema)
