@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from mcp_tasks.sql.statements import CompiledSQL, Statements
     from mcp_tasks.sql.store import Row
 
-DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError, ValueError)
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
 
