@@ -267,7 +267,7 @@ async def test_hot_paths_use_indexes(open_store: OpenStore, db_path: Path, opera
 
 
 async def test_caller_errors_are_not_store_failures(open_store: OpenStore) -> None:
-    """A bad argument raises its own error (ValueError), not StoreUnavailable, and writes nothing."""
+    """A bad argument raises its own ValueError, not StoreUnavailable, and writes nothing."""
     store = await open_store()
     task = await store.create(NewTask(new_task_id(), work=WorkSpec("j")))
     with pytest.raises(ValueError, match="lease_ms") as caught:
