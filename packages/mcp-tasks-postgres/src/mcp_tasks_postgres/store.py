@@ -25,7 +25,7 @@ from mcp_tasks.errors import DuplicateTaskId, StoreUnavailable
 from mcp_tasks.sql import statements
 from mcp_tasks.sql.schema import task_tables
 from mcp_tasks.sql.store import Mode, SQLTaskStore, driver_errors_as_unavailable, values_of
-from mcp_tasks_postgres import create
+from mcp_tasks_postgres import fast_create
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
@@ -94,8 +94,8 @@ class PostgresTaskStore(SQLTaskStore):
         self._tables = task_tables(schema=schema)
         now = sa.literal_column(SERVER_NOW, sa.BigInteger)
         self._statements = statements.build(self._tables, self._dialect, now)
-        self._server_now = create.server_now(self._dialect, now)
-        self._bump_and_insert = create.bump_and_insert(self._tables, self._dialect)
+        self._server_now = fast_create.server_now(self._dialect, now)
+        self._bump_and_insert = fast_create.bump_and_insert(self._tables, self._dialect)
         self._pool: asyncpg.Pool | None = None
         self._pool_lock = asyncio.Lock()
 
@@ -116,7 +116,7 @@ class PostgresTaskStore(SQLTaskStore):
         return values  # the statements read the server's clock themselves
 
     async def create(self, task: NewTask) -> TaskRecord:
-        """Two round trips while the namespace is below its cap (see :mod:`.create`);
+        """Two round trips while the namespace is below its cap (see :mod:`.fast_create`);
         the shared transaction near the cap and with a per-owner cap."""
         if self.options.max_active_per_owner is not None:
             return await super().create(task)
