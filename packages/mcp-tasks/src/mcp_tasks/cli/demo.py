@@ -15,7 +15,6 @@ import mcp_types as types
 
 from mcp_tasks.cli._serving import running
 from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
-from mcp_tasks.demo import demo_server
 from mcp_tasks.stores.memory import MemoryTaskStore
 
 if TYPE_CHECKING:
@@ -59,6 +58,9 @@ async def confirm_yes(
 
 
 async def tour(out: TextIO) -> bool:
+    # The server side loads only for the commands that serve.
+    from mcp_tasks.demo import demo_server  # noqa: PLC0415
+
     show = Tour(out)
     server = demo_server(MemoryTaskStore())
     async with running(server) as url:

@@ -10,11 +10,9 @@ from typing import Any
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import Tasks
 from mcp_tasks.cli._serving import MCP_PATH, is_fastmcp, load_object, serve_forever
 from mcp_tasks.cli._stores import open_store, resolve_store_url
 from mcp_tasks.client import TASKS_EXTENSION
-from mcp_tasks.demo import demo_server
 from mcp_tasks.stores.urls import URL_ENV
 
 DESCRIPTION = """Serve APP (module:attr naming an MCPServer, a low-level Server or a FastMCP server)
@@ -55,6 +53,10 @@ def _declares_tasks(app: object) -> bool:
 
 def prepare_app(spec: str | None, store_url: str | None) -> Any:
     """The server object to serve, with Tasks enabled on it."""
+    # The server side loads only for the commands that serve.
+    from mcp_tasks import Tasks  # noqa: PLC0415
+    from mcp_tasks.demo import demo_server  # noqa: PLC0415
+
     if spec is None:
         return demo_server(open_store(store_url, for_serving=True))
     os.environ[URL_ENV] = resolve_store_url(store_url, for_serving=True)
