@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mcp_tasks import UnknownStoreScheme
 from mcp_tasks.cli import main
 from mcp_tasks.cli._stores import DEFAULT_STORE_URL, resolve_store_url
 
@@ -33,8 +34,6 @@ def test_migrate_on_a_store_without_schema(capsys: pytest.CaptureFixture[str]) -
 
 def test_unknown_scheme_fails_with_the_store_error() -> None:
     """An unregistered scheme is the store layer's UnknownStoreScheme, not a silent fallback."""
-    from mcp_tasks import UnknownStoreScheme
-
     with pytest.raises(UnknownStoreScheme):
         main(["reap", "--store", "nosuchstore://x"])
 
