@@ -37,6 +37,13 @@ from mcp_tasks.states import TaskStatus
 from mcp_tasks.store import STORE_OPERATIONS, Store
 from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore
 from mcp_tasks.stores.urls import UnknownStoreScheme, store_from_url
+from mcp_tasks.context import TaskCancelled, TaskContext, current_task_context
+from mcp_tasks.control import Deferred, TaskControl, defer
+from mcp_tasks.engine import RequestView, TaskEngine, TaskMode, ToolOptions
+from mcp_tasks.notifier import LocalNotifier, Notifier
+from mcp_tasks.runner import Runner
+from mcp_tasks.sdk import TasksExtension
+from mcp_tasks.tasks import Tasks
 
 __all__ = [
     "ANY_OWNER",
@@ -77,4 +84,20 @@ __all__ = [
     "new_task_id",
     "store_from_url",
     "system_clock",
+    # engine, runner and adapters
+    "Deferred",
+    "LocalNotifier",
+    "Notifier",
+    "RequestView",
+    "Runner",
+    "TaskCancelled",
+    "TaskContext",
+    "TaskControl",
+    "TaskEngine",
+    "TaskMode",
+    "Tasks",
+    "TasksExtension",
+    "ToolOptions",
+    "current_task_context",
+    "defer",
 ]

@@ -1,0 +1,129 @@
+"""The fixture server the official conformance runner's ``tasks-*`` scenarios drive.
+
+    uv run python examples/conformance_server.py --store memory:// --port 8765
+
+Serves Streamable HTTP at ``http://127.0.0.1:PORT/mcp`` with the seven fixture tools of
+the runner's tasks scenarios (see ``design/conformance.md`` §5.1).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+
+from mcp_tasks import TaskContext, Tasks, store_from_url
+
+CONFIRM_SCHEMA = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
+
+
+def ask_name(arguments: Mapping[str, Any], answers: Mapping[str, Any]) -> dict[str, Any] | None:
+    """test_tool_with_task's input round: a name, asked before the task exists."""
+    if "name" in answers:
+        return None
+    return {
+        "name": {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": "What is your name?",
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}},
+                    "required": ["name"],
+                },
+            },
+        }
+    }
+
+
+def build(tasks: Tasks) -> MCPServer[Any]:
+    """The fixture server on ``tasks``."""
+    mcp: MCPServer[Any] = MCPServer(
+        "mcp-tasks-conformance", extensions=[tasks.extension()], lifespan=tasks.lifespan
+    )
+
+    @mcp.tool()
+    def greet(name: str) -> str:
+        """Say hello (never a task)."""
+        return f"Hello, {name}!"
+
+    @tasks.tool(mcp, mode="optional", poll_interval_ms=500)
+    async def slow_compute(seconds: float, label: str = "", ctx: TaskContext | None = None) -> str:
+        """Sleep, then report."""
+        if ctx is not None and seconds > 0:
+            await ctx.progress(0, seconds, f"Computing {label}".strip())
+        await anyio.sleep(seconds)
+        return f"Computed {label} after {seconds:g}s".replace("  ", " ")
+
+    @tasks.tool(mcp, mode="required", poll_interval_ms=500)
+    async def failing_job() -> str:
+        """Fail as a tool (isError), after a second."""
+        await anyio.sleep(1)
+        raise ToolError("The job failed")
+
+    @tasks.tool(mcp, mode="optional", poll_interval_ms=500)
+    async def protocol_error_job() -> str:
+        """Fail with a JSON-RPC error."""
+        await anyio.sleep(0.2)
+        raise MCPError(code=-32603, message="The job hit an internal error")
+
+    @tasks.tool(mcp, mode="optional", poll_interval_ms=500)
+    async def confirm_delete(filename: str, ctx: TaskContext) -> str:
+        """Ask before deleting."""
+        answer = await ctx.elicit("confirm", f"Delete {filename}?", CONFIRM_SCHEMA)
+        content = answer.get("content")
+        confirmed = isinstance(content, dict) and content.get("confirm") is True
+        return f"Deleted {filename}" if confirmed else f"Kept {filename}"
+
+    @tasks.tool(mcp, mode="optional", poll_interval_ms=500)
+    async def multi_input(ctx: TaskContext) -> str:
+        """Ask two questions at once."""
+        schema = {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}},
+        }
+        answers = await ctx.request_input(
+            {
+                key: {
+                    "method": "elicitation/create",
+                    "params": {"mode": "form", "message": text, "requestedSchema": schema},
+                }
+                for key, text in (("first", "First answer?"), ("second", "Second answer?"))
+            }
+        )
+        return f"Got {len(answers)} answers"
+
+    @tasks.tool(mcp, mode="required", preflight=ask_name, poll_interval_ms=500)
+    async def test_tool_with_task(ctx: TaskContext) -> str:
+        """An input round first, then a task that greets the answer."""
+        answer = ctx.input_responses.get("name") or {}
+        content = answer.get("content") if isinstance(answer, dict) else None
+        name = content.get("name") if isinstance(content, dict) else None
+        return f"Hello, {name}!"
+
+    return mcp
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", default="memory://", help="Store URL (default memory://)")
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args()
+    tasks = Tasks(store=store_from_url(args.store))
+    app = build(tasks).streamable_http_app()
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Manual mode: ``defer`` hands a task to an external job system; ``TaskControl`` drives it by id."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from pydantic import BaseModel
+
+from mcp_tasks.errors import TaskNotFound
+from mcp_tasks.jsonsafe import JSONObject, JSONValue
+from mcp_tasks.models import Complete, Fail, Progress, RequireInput, TaskRecord, Transition
+from mcp_tasks.notifier import Notifier
+from mcp_tasks.rules import ANY_OWNER
+from mcp_tasks.states import TaskStatus
+from mcp_tasks.store import Store
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()
+
+StartFunction = Callable[[str], "Awaitable[object] | object"]
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """What a manual-mode tool returns: create the task, then call ``start(task_id)``."""
+
+    start: StartFunction
+    ttl_ms: int | None | _Unset = UNSET
+    poll_interval_ms: int | None = None
+    status_message: str | None = None
+    unknown: Mapping[str, object] = field(default_factory=dict)
+
+    def problems(self) -> list[str]:
+        """What is wrong with this descriptor (empty when it can be used)."""
+        found = [f"unknown attribute {name!r}" for name in self.unknown]
+        if not callable(self.start):
+            found.append("start must be callable")
+        if not isinstance(self.ttl_ms, _Unset) and not _positive_or_none(self.ttl_ms):
+            found.append("ttl_ms must be a positive integer or None")
+        if not _positive_or_none(self.poll_interval_ms):
+            found.append("poll_interval_ms must be a positive integer or None")
+        if self.status_message is not None and not isinstance(self.status_message, str):
+            found.append("status_message must be a string or None")
+        return found
+
+
+def _positive_or_none(value: object) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
+
+
+def defer(
+    start: StartFunction,
+    *,
+    ttl_ms: int | None | _Unset = UNSET,
+    poll_interval_ms: int | None = None,
+    status_message: str | None = None,
+    **unknown: object,
+) -> Deferred:
+    """Return this from a manual-mode tool: the engine creates the task (with no work for the
+    in-process runner) and calls ``start(task_id)``, e.g. to enqueue a job elsewhere.
+
+    If ``start`` raises, the client still gets its task, which fails with -32603. Unknown or
+    ill-typed attributes are logged and answered -32603, and no task is created.
+    """
+    return Deferred(start, ttl_ms, poll_interval_ms, status_message, dict(unknown))
+
+
+class DeferSlot:
+    """Where a manual tool's wrapper leaves its :class:`Deferred` for the engine."""
+
+    def __init__(self) -> None:
+        self.deferred: Deferred | None = None
+
+
+defer_slot: ContextVar[DeferSlot | None] = ContextVar("mcp_tasks_defer_slot", default=None)
+
+
+def tool_result(value: object) -> JSONObject:
+    """A ``CallToolResult`` object from what a worker hands over: text, a mapping or a model."""
+    if isinstance(value, BaseModel):
+        dumped: JSONObject = value.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return dumped
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {"content": [{"type": "text", "text": str(value)}], "isError": False}
+
+
+class TaskControl:
+    """Drive a task by id alone, from any process that can reach the Store.
+
+    Writes are unleased: they are refused (``StaleLease``) while an in-process runner
+    holds a claim, so manual and runner-driven tasks do not mix.
+    """
+
+    def __init__(self, store: Store, notifier: Notifier | None = None) -> None:
+        self.store = store
+        self.notifier = notifier
+
+    def __repr__(self) -> str:
+        return f"TaskControl({self.store!r})"
+
+    async def _put(self, task_id: str, change: Complete | Fail | Progress | RequireInput) -> Transition:
+        transition = await self.store.put_status(task_id, change)
+        if self.notifier is not None:
+            await self.notifier.publish(task_id)
+        return transition
+
+    async def complete(self, task_id: str, result: object, *, status_message: str | None = None) -> Transition:
+        """Finish with a tool result (text, a ``CallToolResult`` or its mapping)."""
+        return await self._put(task_id, Complete(tool_result(result), status_message))
+
+    async def fail(
+        self,
+        task_id: str,
+        message: str,
+        *,
+        code: int = -32603,
+        data: JSONValue = None,
+        status_message: str | None = None,
+    ) -> Transition:
+        """Finish with a JSON-RPC error (a protocol failure, not a tool error)."""
+        error: JSONObject = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        return await self._put(task_id, Fail(error, status_message))
+
+    async def require_input(
+        self, task_id: str, requests: Mapping[str, JSONObject], *, status_message: str | None = None
+    ) -> Transition:
+        """Park the task in ``input_required``; answers appear on :meth:`status`'s record."""
+        return await self._put(task_id, RequireInput(requests, status_message))
+
+    async def progress(self, task_id: str, message: str) -> Transition:
+        """Record progress as the task's ``statusMessage``."""
+        return await self._put(task_id, Progress(message))
+
+    async def is_cancelled(self, task_id: str) -> bool:
+        """Whether the worker should stop: the task was cancelled, or is gone."""
+        try:
+            record = await self.store.get(task_id, ANY_OWNER)
+        except TaskNotFound:
+            return True
+        return record.status is TaskStatus.CANCELLED
+
+    async def status(self, task_id: str) -> TaskRecord:
+        """The task's record (status, input answers, result).
+
+        Raises:
+            TaskNotFound: unknown or expired.
+        """
+        return await self.store.get(task_id, ANY_OWNER)

@@ -1,0 +1,26 @@
+"""The SEP-2663 protocol engine: gates, policies, wire shapes and errors; no transport code."""
+
+from mcp_tasks.engine.core import (
+    REMOVED_METHODS,
+    TASK_METHODS,
+    Preflight,
+    TaskEngine,
+    ToolOptions,
+    result_to_change,
+)
+from mcp_tasks.engine.policy import Policy, TaskMode
+from mcp_tasks.engine.request import RequestView
+from mcp_tasks.engine.wire import EXTENSION_ID
+
+__all__ = [
+    "EXTENSION_ID",
+    "REMOVED_METHODS",
+    "TASK_METHODS",
+    "Policy",
+    "Preflight",
+    "RequestView",
+    "TaskEngine",
+    "TaskMode",
+    "ToolOptions",
+    "result_to_change",
+]

@@ -1,0 +1,350 @@
+"""The protocol engine: which calls become tasks, and what ``tasks/*`` answer, in spec order."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
+
+from mcp_tasks.clock import Clock, system_clock
+from mcp_tasks.context import TaskContext
+from mcp_tasks.control import UNSET, Deferred, DeferSlot, _Unset, defer_slot
+from mcp_tasks.engine import errors
+from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
+from mcp_tasks.engine.request import RequestView
+from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
+from mcp_tasks.errors import NotJSONSafe, StoreUnavailable, TaskLimitReached, TaskNotFound
+from mcp_tasks.ids import new_task_id, redact
+from mcp_tasks.models import Complete, Fail, NewTask, StatusChange, TaskRecord, WorkSpec
+from mcp_tasks.runner import Runner, RunnerNotStarted
+
+if TYPE_CHECKING:
+    from mcp_tasks.context import RunningTaskContext
+    from mcp_tasks.notifier import Notifier
+    from mcp_tasks.store import Store
+
+logger = logging.getLogger(__name__)
+
+TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+REMOVED_METHODS: Final = frozenset({"tasks/list", "tasks/result"})
+
+# The client capability each kind of input request needs (MRTR: never ask for an
+# input kind the request did not declare).
+_INPUT_CAPABILITY: Final = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+Preflight: TypeAlias = Callable[
+    [Mapping[str, Any], Mapping[str, Any]],
+    "Mapping[str, Any] | None | Awaitable[Mapping[str, Any] | None]",
+]
+"""``(arguments, input_responses) → input requests still needed`` (empty/None: go on).
+
+Runs before a task is created; while it needs input the call answers a synchronous
+``InputRequiredResult`` (multi-round-trip requests), and the task is minted only on the
+round that has every answer."""
+
+TtlOption: TypeAlias = "int | None | _Unset | Callable[[Mapping[str, Any]], int | None]"
+CallNext: TypeAlias = Callable[[], Awaitable[Any]]
+ResultConverter: TypeAlias = Callable[[Any], StatusChange]
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    """How one tool takes part in tasks."""
+
+    mode: Policy = TaskMode.OPTIONAL
+    ttl_ms: TtlOption = UNSET
+    """Per tool, or a function of the call's arguments (per call); UNSET = the default."""
+    poll_interval_ms: int | None = None
+    preflight: Preflight | None = None
+    manual: bool = False
+    """Run the tool inline; it returns :func:`~mcp_tasks.control.defer` to make a task."""
+
+    def __post_init__(self) -> None:
+        check_policy(self.mode)
+
+
+def result_to_change(result: object) -> StatusChange:
+    """How a tool body's return value ends its task (the official SDK's result types).
+
+    A tool's own error arrives as a result with ``isError`` (→ ``completed``). An
+    ``InputRequiredResult`` cannot be answered inside a task (→ ``failed``).
+    """
+    if isinstance(result, BaseModel):
+        result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if not isinstance(result, Mapping):
+        return Complete({"content": [{"type": "text", "text": str(result)}], "isError": False})
+    if result.get("resultType") == "input_required":
+        logger.error("a task body returned an InputRequiredResult; use TaskContext.request_input")
+        return Fail({"code": -32603, "message": "The tool asked for input in an unsupported way"})
+    return Complete({k: v for k, v in result.items() if k != "resultType"})
+
+
+class TaskEngine:
+    """SEP-2663 semantics over a Store. Adapters translate their SDK's request into a
+    :class:`RequestView` and call :meth:`handle_tool_call` / :meth:`handle_tasks_method`."""
+
+    def __init__(
+        self,
+        store: Store,
+        runner: Runner,
+        notifier: Notifier,
+        *,
+        default_ttl_ms: int | None = 3_600_000,
+        default_poll_interval_ms: int = 2_000,
+        clock: Clock = system_clock,
+    ) -> None:
+        self.store = store
+        self.runner = runner
+        self.notifier = notifier
+        self.default_ttl_ms = default_ttl_ms
+        self.default_poll_interval_ms = default_poll_interval_ms
+        self.clock = clock
+        self.tools: dict[str, ToolOptions] = {}
+
+    def __repr__(self) -> str:
+        return f"TaskEngine(store={self.store!r}, tools={sorted(self.tools)})"
+
+    # --- tools/call ---------------------------------------------------------------
+
+    async def handle_tool_call(
+        self,
+        request: RequestView,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        input_responses: Mapping[str, Any] | None,
+        call_next: CallNext,
+        options: ToolOptions | None = None,
+        *,
+        to_change: ResultConverter = result_to_change,
+    ) -> Any:
+        """Answer a ``tools/call``: synchronously through ``call_next``, an
+        ``InputRequiredResult`` (preflight), or a ``CreateTaskResult`` dict.
+
+        ``call_next`` runs the tool; for a task it runs later under the runner (outside
+        this request) with the task's :class:`TaskContext` bound. ``to_change`` turns its
+        return value into the task's outcome; an :class:`MCPError` it raises fails the task.
+        """
+        options = options if options is not None else self.tools.get(name)
+        if options is None or not request.is_modern:  # a legacy-era request never gets a task
+            return await call_next()
+        args: Mapping[str, Any] = arguments or {}
+        mode = await resolve_mode(options.mode, args, request)
+        if mode is TaskMode.FORBIDDEN:
+            return await call_next()
+        as_task = request.declares_tasks
+        if mode is TaskMode.REQUIRED and not as_task:
+            raise errors.missing_capability()
+        answers: Mapping[str, Any] = dict(input_responses or {})
+        if options.preflight is not None:
+            needed = await self._preflight(options.preflight, request, args, answers)
+            if needed:
+                return {"resultType": "input_required", "inputRequests": needed}
+        if options.manual:
+            return await self._manual(request, name, args, answers, call_next, options, as_task)
+        if not as_task:
+            return await self._inline(args, answers, call_next)
+        return await self._create_and_run(request, name, args, answers, call_next, options, to_change)
+
+    async def _preflight(
+        self,
+        preflight: Preflight,
+        request: RequestView,
+        arguments: Mapping[str, Any],
+        answers: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        needed = preflight(arguments, answers)
+        if inspect.isawaitable(needed):
+            needed = await needed
+        requests = dict(needed or {})
+        for entry in requests.values():
+            capability = _INPUT_CAPABILITY.get(str(entry.get("method")))
+            if capability is not None and not request.has_capability(capability):
+                raise errors.missing_capability({capability: {}})
+        return requests
+
+    @staticmethod
+    async def _inline(
+        arguments: Mapping[str, Any], answers: Mapping[str, Any], call_next: CallNext
+    ) -> Any:
+        context = TaskContext(arguments=arguments, input_responses=answers)
+        token = context.bind()
+        try:
+            return await call_next()
+        finally:
+            context.unbind(token)
+
+    def _ttl_for(self, options: ToolOptions, arguments: Mapping[str, Any]) -> int | None:
+        ttl = options.ttl_ms
+        if isinstance(ttl, _Unset):
+            return self.default_ttl_ms
+        if callable(ttl):
+            return ttl(arguments)
+        return ttl
+
+    async def _create(self, task: NewTask) -> TaskRecord:
+        try:
+            record = await self.store.create(task)
+        except TaskLimitReached:
+            raise errors.task_limit_reached() from None
+        except StoreUnavailable:
+            logger.exception("creating a task failed: the store is unavailable")
+            raise errors.internal_error("Task store unavailable") from None
+        logger.debug("created task %s", redact(task.task_id))
+        return record
+
+    async def _create_and_run(
+        self,
+        request: RequestView,
+        name: str,
+        arguments: Mapping[str, Any],
+        answers: Mapping[str, Any],
+        call_next: CallNext,
+        options: ToolOptions,
+        to_change: ResultConverter,
+    ) -> dict[str, Any]:
+        try:
+            work = WorkSpec(type=name, input=dict(arguments))
+            task = NewTask(
+                task_id=new_task_id(),
+                owner=request.owner,
+                ttl_ms=self._ttl_for(options, arguments),
+                poll_interval_ms=options.poll_interval_ms or self.default_poll_interval_ms,
+                work=work,
+            )
+        except NotJSONSafe:
+            raise errors.invalid_params("Tool arguments are not JSON-safe") from None
+        if not self.runner.running:
+            raise errors.internal_error("The task runner is not running")
+        record = await self._create(task)
+
+        async def body(context: RunningTaskContext) -> StatusChange:
+            try:
+                return to_change(await call_next())
+            except MCPError as exc:
+                return Fail(exc.error.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+        try:
+            await self.runner.start(record.task_id, body, arguments=arguments, input_responses=answers)
+        except RunnerNotStarted:
+            await self._fail_quietly(record.task_id, "The task runner is not running")
+            raise errors.internal_error("The task runner is not running") from None
+        # The create was durable before we answer: a tasks/get on any node resolves it now.
+        return create_task_result(record, self.clock())
+
+    async def _manual(
+        self,
+        request: RequestView,
+        name: str,
+        arguments: Mapping[str, Any],
+        answers: Mapping[str, Any],
+        call_next: CallNext,
+        options: ToolOptions,
+        as_task: bool,
+    ) -> Any:
+        slot = DeferSlot()
+        token = defer_slot.set(slot)
+        try:
+            result = await self._inline(arguments, answers, call_next)
+        finally:
+            defer_slot.reset(token)
+        deferred = slot.deferred if slot.deferred is not None else result
+        if not isinstance(deferred, Deferred):
+            return result
+        if not as_task:
+            raise errors.missing_capability()
+        problems = deferred.problems()
+        if problems:
+            logger.error("tool %r returned an unusable defer(): %s", name, "; ".join(problems))
+            raise errors.internal_error("The tool returned an invalid task descriptor")
+        ttl = deferred.ttl_ms
+        record = await self._create(
+            NewTask(
+                task_id=new_task_id(),
+                owner=request.owner,
+                ttl_ms=self._ttl_for(options, arguments) if isinstance(ttl, _Unset) else ttl,
+                poll_interval_ms=deferred.poll_interval_ms
+                or options.poll_interval_ms
+                or self.default_poll_interval_ms,
+                status_message=deferred.status_message,
+                work=None,
+            )
+        )
+        try:
+            started = deferred.start(record.task_id)
+            if inspect.isawaitable(started):
+                await started
+        except Exception:
+            logger.exception("starting manual task work failed")
+            record = await self._fail_quietly(record.task_id, "Starting the task failed") or record
+        return create_task_result(record, self.clock())
+
+    async def _fail_quietly(self, task_id: str, message: str) -> TaskRecord | None:
+        try:
+            transition = await self.store.put_status(
+                task_id, Fail({"code": -32603, "message": message})
+            )
+        except Exception:
+            logger.exception("recording a task failure failed")
+            return None
+        await self.notifier.publish(task_id)
+        return transition.record
+
+    # --- tasks/* ------------------------------------------------------------------
+
+    async def handle_tasks_method(
+        self, request: RequestView, method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """Answer ``tasks/get|update|cancel``, gates in the order of architecture decision 3:
+        capability (-32021) → routing header (-32020) → params (-32602) → lookup (-32602).
+        ``tasks/list``, ``tasks/result`` and every legacy-era request: -32601."""
+        if method not in TASK_METHODS or not request.is_modern:
+            raise errors.method_not_found()
+        if not request.declares_tasks:
+            raise errors.missing_capability()
+        raw = params if isinstance(params, Mapping) else {}
+        task_id = raw.get("taskId")
+        self._check_name_header(request, task_id)
+        if not isinstance(task_id, str) or not task_id:
+            raise errors.invalid_params("Missing taskId")
+        try:
+            if method == "tasks/get":
+                record = await self.store.get(task_id, request.owner)
+                return get_task_result(record, self.clock())
+            if method == "tasks/update":
+                responses = raw.get("inputResponses")
+                if not isinstance(responses, Mapping):
+                    raise errors.invalid_params("Missing inputResponses")
+                await self.store.update(task_id, request.owner, responses)
+            else:
+                await self.store.cancel(task_id, request.owner)
+        except TaskNotFound:
+            raise errors.task_not_found() from None
+        except NotJSONSafe:
+            raise errors.invalid_params("inputResponses must be JSON") from None
+        except StoreUnavailable:
+            logger.exception("%s failed: the store is unavailable", method)
+            raise errors.internal_error("Task store unavailable") from None
+        await self.notifier.publish(task_id)
+        return dict(ACK)
+
+    @staticmethod
+    def _check_name_header(request: RequestView, task_id: object) -> None:
+        """``Mcp-Name`` must carry ``params.taskId`` on HTTP (the SDK checks it only for
+        tools/call, prompts/get and resources/read). A missing header is rejected too, as
+        the core rule for required routing headers says; off HTTP there is nothing to check."""
+        if request.headers is None:
+            return
+        name = request.header("mcp-name")
+        if name is None:
+            raise errors.header_mismatch("Mcp-Name header is required on tasks/* requests")
+        if isinstance(task_id, str) and name != task_id:
+            raise errors.header_mismatch("Mcp-Name header does not match params.taskId")

@@ -1,0 +1,58 @@
+"""The JSON-RPC errors the engine answers with; no message ever names a task id."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+)
+
+from mcp_tasks.engine.wire import EXTENSION_ID
+
+NOT_FOUND_MESSAGE: Final = "Failed to retrieve task: Task not found"
+
+
+def missing_capability(capabilities: dict[str, object] | None = None) -> MCPError:
+    """-32021: the request did not declare what this answer needs (the tasks extension by default)."""
+    required = capabilities if capabilities is not None else {"extensions": {EXTENSION_ID: {}}}
+    return MCPError(
+        code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message="Missing required client capability",
+        data={"requiredCapabilities": required},
+    )
+
+
+def header_mismatch(message: str) -> MCPError:
+    """-32020: a routing header is missing or disagrees with the body."""
+    return MCPError(code=HEADER_MISMATCH, message=f"Header mismatch: {message}")
+
+
+def invalid_params(message: str) -> MCPError:
+    """-32602 with a fixed message."""
+    return MCPError(code=INVALID_PARAMS, message=message)
+
+
+def task_not_found() -> MCPError:
+    """-32602, the one answer for an unknown, foreign or expired task."""
+    return MCPError(code=INVALID_PARAMS, message=NOT_FOUND_MESSAGE)
+
+
+def task_limit_reached() -> MCPError:
+    """-32603 when the store's row cap is reached."""
+    return MCPError(code=INTERNAL_ERROR, message="Task limit reached")
+
+
+def internal_error(message: str = "Internal error") -> MCPError:
+    """-32603."""
+    return MCPError(code=INTERNAL_ERROR, message=message)
+
+
+def method_not_found() -> MCPError:
+    """-32601."""
+    return MCPError(code=METHOD_NOT_FOUND, message="Method not found")

@@ -1,0 +1,92 @@
+"""Task records rendered as SEP-2663 wire objects: CreateTaskResult, DetailedTask, acks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Final
+
+from mcp_tasks.jsonsafe import JSONObject, JSONValue
+from mcp_tasks.models import TaskRecord
+from mcp_tasks.states import TaskStatus
+
+#: The extension's identifier: the capability key and the reserved label.
+EXTENSION_ID: Final = "io.modelcontextprotocol/tasks"
+
+#: The shortest poll hint given to a young task.
+MIN_POLL_INTERVAL_MS: Final = 250
+#: The poll hint a tool gets when it configures none.
+DEFAULT_POLL_INTERVAL_MS: Final = 2_000
+
+ACK: Final[JSONObject] = {"resultType": "complete"}
+
+
+def rfc3339(epoch_ms: int) -> str:
+    """Epoch milliseconds as RFC 3339 UTC with milliseconds, e.g. ``2026-01-01T00:00:00.000Z``."""
+    moment = datetime.fromtimestamp(epoch_ms // 1000, tz=UTC)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{epoch_ms % 1000:03d}Z"
+
+
+def poll_interval_ms(record: TaskRecord, now: int) -> int:
+    """An adaptive hint: short while a task is young, growing toward its configured interval.
+
+    Young tasks often finish within a second or two, so clients should look again soon;
+    a task that has run for a while is polled at the interval its tool configured.
+    """
+    configured = record.poll_interval_ms or DEFAULT_POLL_INTERVAL_MS
+    if record.status.is_terminal:
+        return configured
+    age = max(0, now - record.created_at)
+    return max(1, min(configured, max(MIN_POLL_INTERVAL_MS, age // 2)))
+
+
+def _task_fields(record: TaskRecord, now: int) -> JSONObject:
+    body: JSONObject = {
+        "taskId": record.task_id,
+        "status": record.status.value,
+        "createdAt": rfc3339(record.created_at),
+        "lastUpdatedAt": rfc3339(record.last_updated_at),
+        "ttlMs": record.ttl_ms,  # the key is required; null means unlimited
+        "pollIntervalMs": poll_interval_ms(record, now),
+    }
+    if record.status_message is not None:
+        body["statusMessage"] = record.status_message
+    return body
+
+
+def create_task_result(record: TaskRecord, now: int) -> JSONObject:
+    """``CreateTaskResult``: flat task fields with ``resultType: "task"``; never a result,
+    error, input requests or request state (those belong to ``tasks/get``)."""
+    return {"resultType": "task", **_task_fields(record, now)}
+
+
+def detailed_task(record: TaskRecord, now: int) -> JSONObject:
+    """``DetailedTask``: the task fields plus the one field its status carries."""
+    body = _task_fields(record, now)
+    match record.status:
+        case TaskStatus.INPUT_REQUIRED:
+            requests: dict[str, JSONValue] = dict(record.input_requests)
+            body["inputRequests"] = requests
+        case TaskStatus.COMPLETED:
+            body["result"] = inlined_result(record.result or {})
+        case TaskStatus.FAILED:
+            body["error"] = record.error or {"code": -32603, "message": "Internal error"}
+        case _:
+            pass
+    return body
+
+
+def get_task_result(record: TaskRecord, now: int) -> JSONObject:
+    """``GetTaskResult``: a ``DetailedTask`` with ``resultType: "complete"``."""
+    return {"resultType": "complete", **detailed_task(record, now)}
+
+
+_RELATED_TASK_META: Final = "io.modelcontextprotocol/related-task"
+
+
+def inlined_result(result: JSONObject) -> JSONObject:
+    """The stored tool result as inlined on a completed task: no envelope keys of its own."""
+    body = {k: v for k, v in result.items() if k != "resultType"}
+    meta = body.get("_meta")
+    if isinstance(meta, dict) and _RELATED_TASK_META in meta:
+        body["_meta"] = {k: v for k, v in meta.items() if k != _RELATED_TASK_META}
+    return body

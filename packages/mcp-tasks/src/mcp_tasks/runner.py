@@ -1,0 +1,194 @@
+"""The in-process runner: runs task bodies under a lifespan-owned task group, never in a request.
+
+A body runs outside the request's cancel scope (the SDK's HTTP path cancels a request by
+closing its stream). The runner claims each task by id right after it is created, renews
+the lease while the body runs, stops the body when the task is cancelled or the lease is
+lost, and records the body's outcome with its lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import anyio
+import anyio.abc
+
+from mcp_tasks.context import RunningTaskContext, TaskCancelled
+from mcp_tasks.errors import MCPTasksError, StaleLease, TaskNotFound
+from mcp_tasks.ids import redact
+from mcp_tasks.models import Claimed, Complete, Fail, StatusChange
+from mcp_tasks.notifier import Notifier, Subscription
+from mcp_tasks.rules import ANY_OWNER
+from mcp_tasks.store import Store
+
+logger = logging.getLogger(__name__)
+
+Body = Callable[[RunningTaskContext], Awaitable[StatusChange]]
+"""A task body: runs the work with its context and says how the task ends."""
+
+DEFAULT_LEASE_MS: Final = 30_000
+DEFAULT_REAP_INTERVAL_S: Final = 30.0
+
+INTERNAL_ERROR: Final = {"code": -32603, "message": "Internal error"}
+
+
+class RunnerNotStarted(MCPTasksError):
+    """The task runner is not running: enter Tasks.lifespan (see the adapters' docs)."""
+
+
+class Runner:
+    """Runs task bodies in this process; one per :class:`~mcp_tasks.tasks.Tasks`."""
+
+    def __init__(
+        self,
+        store: Store,
+        notifier: Notifier,
+        *,
+        worker_id: str | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
+    ) -> None:
+        self.store = store
+        self.notifier = notifier
+        self.worker_id = worker_id or f"inproc-{secrets.token_hex(4)}"
+        self.lease_ms = lease_ms
+        self.reap_interval_s = reap_interval_s
+        self._group: anyio.abc.TaskGroup | None = None
+        self._depth = 0
+
+    def __repr__(self) -> str:
+        return f"Runner(worker_id={self.worker_id!r}, running={self.running})"
+
+    @property
+    def running(self) -> bool:
+        return self._group is not None
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Own the task group while the server lives. Re-entering is a no-op, so the same
+        lifespan may be composed at two levels (e.g. Starlette and MCPServer)."""
+        if self._group is not None:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        async with anyio.create_task_group() as group:
+            self._group = group
+            if self.reap_interval_s is not None:
+                group.start_soon(self._reap_forever, self.reap_interval_s)
+            try:
+                yield
+            finally:
+                self._group = None
+                group.cancel_scope.cancel()
+
+    async def start(
+        self, task_id: str, body: Body, *, arguments: Mapping[str, Any] | None = None,
+        input_responses: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Claim the new task and run ``body`` in the background.
+
+        Raises:
+            RunnerNotStarted: no lifespan is running.
+        """
+        group = self._group
+        if group is None:
+            raise RunnerNotStarted
+        claimed = await self.store.claim(self.worker_id, lease_ms=self.lease_ms, task_id=task_id)
+        if claimed is None:  # cancelled (or reaped) between create and claim: nothing to run
+            logger.debug("task %s was not claimable", redact(task_id))
+            return
+        context = RunningTaskContext(
+            task_id=task_id,
+            store=self.store,
+            notifier=self.notifier,
+            lease=claimed.lease,
+            arguments=arguments,
+            input_responses=input_responses,
+        )
+        group.start_soon(self._run, claimed, context, body)
+
+    async def _run(self, claimed: Claimed, context: RunningTaskContext, body: Body) -> None:
+        task_id = claimed.record.task_id
+        change: StatusChange | None = None
+        async with self.notifier.subscribe(task_id) as changes, anyio.create_task_group() as tg:
+            body_scope = anyio.CancelScope()
+            tg.start_soon(self._watch, context, changes, body_scope)
+            with body_scope:
+                change = await self._outcome(context, body)
+            tg.cancel_scope.cancel()
+        try:
+            if change is not None and not context.cancelled:
+                await self.store.put_status(task_id, change, lease=context.lease)
+                await self.notifier.publish(task_id)
+        except (StaleLease, TaskNotFound):
+            logger.debug("task %s ended elsewhere; outcome dropped", redact(task_id))
+        except MCPTasksError:
+            logger.exception("recording a task outcome failed")
+        finally:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.store.release(context.lease)
+                except MCPTasksError:
+                    logger.debug("releasing the lease of task %s failed", redact(task_id))
+
+    @staticmethod
+    async def _outcome(context: RunningTaskContext, body: Body) -> StatusChange | None:
+        token = context.bind()
+        try:
+            return await body(context)
+        except TaskCancelled:
+            return None
+        except Exception:
+            logger.exception("a task body raised")
+            return Fail(dict(INTERNAL_ERROR))
+        finally:
+            context.unbind(token)
+
+    async def _watch(
+        self, context: RunningTaskContext, changes: Subscription, body_scope: anyio.CancelScope
+    ) -> None:
+        """Renew the lease; stop the body once the task is terminal, gone or not ours."""
+        renew_every = self.lease_ms / 3000
+        task_id = context.task_id
+        while True:
+            changed = await changes.wait(renew_every)
+            try:
+                if changed:
+                    record = await self.store.get(task_id, ANY_OWNER)
+                    if not record.status.is_terminal:
+                        continue
+                else:
+                    context.lease = await self.store.renew(context.lease, lease_ms=self.lease_ms)
+                    continue
+            except (StaleLease, TaskNotFound):
+                pass
+            except MCPTasksError:
+                logger.warning("the task store did not answer; will retry")
+                continue
+            logger.debug("stopping the body of task %s", redact(task_id))
+            context.mark_cancelled()
+            body_scope.cancel()
+            return
+
+    async def _reap_forever(self, interval_s: float) -> None:
+        while True:
+            await anyio.sleep(interval_s)
+            try:
+                removed = await self.store.reap()
+            except MCPTasksError:
+                logger.warning("reaping expired tasks failed; will retry")
+                continue
+            if removed:
+                logger.info("reaped %d expired tasks", removed)
+
+
+def complete_from(result: Mapping[str, Any]) -> Complete:
+    """A ``Complete`` change for a tool result mapping."""
+    return Complete(dict(result))

@@ -1,0 +1,127 @@
+"""Adapters for the official MCP SDK: an ``MCPServer`` extension and a low-level ``Server`` install.
+
+The SDK's ``Extension`` has no lifespan hook, so the runner's lifespan is composed by the
+user: ``MCPServer(..., lifespan=tasks.lifespan)``, ``Server(..., lifespan=tasks.lifespan)``,
+or ``async with tasks.running():`` inside a Starlette/FastAPI lifespan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding, compose_tool_call_handler
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CallToolRequestParams, RequestParams
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+
+from mcp_tasks.engine import TASK_METHODS, EXTENSION_ID, RequestView
+from mcp_tasks.ownership import current_owner
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
+
+    from mcp_tasks.engine import TaskEngine
+
+
+class TaskMethodParams(RequestParams):
+    """Params of ``tasks/*`` as the SDK validates them: anything goes, so that the engine's
+    own gates (capability before params) decide the error, not a schema check."""
+
+
+def request_view(ctx: ServerRequestContext[Any, Any]) -> RequestView:
+    """The engine's view of one SDK request: its own capabilities, headers and principal."""
+    declared: Any = (ctx.meta or {}).get(CLIENT_CAPABILITIES_META_KEY)
+    if not isinstance(declared, Mapping):
+        session_caps = ctx.session.client_capabilities
+        declared = (
+            session_caps.model_dump(by_alias=True, mode="json", exclude_none=True)
+            if session_caps is not None
+            else None
+        )
+    headers = ctx.request.headers if isinstance(ctx.request, Request) else None
+    return RequestView(
+        protocol_version=ctx.protocol_version,
+        client_capabilities=declared,
+        owner=current_owner(),
+        headers=headers,
+    )
+
+
+def _tasks_handler(engine: TaskEngine, method: str) -> Any:
+    async def handle(ctx: ServerRequestContext[Any, Any], params: TaskMethodParams) -> HandlerResult:
+        return await engine.handle_tasks_method(request_view(ctx), method, ctx.params)
+
+    return handle
+
+
+async def intercept(
+    engine: TaskEngine,
+    params: CallToolRequestParams,
+    ctx: ServerRequestContext[Any, Any],
+    call_next: CallNext,
+) -> HandlerResult:
+    """The ``tools/call`` interceptor both adapters use."""
+    result: HandlerResult = await engine.handle_tool_call(
+        request_view(ctx),
+        params.name,
+        params.arguments,
+        _raw_input_responses(ctx),
+        lambda: call_next(ctx),
+    )
+    return result
+
+
+def _raw_input_responses(ctx: ServerRequestContext[Any, Any]) -> Mapping[str, Any] | None:
+    raw = (ctx.params or {}).get("inputResponses")
+    return raw if isinstance(raw, Mapping) else None
+
+
+class TasksExtension(Extension):
+    """``io.modelcontextprotocol/tasks`` for ``MCPServer(extensions=[tasks.extension()])``."""
+
+    identifier = EXTENSION_ID
+
+    def __init__(self, engine: TaskEngine) -> None:
+        self._engine = engine
+
+    def __repr__(self) -> str:
+        return "TasksExtension()"
+
+    def settings(self) -> dict[str, Any]:
+        return {}  # the extension defines no settings: an empty object means support
+
+    def methods(self) -> Sequence[MethodBinding]:
+        return [
+            MethodBinding(
+                method,
+                TaskMethodParams,
+                _tasks_handler(self._engine, method),
+                protocol_versions=frozenset(MODERN_PROTOCOL_VERSIONS),
+            )
+            for method in sorted(TASK_METHODS)
+        ]
+
+    async def intercept_tool_call(
+        self,
+        params: CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+    ) -> HandlerResult:
+        return await intercept(self._engine, params, ctx, call_next)
+
+
+def install(engine: TaskEngine, server: Server[Any]) -> TasksExtension:
+    """Serve the extension on a low-level ``Server``: advertise it, add ``tasks/*`` and wrap
+    the ``tools/call`` handler (register it before installing)."""
+    extension = TasksExtension(engine)
+    server.extensions[EXTENSION_ID] = extension.settings()
+    for method in sorted(TASK_METHODS):
+        server.add_request_handler(method, TaskMethodParams, _tasks_handler(engine, method))
+    entry = server.get_request_handler("tools/call")
+    if entry is not None:
+        server.add_request_handler(
+            "tools/call", CallToolRequestParams, compose_tool_call_handler([extension], entry.handler)
+        )
+    return extension

@@ -1,0 +1,214 @@
+"""The ``Tasks`` facade: one Store, runner, notifier and engine, and the ways to plug them in."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from mcp_tasks.clock import Clock, system_clock
+from mcp_tasks.context import TaskContext, current_task_context
+from mcp_tasks.control import UNSET, Deferred, TaskControl, defer, defer_slot
+from mcp_tasks.engine import Policy, Preflight, TaskEngine, TaskMode, ToolOptions
+from mcp_tasks.engine.core import TtlOption
+from mcp_tasks.notifier import LocalNotifier, Notifier
+from mcp_tasks.runner import DEFAULT_LEASE_MS, DEFAULT_REAP_INTERVAL_S, Runner
+from mcp_tasks.sdk import TasksExtension, install
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
+    from mcp.server.mcpserver import MCPServer
+
+    from mcp_tasks.store import Store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Tasks:
+    """Durable MCP Tasks for a server.
+
+    ```python
+    tasks = Tasks(store=store_from_url("sqlite:///tasks.db"))
+    mcp = MCPServer("builder", extensions=[tasks.extension()], lifespan=tasks.lifespan)
+
+    @tasks.tool(mcp, mode="optional", poll_interval_ms=500)
+    async def build(ref: str, ctx: TaskContext) -> str: ...
+    ```
+
+    ``tasks.lifespan`` runs the in-process runner and the reaper. It takes any app argument,
+    so it fits ``MCPServer(lifespan=…)``, ``Server(lifespan=…)`` and Starlette/FastAPI
+    (``Starlette(lifespan=tasks.lifespan)``); to combine it with a lifespan of your own,
+    nest ``async with tasks.running():``. Entering it twice is harmless.
+    """
+
+    Context = TaskContext
+    defer = staticmethod(defer)
+
+    def __init__(
+        self,
+        store: Store | None = None,
+        *,
+        default_ttl_ms: int | None = 3_600_000,
+        default_poll_interval_ms: int = 2_000,
+        notifier: Notifier | None = None,
+        worker_id: str | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
+        clock: Clock = system_clock,
+    ) -> None:
+        if store is None:
+            from mcp_tasks.stores.memory import MemoryTaskStore  # noqa: PLC0415
+
+            store = MemoryTaskStore()
+        self.store: Store = store
+        self.notifier: Notifier = notifier if notifier is not None else LocalNotifier()
+        self.runner = Runner(
+            store, self.notifier, worker_id=worker_id, lease_ms=lease_ms,
+            reap_interval_s=reap_interval_s,
+        )
+        self.engine = TaskEngine(
+            store,
+            self.runner,
+            self.notifier,
+            default_ttl_ms=default_ttl_ms,
+            default_poll_interval_ms=default_poll_interval_ms,
+            clock=clock,
+        )
+
+    def __repr__(self) -> str:
+        return f"Tasks(store={self.store!r})"
+
+    # --- lifecycle ----------------------------------------------------------------
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        """Run the task runner and reaper while the context is open."""
+        return self.runner.run()
+
+    @asynccontextmanager
+    async def lifespan(self, app: object = None) -> AsyncIterator[dict[str, Any]]:
+        """A lifespan for ``MCPServer``, ``Server`` or Starlette: runs :meth:`running`."""
+        async with self.running():
+            yield {}
+
+    # --- adapters -----------------------------------------------------------------
+
+    def extension(self) -> TasksExtension:
+        """The ``MCPServer`` extension: ``MCPServer(extensions=[tasks.extension()])``."""
+        return TasksExtension(self.engine)
+
+    def install(self, server: Server[Any]) -> TasksExtension:
+        """Serve the extension on a low-level ``Server`` (after its ``tools/call`` handler is
+        set); declare task tools with :meth:`register`."""
+        return install(self.engine, server)
+
+    def control(self) -> TaskControl:
+        """A :class:`TaskControl` on this Store that also wakes this node's waiters."""
+        return TaskControl(self.store, self.notifier)
+
+    # --- tools --------------------------------------------------------------------
+
+    def register(
+        self,
+        name: str,
+        *,
+        mode: Policy = TaskMode.OPTIONAL,
+        ttl_ms: TtlOption = UNSET,
+        poll_interval_ms: int | None = None,
+        preflight: Preflight | None = None,
+        manual: bool = False,
+    ) -> ToolOptions:
+        """Declare how the tool ``name`` takes part in tasks (any SDK's tool)."""
+        options = ToolOptions(
+            mode=mode,
+            ttl_ms=ttl_ms,
+            poll_interval_ms=poll_interval_ms,
+            preflight=preflight,
+            manual=manual,
+        )
+        self.engine.tools[name] = options
+        return options
+
+    def tool(
+        self,
+        server: MCPServer[Any],
+        *,
+        name: str | None = None,
+        mode: Policy = TaskMode.OPTIONAL,
+        ttl_ms: TtlOption = UNSET,
+        poll_interval_ms: int | None = None,
+        preflight: Preflight | None = None,
+        manual: bool = False,
+        **tool_kwargs: Any,
+    ) -> Callable[[F], F]:
+        """Register ``fn`` as a tool of ``server`` that may run as a task.
+
+        A parameter annotated :class:`TaskContext` receives the task's context. ``mode`` is
+        ``"forbidden"``, ``"optional"``, ``"required"`` or ``callable(arguments, request)``.
+        ``manual=True`` runs the function inline: it returns :func:`defer` to make a task.
+        """
+
+        def decorator(fn: F) -> F:
+            tool_name = name or fn.__name__
+            server.add_tool(with_task_context(fn, manual=manual), name=tool_name, **tool_kwargs)
+            self.register(
+                tool_name,
+                mode=mode,
+                ttl_ms=ttl_ms,
+                poll_interval_ms=poll_interval_ms,
+                preflight=preflight,
+                manual=manual,
+            )
+            return fn
+
+        return decorator
+
+
+def _is_task_context(annotation: object) -> bool:
+    """``TaskContext`` itself, a subclass, or an optional/union that includes one."""
+    if inspect.isclass(annotation):
+        return issubclass(annotation, TaskContext)
+    return any(_is_task_context(arg) for arg in typing.get_args(annotation))
+
+
+def with_task_context(fn: Callable[..., Any], *, manual: bool = False) -> Callable[..., Any]:
+    """``fn`` with its :class:`TaskContext` parameters filled from the running task (or an
+    inline context for a synchronous call) and hidden from the tool's input schema."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    signature = inspect.signature(fn)
+    injected = [p for p, a in hints.items() if p != "return" and _is_task_context(a)]
+    parameters = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in signature.parameters.values()
+        if p.name not in injected
+    ]
+    returns = inspect.Signature.empty if manual else hints.get("return", signature.return_annotation)
+
+    @functools.wraps(fn)
+    async def wrapper(**kwargs: Any) -> Any:
+        context = current_task_context() or TaskContext(arguments=kwargs)
+        for parameter in injected:
+            kwargs[parameter] = context
+        result = fn(**kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        if isinstance(result, Deferred):
+            slot = defer_slot.get()
+            if slot is None:
+                raise RuntimeError("defer() is only valid from a tool registered with manual=True")
+            slot.deferred = result
+            return "deferred"
+        return result
+
+    del wrapper.__wrapped__  # the SDK must read our signature, not fn's
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=parameters, return_annotation=returns
+    )
+    wrapper.__annotations__ = {
+        p.name: p.annotation for p in parameters if p.annotation is not inspect.Parameter.empty
+    }
+    if returns is not inspect.Signature.empty:
+        wrapper.__annotations__["return"] = returns
+    return wrapper
