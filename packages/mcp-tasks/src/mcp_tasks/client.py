@@ -13,7 +13,7 @@ async with tasks_client("http://127.0.0.1:8000/mcp") as client:
 
 `tasks_client` declares the extension on every request (the SDK stamps the client
 capabilities into each request's `_meta`). Plain `client.call_tool(...)` also works:
-the `TasksExtension` claim turns a `CreateTaskResult` into a handle and waits for it,
+the `TasksClientExtension` claim turns a `CreateTaskResult` into a handle and waits for it,
 answering input requests through the client's own elicitation/sampling callbacks.
 """
 
@@ -39,11 +39,11 @@ __all__ = [
     "CreateTaskResult",
     "InputAnswerer",
     "TaskAck",
-    "TaskCancelled",
     "TaskFailed",
     "TaskHandle",
     "TaskState",
-    "TasksExtension",
+    "TaskWasCancelled",
+    "TasksClientExtension",
     "start_tool",
     "tasks_client",
 ]
@@ -95,7 +95,7 @@ class TaskState(_TaskFields):
 
         Raises:
             TaskFailed: The task ended `failed` (carries the JSON-RPC error).
-            TaskCancelled: The task ended `cancelled`.
+            TaskWasCancelled: The task ended `cancelled`.
             ValueError: The task is not terminal yet.
         """
         if self.status == "completed":
@@ -103,7 +103,7 @@ class TaskState(_TaskFields):
         if self.status == "failed":
             raise TaskFailed.from_state(self)
         if self.status == "cancelled":
-            raise TaskCancelled(self)
+            raise TaskWasCancelled(self)
         raise ValueError(f"task is {self.status}, not terminal")
 
 
@@ -135,7 +135,7 @@ class TaskFailed(MCPError):
         )
 
 
-class TaskCancelled(Exception):
+class TaskWasCancelled(Exception):
     """The task ended `cancelled`."""
 
     def __init__(self, state: TaskState) -> None:
@@ -293,11 +293,11 @@ class _Detached(Exception):  # control flow only, never seen by callers
         self.handle = handle
 
 
-class TasksExtension(ClientExtension):
+class TasksClientExtension(ClientExtension):
     """Declares the tasks extension and resolves `CreateTaskResult` for `Client.call_tool`.
 
     With this extension, `client.call_tool(...)` waits for a task to finish and returns
-    its `CallToolResult` (raising `TaskFailed` / `TaskCancelled`), so task-returning tools
+    its `CallToolResult` (raising `TaskFailed` / `TaskWasCancelled`), so task-returning tools
     read like ordinary ones. Use `start_tool` to get the handle instead.
     """
 
@@ -326,14 +326,14 @@ class TasksExtension(ClientExtension):
 def tasks_client(
     server: str | Any,
     *,
-    extension: TasksExtension | None = None,
+    extension: TasksClientExtension | None = None,
     elicitation_callback: ElicitationFnT | None = None,
     **client_options: Any,
 ) -> Client:
     """A `Client` on the 2026-07-28 wire that declares the tasks extension on every request."""
     return Client(
         server,
-        extensions=[extension or TasksExtension()],
+        extensions=[extension or TasksClientExtension()],
         elicitation_callback=elicitation_callback,
         **client_options,
     )
@@ -348,7 +348,7 @@ async def start_tool(
 ) -> TaskHandle | types.CallToolResult:
     """Call a tool; return a `TaskHandle` if the server made it a task, else its result.
 
-    The client must carry a `TasksExtension` (see `tasks_client`), or the server will not
+    The client must carry a `TasksClientExtension` (see `tasks_client`), or the server will not
     answer with a task.
     """
     # Going through `Client.call_tool` keeps the SDK's input-required rounds (MRTR before the

@@ -107,13 +107,17 @@ class TaskControl:
     def __repr__(self) -> str:
         return f"TaskControl({self.store!r})"
 
-    async def _put(self, task_id: str, change: Complete | Fail | Progress | RequireInput) -> Transition:
+    async def _put(
+        self, task_id: str, change: Complete | Fail | Progress | RequireInput
+    ) -> Transition:
         transition = await self.store.put_status(task_id, change)
         if self.notifier is not None:
             await self.notifier.publish(task_id)
         return transition
 
-    async def complete(self, task_id: str, result: object, *, status_message: str | None = None) -> Transition:
+    async def complete(
+        self, task_id: str, result: object, *, status_message: str | None = None
+    ) -> Transition:
         """Finish with a tool result (text, a ``CallToolResult`` or its mapping)."""
         return await self._put(task_id, Complete(tool_result(result), status_message))
 

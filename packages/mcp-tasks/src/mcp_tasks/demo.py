@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -24,10 +24,20 @@ STEP_SECONDS = 0.4
 POLL_INTERVAL_MS = 200
 
 
-def demo_server(store: Store, *, step_seconds: float = STEP_SECONDS) -> MCPServer:
+def demo_server(
+    store: Store,
+    *,
+    step_seconds: float = STEP_SECONDS,
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO",
+) -> MCPServer:
     """An MCPServer with Tasks on `store` and the three demo tools."""
     tasks = Tasks(store=store)
-    mcp = MCPServer("mcp-tasks-demo", extensions=[tasks.extension()], lifespan=tasks.lifespan)
+    mcp = MCPServer(
+        "mcp-tasks-demo",
+        extensions=[tasks.extension()],
+        lifespan=tasks.lifespan,
+        log_level=log_level,
+    )
 
     @tasks.tool(mcp, mode="optional", poll_interval_ms=POLL_INTERVAL_MS)
     async def build(ctx: TaskContext, ref: str = "main") -> str:

@@ -89,7 +89,11 @@ class Runner:
                 group.cancel_scope.cancel()
 
     async def start(
-        self, task_id: str, body: Body, *, arguments: Mapping[str, Any] | None = None,
+        self,
+        task_id: str,
+        body: Body,
+        *,
+        arguments: Mapping[str, Any] | None = None,
         input_responses: Mapping[str, Any] | None = None,
     ) -> None:
         """Claim the new task and run ``body`` in the background.

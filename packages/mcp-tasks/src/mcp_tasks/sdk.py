@@ -50,7 +50,9 @@ def request_view(ctx: ServerRequestContext[Any, Any]) -> RequestView:
 
 
 def _tasks_handler(engine: TaskEngine, method: str) -> Any:
-    async def handle(ctx: ServerRequestContext[Any, Any], params: TaskMethodParams) -> HandlerResult:
+    async def handle(
+        ctx: ServerRequestContext[Any, Any], params: TaskMethodParams
+    ) -> HandlerResult:
         return await engine.handle_tasks_method(request_view(ctx), method, ctx.params)
 
     return handle
@@ -122,6 +124,8 @@ def install(engine: TaskEngine, server: Server[Any]) -> TasksExtension:
     entry = server.get_request_handler("tools/call")
     if entry is not None:
         server.add_request_handler(
-            "tools/call", CallToolRequestParams, compose_tool_call_handler([extension], entry.handler)
+            "tools/call",
+            CallToolRequestParams,
+            compose_tool_call_handler([extension], entry.handler),
         )
     return extension

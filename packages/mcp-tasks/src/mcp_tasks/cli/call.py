@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
 
 if TYPE_CHECKING:
-    from mcp.client.session import ClientRequestContext
+    from mcp.client.session import ClientRequestContext, ElicitationFnT
 
 EXIT_OK = 0
 EXIT_TOOL_ERROR = 1
@@ -117,13 +117,15 @@ def _coerce(raw: str, schema: dict[str, Any]) -> Any:
     return raw
 
 
-def make_elicitor(answers: dict[str, Any], console: Console, *, interactive: bool) -> Any:
+def make_elicitor(
+    answers: dict[str, Any], console: Console, *, interactive: bool
+) -> ElicitationFnT:
     """An elicitation callback: `--answer` first, then a prompt per form field on a TTY."""
 
     async def elicit(
-        ctx: ClientRequestContext, params: types.ElicitRequestParams
+        context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
-        key = str(ctx.request_id)
+        key = str(context.request_id)
         if key in answers:
             given = answers[key]
             if isinstance(given, dict) and "action" in given:

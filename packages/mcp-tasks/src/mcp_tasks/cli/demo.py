@@ -50,8 +50,8 @@ class Tour:
 
 
 async def confirm_yes(
-    ctx: ClientRequestContext, params: types.ElicitRequestParams
-) -> types.ElicitResult:
+    context: ClientRequestContext, params: types.ElicitRequestParams
+) -> types.ElicitResult | types.ErrorData:
     """The demo's user: answers every confirmation with yes."""
     print(f"   ? {params.message}  → answering yes automatically", flush=True)
     return types.ElicitResult(action="accept", content={"confirm": True})
@@ -62,7 +62,7 @@ async def tour(out: TextIO) -> bool:
     from mcp_tasks.demo import demo_server  # noqa: PLC0415
 
     show = Tour(out)
-    server = demo_server(MemoryTaskStore())
+    server = demo_server(MemoryTaskStore(), log_level="WARNING")
     async with running(server) as url:
         show.say(f"mcp-tasks demo: serving the demo tools at {url} (memory store)")
         async with tasks_client(url, elicitation_callback=confirm_yes) as client:

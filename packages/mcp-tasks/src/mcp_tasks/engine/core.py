@@ -152,7 +152,9 @@ class TaskEngine:
             return await self._manual(request, name, args, answers, call_next, options, as_task)
         if not as_task:
             return await self._inline(args, answers, call_next)
-        return await self._create_and_run(request, name, args, answers, call_next, options, to_change)
+        return await self._create_and_run(
+            request, name, args, answers, call_next, options, to_change
+        )
 
     async def _preflight(
         self,
@@ -233,7 +235,9 @@ class TaskEngine:
                 return Fail(exc.error.model_dump(by_alias=True, mode="json", exclude_none=True))
 
         try:
-            await self.runner.start(record.task_id, body, arguments=arguments, input_responses=answers)
+            await self.runner.start(
+                record.task_id, body, arguments=arguments, input_responses=answers
+            )
         except RunnerNotStarted:
             await self._fail_quietly(record.task_id, "The task runner is not running")
             raise errors.internal_error("The task runner is not running") from None

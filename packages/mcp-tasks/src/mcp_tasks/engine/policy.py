@@ -24,7 +24,9 @@ ModeFunction: TypeAlias = Callable[
 Policy: TypeAlias = "TaskMode | str | ModeFunction"
 
 
-async def resolve_mode(policy: Policy, arguments: Mapping[str, Any], request: RequestView) -> TaskMode:
+async def resolve_mode(
+    policy: Policy, arguments: Mapping[str, Any], request: RequestView
+) -> TaskMode:
     """The mode for this call: a fixed mode, or what the policy function says for these args."""
     if callable(policy):
         chosen = policy(arguments, request)
