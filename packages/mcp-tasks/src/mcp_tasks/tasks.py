@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
     from mcp.server.mcpserver import MCPServer
 
+    from mcp_tasks.integrations.fastmcp import FastMCPTasksExtension
     from mcp_tasks.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -66,7 +67,10 @@ class Tasks:
         self.store: Store = store
         self.notifier: Notifier = notifier if notifier is not None else LocalNotifier()
         self.runner = Runner(
-            store, self.notifier, worker_id=worker_id, lease_ms=lease_ms,
+            store,
+            self.notifier,
+            worker_id=worker_id,
+            lease_ms=lease_ms,
             reap_interval_s=reap_interval_s,
         )
         self.engine = TaskEngine(
@@ -103,6 +107,13 @@ class Tasks:
         """Serve the extension on a low-level ``Server`` (after its ``tools/call`` handler is
         set); declare task tools with :meth:`register`."""
         return install(self.engine, server)
+
+    def fastmcp_extension(self) -> FastMCPTasksExtension:
+        """The FastMCP extension: ``mcp.add_extension(tasks.fastmcp_extension())`` runs
+        ``@mcp.tool(task=True)`` tools on this Store (needs the ``fastmcp`` extra)."""
+        from mcp_tasks.integrations.fastmcp import FastMCPTasksExtension  # noqa: PLC0415
+
+        return FastMCPTasksExtension(self)
 
     def control(self) -> TaskControl:
         """A :class:`TaskControl` on this Store that also wakes this node's waiters."""
@@ -184,7 +195,9 @@ def with_task_context(fn: Callable[..., Any], *, manual: bool = False) -> Callab
         for p in signature.parameters.values()
         if p.name not in injected
     ]
-    returns = inspect.Signature.empty if manual else hints.get("return", signature.return_annotation)
+    returns = (
+        inspect.Signature.empty if manual else hints.get("return", signature.return_annotation)
+    )
 
     @functools.wraps(fn)
     async def wrapper(**kwargs: Any) -> Any:
