@@ -13,10 +13,11 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
+import httpx2 as httpx
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
+from mcp_tasks.client import CreateTaskResult, TaskHandle, TaskState, start_tool, tasks_client
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientRequestContext, ElicitationFnT
@@ -89,7 +90,7 @@ class Console:
         self.live = stream.isatty()
         self._open_line = False
 
-    def status(self, state: TaskState) -> None:
+    def status(self, state: TaskState | CreateTaskResult) -> None:
         text = state.status + (f" — {state.status_message}" if state.status_message else "")
         if self.live:
             self.stream.write("\r\x1b[2K" + text)
@@ -182,6 +183,8 @@ async def call(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         started = await start_tool(client, args.tool, parse_pairs(args.arguments, "an argument"))
         if isinstance(started, TaskHandle):
             handle = started
+            if handle.created is not None:
+                console.status(handle.created)
             try:
                 state = await handle.wait(on_status=on_status)
             except BaseException:
@@ -203,20 +206,23 @@ async def call(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
-def _unwrap(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
+def _leaves(error: BaseException) -> list[BaseException]:
+    """The leaf exceptions of a (possibly nested) exception group, in order."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         return anyio.run(call, args, sys.stdout, sys.stderr)
     except KeyboardInterrupt:
-        print("\ninterrupted; the task was cancelled", file=sys.stderr)
+        print("\ninterrupted; a task it had started was cancelled", file=sys.stderr)
         return 130
     except BaseException as raw:  # a boundary: report, never a traceback for expected failures
-        error = _unwrap(raw)
+        leaves = _leaves(raw)
+        expected = (InputUnanswerable, MCPError, OSError, httpx.TransportError)
+        error = next((leaf for leaf in leaves if isinstance(leaf, expected)), leaves[0])
         if isinstance(error, InputUnanswerable):
             print(
                 f"input required for {error} but not answerable (pass --answer {error}=JSON); "
@@ -227,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(error, MCPError):
             print(f"error {error.code}: {error.message}", file=sys.stderr)
             return EXIT_CALL_ERROR
-        if isinstance(error, OSError | ConnectionError):
+        if isinstance(error, OSError | httpx.TransportError):
             print(f"cannot reach {args.url}: {error}", file=sys.stderr)
             return EXIT_CALL_ERROR
         if isinstance(error, SystemExit | KeyboardInterrupt):

@@ -1,0 +1,71 @@
+"""`mcp-tasks serve` as a real subprocess, driven by the tasks client over HTTP."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import httpx2 as httpx
+import pytest
+
+from mcp_tasks.cli._serving import free_socket
+from mcp_tasks.client import TaskHandle, start_tool, tasks_client
+
+pytestmark = pytest.mark.anyio
+
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
+
+
+@contextmanager
+def serve(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run `mcp-tasks serve … --port P` until the block ends; yields the /mcp URL."""
+    with free_socket() as sock:  # ask the OS for a free port, then hand it to the server
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "mcp_tasks.cli", "serve", *args, "--port", str(port)]
+    process = subprocess.Popen(
+        command, cwd=cwd, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+async def wait_until_up(url: str) -> None:
+    with anyio.fail_after(30):
+        while True:
+            try:
+                async with httpx.AsyncClient() as raw:
+                    await raw.get(url)
+                return
+            except httpx.TransportError:
+                await anyio.sleep(0.1)
+
+
+async def test_serve_without_app_serves_the_demo_tools(tmp_path: Path) -> None:
+    """With no APP, serve offers the demo tools with tasks enabled, on the given store."""
+    with serve("--store", "memory://", cwd=tmp_path) as url:
+        await wait_until_up(url)
+        async with tasks_client(url) as client:
+            handle = await start_tool(client, "build", {"ref": "served"})
+            assert isinstance(handle, TaskHandle)
+            state = await handle.wait()
+    assert state.status == "completed"
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_serve_an_app_by_module_path(tmp_path: Path) -> None:
+    """serve APP imports module:attr (from the current directory) and serves it."""
+    with serve("official_sdk_server:mcp", "--store", "memory://", cwd=EXAMPLES) as url:
+        await wait_until_up(url)
+        async with tasks_client(url) as client:
+            handle = await start_tool(client, "build", {"ref": "app"})
+            assert isinstance(handle, TaskHandle)
+            state = await handle.wait()
+    assert state.status == "completed"
