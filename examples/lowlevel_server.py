@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 import uvicorn
-from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from mcp_tasks import Tasks, current_task_context, store_from_url
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
 
 tasks = Tasks(store=store_from_url(os.environ.get("MCP_TASKS_STORE_URL") or "memory://"))
 

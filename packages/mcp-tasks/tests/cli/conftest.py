@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from mcp_tasks.cli._serving import running
 from mcp_tasks.demo import demo_server
 from mcp_tasks.stores.memory import MemoryTaskStore
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 
 @pytest.fixture

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_demo_runs_the_tour_and_exits_0(tmp_path: Path) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2 as httpx
 import mcp_types as types
 import pytest
 from mcp.client.client import Client
-from mcp.client.session import ClientRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
@@ -24,6 +23,9 @@ from mcp_tasks.client import (
     tasks_client,
 )
 from mcp_tasks.stores.memory import MemoryTaskStore
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientRequestContext
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +45,8 @@ async def test_start_tool_returns_a_handle_that_watches_to_completion(demo_url: 
     async with tasks_client(demo_url) as client:
         handle = await start_tool(client, "build", {"ref": "v1"})
         assert isinstance(handle, TaskHandle)
-        assert handle.created is not None and handle.created.status == "working"
+        assert handle.created is not None
+        assert handle.created.status == "working"
         seen: list[TaskState] = [state async for state in handle.watch()]
     assert seen[-1].status == "completed"
     assert all(not s.is_terminal for s in seen[:-1])

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import runpy
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import pytest
 from mcp.client.client import Client
-from mcp.client.session import ClientRequestContext
 
 from mcp_tasks.cli._serving import running
 from mcp_tasks.client import TaskHandle, start_tool, tasks_client
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientRequestContext
 
 pytestmark = pytest.mark.anyio
 
