@@ -9,7 +9,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks import Tasks
+from mcp_tasks import TaskContext, Tasks
 from mcp_tasks.cli._serving import running
 from mcp_tasks.stores.memory import MemoryTaskStore
 
@@ -75,7 +75,7 @@ async def test_a_cancelled_task_exits_4() -> None:
     mcp = MCPServer("cancelling", extensions=[tasks.extension()], lifespan=tasks.lifespan)
 
     @tasks.tool(mcp, mode="required", poll_interval_ms=50)
-    async def give_up(ctx: Tasks.Context) -> str:
+    async def give_up(ctx: TaskContext) -> str:
         assert ctx.task_id is not None
         await tasks.store.cancel(ctx.task_id, None)
         await anyio.sleep(600)
