@@ -6,7 +6,7 @@ import nox
 
 nox.options.default_venv_backend = "none"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "contract-memory"]
+nox.options.sessions = ["lint", "typecheck", "tests", "contract-memory", "conformance"]
 
 PYTEST = ("python", "-m", "pytest")
 
@@ -34,3 +34,13 @@ def tests(session: nox.Session) -> None:
 def contract_memory(session: nox.Session) -> None:
     """The shared contract suite against the memory store."""
     session.run(*PYTEST, "contract_tests/tests/test_memory.py", *session.posargs)
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """The official MCP conformance runner's tasks-* scenarios, for every available Store.
+
+    Installs Node 22 and the pinned runner from the npm registry into .cache/conformance/
+    (once) and fails on any FAILURE; see tools/conformance.py.
+    """
+    session.run("python", "tools/conformance.py", *session.posargs)

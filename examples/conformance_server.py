@@ -9,8 +9,7 @@ the runner's tasks scenarios (see ``design/conformance.md`` §5.1).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
@@ -19,6 +18,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import TaskContext, Tasks, store_from_url
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 CONFIRM_SCHEMA = {
     "type": "object",

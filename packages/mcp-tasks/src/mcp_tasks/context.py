@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 from mcp_tasks.ids import redact
-from mcp_tasks.jsonsafe import JSONObject, JSONValue
 from mcp_tasks.models import Lease, Progress, RequireInput
 from mcp_tasks.rules import ANY_OWNER
 from mcp_tasks.states import TaskStatus
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from mcp_tasks.jsonsafe import JSONObject, JSONValue
     from mcp_tasks.notifier import Notifier
     from mcp_tasks.store import Store
 
@@ -31,8 +32,11 @@ def current_task_context() -> TaskContext | None:
     return _current.get()
 
 
-class TaskCancelled(Exception):
-    """The task was cancelled or lost its lease; the body should stop."""
+class TaskCancelled(BaseException):
+    """The task was cancelled or lost its lease; the body should stop.
+
+    A ``BaseException`` like anyio's own cancellation, so that tool frameworks which turn
+    every ``Exception`` into an error result let it through to the runner."""
 
 
 class TaskContext:

@@ -1,21 +1,23 @@
-"""Manual mode: ``defer`` hands a task to an external job system; ``TaskControl`` drives it by id."""
+"""Manual mode: ``defer`` hands a task to a job system; ``TaskControl`` drives it by id."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from pydantic import BaseModel
 
 from mcp_tasks.errors import TaskNotFound
-from mcp_tasks.jsonsafe import JSONObject, JSONValue
 from mcp_tasks.models import Complete, Fail, Progress, RequireInput, TaskRecord, Transition
-from mcp_tasks.notifier import Notifier
 from mcp_tasks.rules import ANY_OWNER
 from mcp_tasks.states import TaskStatus
-from mcp_tasks.store import Store
+
+if TYPE_CHECKING:
+    from mcp_tasks.jsonsafe import JSONObject, JSONValue
+    from mcp_tasks.notifier import Notifier
+    from mcp_tasks.store import Store
 
 
 class _Unset:
@@ -33,7 +35,7 @@ class Deferred:
     """What a manual-mode tool returns: create the task, then call ``start(task_id)``."""
 
     start: StartFunction
-    ttl_ms: int | None | _Unset = UNSET
+    ttl_ms: int | _Unset | None = UNSET
     poll_interval_ms: int | None = None
     status_message: str | None = None
     unknown: Mapping[str, object] = field(default_factory=dict)
@@ -41,13 +43,16 @@ class Deferred:
     def problems(self) -> list[str]:
         """What is wrong with this descriptor (empty when it can be used)."""
         found = [f"unknown attribute {name!r}" for name in self.unknown]
-        if not callable(self.start):
+        # The annotations say what callers should pass; these checks catch what they did.
+        start: object = self.start
+        message: object = self.status_message
+        if not callable(start):
             found.append("start must be callable")
         if not isinstance(self.ttl_ms, _Unset) and not _positive_or_none(self.ttl_ms):
             found.append("ttl_ms must be a positive integer or None")
         if not _positive_or_none(self.poll_interval_ms):
             found.append("poll_interval_ms must be a positive integer or None")
-        if self.status_message is not None and not isinstance(self.status_message, str):
+        if not isinstance(message, str | None):
             found.append("status_message must be a string or None")
         return found
 
@@ -59,7 +64,7 @@ def _positive_or_none(value: object) -> bool:
 def defer(
     start: StartFunction,
     *,
-    ttl_ms: int | None | _Unset = UNSET,
+    ttl_ms: int | _Unset | None = UNSET,
     poll_interval_ms: int | None = None,
     status_message: str | None = None,
     **unknown: object,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import anyio
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 
 class Subscription:
@@ -18,7 +20,7 @@ class Subscription:
     def signal(self) -> None:
         self._event.set()
 
-    async def wait(self, timeout: float) -> bool:
+    async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 (a bounded wait is the point)
         """Wait for a change, at most ``timeout`` seconds; ``True`` if one was signalled.
 
         A change signalled between two waits is not lost: the next wait returns at once.

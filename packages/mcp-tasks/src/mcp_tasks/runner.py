@@ -12,7 +12,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
@@ -21,9 +21,11 @@ from mcp_tasks.context import RunningTaskContext, TaskCancelled
 from mcp_tasks.errors import MCPTasksError, StaleLease, TaskNotFound
 from mcp_tasks.ids import redact
 from mcp_tasks.models import Claimed, Complete, Fail, StatusChange
-from mcp_tasks.notifier import Notifier, Subscription
 from mcp_tasks.rules import ANY_OWNER
-from mcp_tasks.store import Store
+
+if TYPE_CHECKING:
+    from mcp_tasks.notifier import Notifier, Subscription
+    from mcp_tasks.store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +34,6 @@ Body = Callable[[RunningTaskContext], Awaitable[StatusChange]]
 
 DEFAULT_LEASE_MS: Final = 30_000
 DEFAULT_REAP_INTERVAL_S: Final = 30.0
-
-INTERNAL_ERROR: Final = {"code": -32603, "message": "Internal error"}
 
 
 class RunnerNotStarted(MCPTasksError):
@@ -151,7 +151,7 @@ class Runner:
             return None
         except Exception:
             logger.exception("a task body raised")
-            return Fail(dict(INTERNAL_ERROR))
+            return Fail({"code": -32603, "message": "Internal error"})
         finally:
             context.unbind(token)
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding, compose_tool_call_handler
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CallToolRequestParams, RequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
-from mcp_tasks.engine import TASK_METHODS, EXTENSION_ID, RequestView
+from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, RequestView
 from mcp_tasks.ownership import current_owner
 
 if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.lowlevel.server import Server
 
     from mcp_tasks.engine import TaskEngine
@@ -67,10 +67,10 @@ async def intercept(
     """The ``tools/call`` interceptor both adapters use."""
     result: HandlerResult = await engine.handle_tool_call(
         request_view(ctx),
-        params.name,
-        params.arguments,
-        _raw_input_responses(ctx),
-        lambda: call_next(ctx),
+        name=params.name,
+        arguments=params.arguments,
+        input_responses=_raw_input_responses(ctx),
+        call_next=lambda: call_next(ctx),
     )
     return result
 

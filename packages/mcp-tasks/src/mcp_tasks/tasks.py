@@ -13,7 +13,6 @@ from mcp_tasks.clock import Clock, system_clock
 from mcp_tasks.context import TaskContext, current_task_context
 from mcp_tasks.control import UNSET, Deferred, TaskControl, defer, defer_slot
 from mcp_tasks.engine import Policy, Preflight, TaskEngine, TaskMode, ToolOptions
-from mcp_tasks.engine.core import TtlOption
 from mcp_tasks.notifier import LocalNotifier, Notifier
 from mcp_tasks.runner import DEFAULT_LEASE_MS, DEFAULT_REAP_INTERVAL_S, Runner
 from mcp_tasks.sdk import TasksExtension, install
@@ -23,6 +22,8 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from mcp_tasks.integrations.fastmcp import FastMCPTasksExtension
+
+    from mcp_tasks.engine.core import TtlOption
     from mcp_tasks.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -16,7 +16,6 @@ from mcp_tasks.context import TaskContext
 from mcp_tasks.control import UNSET, Deferred, DeferSlot, _Unset, defer_slot
 from mcp_tasks.engine import errors
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
-from mcp_tasks.engine.request import RequestView
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
 from mcp_tasks.errors import NotJSONSafe, StoreUnavailable, TaskLimitReached, TaskNotFound
 from mcp_tasks.ids import new_task_id, redact
@@ -25,6 +24,7 @@ from mcp_tasks.runner import Runner, RunnerNotStarted
 
 if TYPE_CHECKING:
     from mcp_tasks.context import RunningTaskContext
+    from mcp_tasks.engine.request import RequestView
     from mcp_tasks.notifier import Notifier
     from mcp_tasks.store import Store
 
@@ -43,7 +43,7 @@ _INPUT_CAPABILITY: Final = {
 
 Preflight: TypeAlias = Callable[
     [Mapping[str, Any], Mapping[str, Any]],
-    "Mapping[str, Any] | None | Awaitable[Mapping[str, Any] | None]",
+    "Mapping[str, Any] | Awaitable[Mapping[str, Any] | None] | None",
 ]
 """``(arguments, input_responses) → input requests still needed`` (empty/None: go on).
 
@@ -51,7 +51,7 @@ Runs before a task is created; while it needs input the call answers a synchrono
 ``InputRequiredResult`` (multi-round-trip requests), and the task is minted only on the
 round that has every answer."""
 
-TtlOption: TypeAlias = "int | None | _Unset | Callable[[Mapping[str, Any]], int | None]"
+TtlOption: TypeAlias = "int | _Unset | Callable[[Mapping[str, Any]], int | None] | None"
 CallNext: TypeAlias = Callable[[], Awaitable[Any]]
 ResultConverter: TypeAlias = Callable[[Any], StatusChange]
 
@@ -118,12 +118,12 @@ class TaskEngine:
     async def handle_tool_call(
         self,
         request: RequestView,
+        *,
         name: str,
         arguments: Mapping[str, Any] | None,
         input_responses: Mapping[str, Any] | None,
         call_next: CallNext,
         options: ToolOptions | None = None,
-        *,
         to_change: ResultConverter = result_to_change,
     ) -> Any:
         """Answer a ``tools/call``: synchronously through ``call_next``, an
@@ -149,11 +149,25 @@ class TaskEngine:
             if needed:
                 return {"resultType": "input_required", "inputRequests": needed}
         if options.manual:
-            return await self._manual(request, name, args, answers, call_next, options, as_task)
+            return await self._manual(
+                request,
+                name=name,
+                arguments=args,
+                answers=answers,
+                call_next=call_next,
+                options=options,
+                as_task=as_task,
+            )
         if not as_task:
             return await self._inline(args, answers, call_next)
         return await self._create_and_run(
-            request, name, args, answers, call_next, options, to_change
+            request,
+            name=name,
+            arguments=args,
+            answers=answers,
+            call_next=call_next,
+            options=options,
+            to_change=to_change,
         )
 
     async def _preflight(
@@ -206,6 +220,7 @@ class TaskEngine:
     async def _create_and_run(
         self,
         request: RequestView,
+        *,
         name: str,
         arguments: Mapping[str, Any],
         answers: Mapping[str, Any],
@@ -247,6 +262,7 @@ class TaskEngine:
     async def _manual(
         self,
         request: RequestView,
+        *,
         name: str,
         arguments: Mapping[str, Any],
         answers: Mapping[str, Any],

@@ -19,7 +19,7 @@ NOT_FOUND_MESSAGE: Final = "Failed to retrieve task: Task not found"
 
 
 def missing_capability(capabilities: dict[str, object] | None = None) -> MCPError:
-    """-32021: the request did not declare what this answer needs (the tasks extension by default)."""
+    """-32021: the request did not declare what the answer needs (default: the extension)."""
     required = capabilities if capabilities is not None else {"extensions": {EXTENSION_ID: {}}}
     return MCPError(
         code=MISSING_REQUIRED_CLIENT_CAPABILITY,

@@ -43,7 +43,7 @@ class RequestView:
         return isinstance(extensions, Mapping) and extension in extensions
 
     def has_capability(self, name: str) -> bool:
-        """Whether a top-level client capability (``elicitation``, ``sampling``, ``roots``) is declared."""
+        """Whether a top-level capability (``elicitation``, ``sampling``, ``roots``) is declared."""
         caps = self.client_capabilities or {}
         return caps.get(name) is not None
 

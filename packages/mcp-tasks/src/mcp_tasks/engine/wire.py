@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from mcp_tasks.jsonsafe import JSONObject, JSONValue
-from mcp_tasks.models import TaskRecord
 from mcp_tasks.states import TaskStatus
+
+if TYPE_CHECKING:
+    from mcp_tasks.jsonsafe import JSONObject, JSONValue
+    from mcp_tasks.models import TaskRecord
 
 #: The extension's identifier: the capability key and the reserved label.
 EXTENSION_ID: Final = "io.modelcontextprotocol/tasks"

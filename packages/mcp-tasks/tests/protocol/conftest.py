@@ -1,0 +1,10 @@
+"""Fixtures of the engine, runner and adapter tests."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

@@ -1,0 +1,237 @@
+"""End to end over real HTTP: uvicorn on a socket, the SDK's Streamable HTTP app, raw JSON-RPC."""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx2 as httpx
+import pytest
+from http_support import RawClient, serve
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+
+from mcp_tasks import ManualClock, MemoryTaskStore, StoreOptions, TaskContext, Tasks
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+pytestmark = pytest.mark.anyio
+
+NOT_FOUND = {"code": -32602, "message": "Failed to retrieve task: Task not found"}
+
+
+@dataclass
+class Probe:
+    """What the task bodies let the test observe."""
+
+    started: anyio.Event = field(default_factory=anyio.Event)
+    stopped: anyio.Event = field(default_factory=anyio.Event)
+    stopped_at: float = 0.0
+
+
+class StaticTokens:
+    """A token verifier with two fixed principals (same issuer and client, two subjects)."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if token not in ("alice", "bob"):
+            return None
+        return AccessToken(
+            token=token,
+            client_id="test-client",
+            scopes=[],
+            subject=token,
+            claims={"iss": "https://auth.example"},
+        )
+
+
+def build_server(tasks: Tasks, probe: Probe, *, auth: bool = False) -> MCPServer[Any]:
+    extra: dict[str, Any] = {}
+    if auth:
+        extra = {
+            "auth": AuthSettings(
+                issuer_url="https://auth.example",  # type: ignore[arg-type]
+                resource_server_url=None,
+            ),
+            "token_verifier": StaticTokens(),
+        }
+    mcp: MCPServer[Any] = MCPServer(
+        "e2e", extensions=[tasks.extension()], lifespan=tasks.lifespan, **extra
+    )
+
+    @tasks.tool(mcp, mode="optional")
+    async def echo(text: str, ctx: TaskContext) -> str:
+        await ctx.progress(1, 1, "echoing")
+        return text
+
+    @tasks.tool(mcp, mode="required")
+    async def two_questions(ctx: TaskContext) -> str:
+        schema = {"type": "object", "properties": {"v": {"type": "string"}}}
+        answers = await ctx.request_input(
+            {
+                key: {
+                    "method": "elicitation/create",
+                    "params": {"mode": "form", "message": key, "requestedSchema": schema},
+                }
+                for key in ("a", "b")
+            }
+        )
+        return " ".join(str(answers[k]["content"]["v"]) for k in ("a", "b"))  # type: ignore[index,call-overload]
+
+    @tasks.tool(mcp, mode="required")
+    async def forever() -> str:
+        probe.started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            probe.stopped_at = time.monotonic()
+            probe.stopped.set()
+        return "unreachable"
+
+    return mcp
+
+
+@asynccontextmanager
+async def running(
+    tasks: Tasks, *, auth: bool = False, token: str | None = None
+) -> AsyncIterator[tuple[RawClient, Probe]]:
+    probe = Probe()
+    app = build_server(tasks, probe, auth=auth).streamable_http_app()
+    async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+        yield RawClient(http, url, token=token), probe
+
+
+async def wait_status(client: RawClient, task_id: str, *wanted: str) -> dict[str, Any]:
+    """Poll ``tasks/get`` until the task reaches one of ``wanted`` (10 s failure timeout)."""
+    with anyio.fail_after(10):
+        while True:
+            result: dict[str, Any] = (await client.call("tasks/get", {"taskId": task_id}))["result"]
+            if result["status"] in wanted:
+                return result
+            await anyio.sleep(0.05)
+
+
+async def test_create_then_poll_to_completion() -> None:
+    """A declared call answers a task at once; polling reaches completed with the tool result."""
+    async with running(Tasks()) as (client, _):
+        created = (await client.call("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))[
+            "result"
+        ]
+        assert created["resultType"] == "task"
+        assert created["status"] == "working"
+        assert {"result", "error", "inputRequests", "requestState"}.isdisjoint(created)
+        done = await wait_status(client, created["taskId"], "completed")
+        assert done["resultType"] == "complete"
+        assert done["result"]["content"] == [{"type": "text", "text": "hi"}]
+        assert done["result"]["isError"] is False
+        assert done["statusMessage"] == "echoing"
+
+
+async def test_undeclared_call_runs_synchronously() -> None:
+    """Without the extension an optional tool answers its plain result, no task."""
+    async with running(Tasks()) as (client, _):
+        reply = await client.call(
+            "tools/call", {"name": "echo", "arguments": {"text": "sync"}}, capabilities={}
+        )
+        assert reply["result"]["resultType"] == "complete"
+        assert reply["result"]["content"] == [{"type": "text", "text": "sync"}]
+        assert "taskId" not in reply["result"]
+
+
+async def test_partial_then_full_input_round() -> None:
+    """A partial tasks/update leaves only the unanswered key; the last answer resumes the body."""
+    async with running(Tasks()) as (client, _):
+        created = (await client.call("tools/call", {"name": "two_questions"}))["result"]
+        task_id = created["taskId"]
+        parked = await wait_status(client, task_id, "input_required")
+        assert sorted(parked["inputRequests"]) == ["a", "b"]
+
+        ack = await client.call(
+            "tasks/update",
+            {
+                "taskId": task_id,
+                "inputResponses": {"a": {"action": "accept", "content": {"v": "x"}}},
+            },
+        )
+        assert ack["result"] == {"resultType": "complete", "_meta": ack["result"]["_meta"]}
+        partial = (await client.call("tasks/get", {"taskId": task_id}))["result"]
+        assert partial["status"] == "input_required"
+        assert list(partial["inputRequests"]) == ["b"]
+
+        await client.call(
+            "tasks/update",
+            {
+                "taskId": task_id,
+                "inputResponses": {"b": {"action": "accept", "content": {"v": "y"}}},
+            },
+        )
+        done = await wait_status(client, task_id, "completed")
+        assert done["result"]["content"][0]["text"] == "x y"
+
+
+async def test_cancel_stops_the_body_within_one_second() -> None:
+    """tasks/cancel acks empty, the task is cancelled, and the body stops within 1 s."""
+    async with running(Tasks()) as (client, probe):
+        created = (await client.call("tools/call", {"name": "forever"}))["result"]
+        with anyio.fail_after(10):
+            await probe.started.wait()
+        cancel_sent = time.monotonic()
+        ack = await client.call("tasks/cancel", {"taskId": created["taskId"]})
+        assert set(ack["result"]) == {"resultType", "_meta"}
+        with anyio.fail_after(10):  # a failure timeout only; the property is asserted below
+            await probe.stopped.wait()
+        assert probe.stopped_at - cancel_sent < 1.0
+        final = (await client.call("tasks/get", {"taskId": created["taskId"]}))["result"]
+        assert final["status"] == "cancelled"
+
+
+async def test_ttl_expiry_answers_not_found() -> None:
+    """Once its TTL has passed a task answers -32602, exactly like an unknown id."""
+    clock = ManualClock()
+    tasks = Tasks(store=MemoryTaskStore(clock=clock), default_ttl_ms=60_000)
+    async with running(tasks) as (client, _):
+        created = (await client.call("tools/call", {"name": "echo", "arguments": {"text": "t"}}))[
+            "result"
+        ]
+        assert created["ttlMs"] == 60_000
+        await wait_status(client, created["taskId"], "completed")
+        clock.advance(60_001)
+        expired = await client.post("tasks/get", {"taskId": created["taskId"]}, request_id=7)
+        unknown = await client.post("tasks/get", {"taskId": "x" * 43}, request_id=7)
+        assert expired.json()["error"] == NOT_FOUND
+        assert (expired.status_code, expired.content) == (unknown.status_code, unknown.content)
+
+
+async def test_row_cap_answers_task_limit_reached() -> None:
+    """With the store at its row cap a task-creating call answers -32603 "Task limit reached"."""
+    tasks = Tasks(store=MemoryTaskStore(StoreOptions(max_rows=1)))
+    async with running(tasks) as (client, _probe):
+        first = await client.call("tools/call", {"name": "forever"})
+        assert first["result"]["resultType"] == "task"
+        second = await client.call("tools/call", {"name": "forever"})
+        assert second["error"] == {"code": -32603, "message": "Task limit reached"}
+
+
+async def test_foreign_task_answers_like_a_missing_one() -> None:
+    """Another principal's task id gets the same status and bytes as an id that never existed."""
+    tasks = Tasks()
+    async with running(tasks, auth=True, token="alice") as (alice, _):
+        created = (await alice.call("tools/call", {"name": "forever"}))["result"]
+        task_id = created["taskId"]
+        assert (await alice.call("tasks/get", {"taskId": task_id}))["result"]["taskId"] == task_id
+        bob = RawClient(alice.http, alice.url, token="bob")
+        for method, extra in (
+            ("tasks/get", {}),
+            ("tasks/update", {"inputResponses": {}}),
+            ("tasks/cancel", {}),
+        ):
+            foreign = await bob.post(method, {"taskId": task_id, **extra}, request_id=9)
+            missing = await bob.post(method, {"taskId": "y" * 43, **extra}, request_id=9)
+            assert foreign.json()["error"] == NOT_FOUND
+            assert (foreign.status_code, foreign.content) == (missing.status_code, missing.content)
+        still = (await alice.call("tasks/get", {"taskId": task_id}))["result"]
+        assert still["status"] == "working"

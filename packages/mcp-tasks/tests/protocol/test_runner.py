@@ -1,0 +1,130 @@
+"""The in-process runner: leases, cancellation, input waits, replay and the reaper."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+
+from mcp_tasks import (
+    Complete,
+    ManualClock,
+    MemoryBackend,
+    MemoryTaskStore,
+    NewTask,
+    RequireInput,
+    TaskStatus,
+    Tasks,
+    WorkSpec,
+)
+from mcp_tasks.context import RunningTaskContext
+from mcp_tasks.notifier import LocalNotifier
+from mcp_tasks.rules import ANY_OWNER
+
+if TYPE_CHECKING:
+    from mcp_tasks.models import StatusChange
+
+pytestmark = pytest.mark.anyio
+
+WORK = WorkSpec(type="tool", input={})
+
+
+async def test_a_lost_lease_stops_the_body_and_drops_its_outcome() -> None:
+    """When another worker takes the task over (the lease expired), the body is stopped and
+    its outcome is not written over the new holder's."""
+    clock = ManualClock()
+    store = MemoryTaskStore(clock=clock)
+    tasks = Tasks(store=store, lease_ms=300)
+    started, stopped = anyio.Event(), anyio.Event()
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.set()
+        return Complete({"content": []})
+
+    async with tasks.running():
+        record = await store.create(NewTask(task_id="t", work=WORK))
+        await tasks.runner.start(record.task_id, body)
+        with anyio.fail_after(10):
+            await started.wait()
+        clock.advance(301)
+        assert await store.claim("other-node", lease_ms=60_000, task_id="t") is not None
+        with anyio.fail_after(10):
+            await stopped.wait()
+    after = await store.get("t", ANY_OWNER)
+    assert after.status is TaskStatus.WORKING
+    assert after.claim is not None
+    assert after.claim.worker_id == "other-node"
+
+
+async def test_progress_and_outcome_are_recorded_with_the_lease() -> None:
+    """A body's progress becomes the statusMessage and its outcome the terminal state; the
+    claim is released afterwards."""
+    store = MemoryTaskStore()
+    tasks = Tasks(store=store)
+    messages: list[str | None] = []
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        await context.progress(2, 4)
+        messages.append((await store.get(context.task_id, ANY_OWNER)).status_message)
+        await context.progress(3, 4, "almost")
+        messages.append((await store.get(context.task_id, ANY_OWNER)).status_message)
+        return Complete({"content": [], "isError": False})
+
+    async with tasks.running():
+        await store.create(NewTask(task_id="p", work=WORK))
+        await tasks.runner.start("p", body)
+        with anyio.fail_after(10):
+            while not (await store.get("p", ANY_OWNER)).status.is_terminal:
+                await anyio.sleep(0.01)
+    record = await store.get("p", ANY_OWNER)
+    assert messages == ["2/4", "almost"]
+    assert record.status is TaskStatus.COMPLETED
+    assert record.claim is None
+
+
+async def test_recorded_answers_are_replayed_not_asked_again() -> None:
+    """An input key already answered on the task (e.g. before a recovery) returns at once."""
+    store = MemoryTaskStore()
+    await store.create(NewTask(task_id="r", work=WORK))
+    claimed = await store.claim("w", lease_ms=60_000, task_id="r")
+    assert claimed is not None
+    ask = {"k": {"method": "elicitation/create", "params": {}}}
+    await store.put_status("r", RequireInput(ask), lease=claimed.lease)
+    await store.update("r", None, {"k": {"action": "accept", "content": {"v": 1}}})
+    context = RunningTaskContext(
+        task_id="r", store=store, notifier=LocalNotifier(), lease=claimed.lease
+    )
+    revision = (await store.get("r", ANY_OWNER)).revision
+    with anyio.fail_after(5):
+        answer = await context.elicit("k", "again?")
+    assert answer == {"action": "accept", "content": {"v": 1}}
+    assert (await store.get("r", ANY_OWNER)).revision == revision
+
+
+async def test_the_reaper_removes_expired_tasks() -> None:
+    """The lifespan's reaper loop deletes tasks whose TTL has passed."""
+    clock = ManualClock()
+    backend = MemoryBackend()
+    tasks = Tasks(store=MemoryTaskStore(clock=clock, backend=backend), reap_interval_s=0.02)
+    async with tasks.running():
+        await tasks.store.create(NewTask(task_id="old", ttl_ms=1_000))
+        clock.advance(1_001)
+        with anyio.fail_after(10):
+            while backend.tasks:
+                await anyio.sleep(0.01)
+    assert backend.tasks == {}
+
+
+async def test_lifespan_is_reentrant_and_composable() -> None:
+    """Entering the lifespan inside itself (Starlette + MCPServer) runs one runner."""
+    tasks = Tasks()
+    app: Any = object()
+    async with tasks.lifespan(app) as state, tasks.lifespan(app):
+        assert state == {}
+        assert tasks.runner.running
+    assert not tasks.runner.running

