@@ -163,11 +163,11 @@ class FastMCPTasksExtension(ServerExtension):
 
         result = await self._tasks.engine.handle_tool_call(
             request_view_of_context(rc),
-            params.name,
-            params.arguments,
-            None,  # input rounds before a task are FastMCP's own guard channel, not ours
-            run_tool,
-            options,
+            name=params.name,
+            arguments=params.arguments,
+            input_responses=None,  # input rounds before a task are FastMCP's own guard channel
+            call_next=run_tool,
+            options=options,
             to_change=fastmcp_result_to_change,
         )
         if isinstance(result, dict):
