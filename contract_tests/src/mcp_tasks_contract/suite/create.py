@@ -1,0 +1,141 @@
+"""S-CREATE: inserting a task."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from mcp_tasks import (
+    ANY_OWNER,
+    DuplicateTaskId,
+    NewTask,
+    StoreOptions,
+    TaskLimitReached,
+    TaskNotFound,
+    TaskStatus,
+    WorkSpec,
+    new_task_id,
+)
+from mcp_tasks_contract.suite.base import (
+    PAST_SHORT_S,
+    SHORT_MS,
+    ContractBase,
+    assert_unchanged,
+    current,
+    new_task,
+)
+
+if TYPE_CHECKING:
+    from mcp_tasks_contract.handles import StoreHandles
+
+
+class CreateContract(ContractBase):
+    """S-CREATE.1-4."""
+
+    @pytest.mark.rule("S-CREATE.1", "INV-TIMES")
+    async def test_create_returns_the_new_record_at_revision_zero(
+        self, handles: StoreHandles
+    ) -> None:
+        """create returns a working task at revision 0 whose fields are what was asked."""
+        store = await handles.open()
+        work = WorkSpec(
+            type="build", input={"ref": "main"}, idempotency_key="k1", retry_delays_ms=(5, 10)
+        )
+        task = NewTask(
+            task_id=new_task_id(),
+            owner="alice",
+            ttl_ms=60_000,
+            poll_interval_ms=500,
+            status_message="Queued",
+            work=work,
+        )
+        record = await store.create(task)
+        assert record.task_id == task.task_id
+        assert record.owner == "alice"
+        assert record.status is TaskStatus.WORKING
+        assert record.revision == 0
+        assert record.created_at == record.last_updated_at
+        assert record.ttl_ms == 60_000
+        assert record.expires_at == record.created_at + 60_000
+        assert record.poll_interval_ms == 500
+        assert record.status_message == "Queued"
+        assert record.work == work
+        assert (record.attempt, record.retry_at, record.generation, record.claim) == (
+            0,
+            None,
+            0,
+            None,
+        )
+        assert (record.result, record.error) == (None, None)
+        assert dict(record.input_requests) == {}
+        assert await current(store, task.task_id) == record
+
+    @pytest.mark.rule("S-CREATE.1")
+    async def test_task_without_ttl_never_expires(self, handles: StoreHandles) -> None:
+        """ttl_ms None stores no expiry: expires_at is None."""
+        store = await handles.open()
+        record = await new_task(store, ttl_ms=None)
+        assert (record.ttl_ms, record.expires_at) == (None, None)
+        assert (await current(store, record.task_id)).expires_at is None
+
+    @pytest.mark.rule("S-CREATE.2")
+    async def test_create_at_the_row_cap_raises_and_writes_nothing(
+        self, handles: StoreHandles
+    ) -> None:
+        """With max_rows unexpired rows stored, create raises TaskLimitReached, inserts nothing."""
+        store = await handles.open(StoreOptions(max_rows=3))
+        kept = [await new_task(store) for _ in range(3)]
+        refused = NewTask(task_id=new_task_id())
+        with pytest.raises(TaskLimitReached):
+            await store.create(refused)
+        with pytest.raises(TaskNotFound):
+            await store.get(refused.task_id, ANY_OWNER)
+        for record in kept:
+            await assert_unchanged(store, record)
+
+    @pytest.mark.rule("S-CREATE.2", "INV-EXPIRED")
+    async def test_expired_rows_do_not_count_toward_the_cap(self, handles: StoreHandles) -> None:
+        """Rows whose TTL has passed (even before any reap) leave room under the cap."""
+        store = await handles.open(StoreOptions(max_rows=2))
+        await new_task(store, ttl_ms=SHORT_MS)
+        await new_task(store, ttl_ms=SHORT_MS)
+        await anyio.sleep(PAST_SHORT_S)
+        fresh = await new_task(store)
+        assert (await current(store, fresh.task_id)).revision == 0
+
+    @pytest.mark.rule("S-CREATE.2")
+    async def test_per_owner_cap_counts_only_active_tasks(self, handles: StoreHandles) -> None:
+        """max_active_per_owner refuses a third active task of one owner, not another owner's,
+        and a finished task makes room again."""
+        store = await handles.open(StoreOptions(max_active_per_owner=2))
+        first = await new_task(store, owner="alice")
+        await new_task(store, owner="alice")
+        refused = NewTask(task_id=new_task_id(), owner="alice")
+        with pytest.raises(TaskLimitReached):
+            await store.create(refused)
+        with pytest.raises(TaskNotFound):
+            await store.get(refused.task_id, "alice")
+        await new_task(store, owner="bob")
+        await store.cancel(first.task_id, "alice")
+        await store.create(refused)
+        assert (await store.get(refused.task_id, "alice")).status is TaskStatus.WORKING
+
+    @pytest.mark.rule("S-CREATE.3")
+    async def test_created_task_is_visible_on_another_handle(self, handles: StoreHandles) -> None:
+        """Once create returns, get on a different handle (another connection) sees the task."""
+        writer, reader = await handles.open_many(2)
+        record = await new_task(writer, owner="alice", status_message="hello")
+        assert await reader.get(record.task_id, "alice") == record
+
+    @pytest.mark.rule("S-CREATE.4")
+    async def test_existing_id_is_refused_and_the_original_untouched(
+        self, handles: StoreHandles
+    ) -> None:
+        """Creating an id that exists raises DuplicateTaskId; the stored task stays as it was."""
+        store = await handles.open()
+        original = await new_task(store, owner="alice", status_message="original")
+        with pytest.raises(DuplicateTaskId):
+            await store.create(NewTask(task_id=original.task_id, owner="mallory", ttl_ms=None))
+        await assert_unchanged(store, original)

@@ -1,0 +1,274 @@
+"""The races: concurrent actors, each on its own handle (its own connection), started at once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+
+from mcp_tasks import (
+    Claimed,
+    Complete,
+    DuplicateTaskId,
+    NewTask,
+    Outcome,
+    Progress,
+    RequireInput,
+    RevisionConflict,
+    StaleLease,
+    Store,
+    StoreOptions,
+    TaskLimitReached,
+    TaskNotFound,
+    TaskStatus,
+    Transition,
+    new_task_id,
+)
+from mcp_tasks_contract.suite.base import (
+    ELICIT,
+    LONG_LEASE_MS,
+    ContractBase,
+    current,
+    job,
+    new_task,
+    run_concurrently,
+)
+from mcp_tasks_contract.suite.reap import assert_wholly_gone
+
+if TYPE_CHECKING:
+    from mcp_tasks_contract.handles import StoreHandles
+
+Call = Callable[[], Awaitable[Any]]
+
+
+def applied(results: list[Any]) -> list[Transition]:
+    return [r for r in results if isinstance(r, Transition) and r.outcome is Outcome.APPLIED]
+
+
+class RaceContract(ContractBase):
+    """Races for S-CREATE, S-PUT, S-UPDATE, S-CANCEL, S-CLAIM and S-REAP."""
+
+    @pytest.mark.rule("S-CREATE.1", "S-CREATE.4")
+    async def test_concurrent_creates_of_one_id_one_wins(self, handles: StoreHandles) -> None:
+        """16 handles create the same id at once: exactly one succeeds, the rest get
+        DuplicateTaskId, and the stored task is the winner's."""
+        stores = await handles.open_many(16)
+        task_id = new_task_id()
+        calls: list[Call] = [
+            partial(s.create, NewTask(task_id=task_id, owner=f"owner-{i}"))
+            for i, s in enumerate(stores)
+        ]
+        results = await run_concurrently(calls)
+        winners = [r for r in results if not isinstance(r, Exception)]
+        assert len(winners) == 1
+        assert all(isinstance(r, DuplicateTaskId) for r in results if isinstance(r, Exception))
+        assert await current(stores[0], task_id) == winners[0]
+
+    @pytest.mark.rule("S-CREATE.1", "S-CREATE.2", "INV-CAP")
+    async def test_concurrent_creates_never_pass_the_cap(self, handles: StoreHandles) -> None:
+        """40 creates at once from 8 handles against max_rows=20: exactly 20 succeed, 20 get
+        TaskLimitReached, and exactly the 20 winners are stored."""
+        options = StoreOptions(max_rows=20)
+        stores = await handles.open_many(8, options)
+        tasks = [NewTask(task_id=new_task_id()) for _ in range(40)]
+        calls: list[Call] = [partial(stores[i % 8].create, t) for i, t in enumerate(tasks)]
+        results = await run_concurrently(calls)
+        won = {
+            t.task_id for t, r in zip(tasks, results, strict=True) if not isinstance(r, Exception)
+        }
+        assert len(won) == 20
+        assert all(isinstance(r, TaskLimitReached) for r in results if isinstance(r, Exception))
+        for task in tasks:
+            if task.task_id in won:
+                assert (await current(stores[0], task.task_id)).revision == 0
+            else:
+                with pytest.raises(TaskNotFound):
+                    await current(stores[0], task.task_id)
+
+    @pytest.mark.rule("S-PUT.3", "INV-REVISION")
+    async def test_32_writers_on_one_revision_exactly_one_applies(
+        self, handles: StoreHandles
+    ) -> None:
+        """32 handles write with expected_revision=0 at once: one applied, 31 RevisionConflict."""
+        stores = await handles.open_many(32)
+        record = await new_task(stores[0])
+        calls: list[Call] = [
+            partial(s.put_status, record.task_id, Progress(f"writer {i}"), expected_revision=0)
+            for i, s in enumerate(stores)
+        ]
+        results = await run_concurrently(calls)
+        winners = applied(results)
+        assert len(winners) == 1
+        losers = [r for r in results if r not in winners]
+        assert len(losers) == 31
+        assert all(isinstance(r, RevisionConflict) for r in losers)
+        seen = await current(stores[1], record.task_id)
+        assert seen.revision == 1
+        assert seen.status_message == winners[0].record.status_message
+
+    @pytest.mark.rule("S-CLAIM.3", "INV-CLAIM")
+    async def test_16_claimers_over_500_tasks_claim_each_once(self, handles: StoreHandles) -> None:
+        """16 workers on 16 handles claim until nothing is left: each of 500 tasks is claimed
+        exactly once, at generation 1."""
+        creator, *claimers = await handles.open_many(17)
+        created = {(await new_task(creator, work=job())).task_id for _ in range(500)}
+        taken: list[Claimed] = []
+
+        async def work(worker: int, store: Store) -> None:
+            while (claimed := await store.claim(f"w{worker}", lease_ms=LONG_LEASE_MS)) is not None:
+                taken.append(claimed)
+
+        async with anyio.create_task_group() as group:
+            for worker, store in enumerate(claimers):
+                group.start_soon(work, worker, store)
+        counts = Counter(c.lease.task_id for c in taken)
+        assert set(counts) == created
+        assert max(counts.values()) == 1
+        assert {c.lease.generation for c in taken} == {1}
+
+    @pytest.mark.rule("S-CLAIM.3", "INV-CLAIM")
+    async def test_16_claimers_of_one_task_one_wins(self, handles: StoreHandles) -> None:
+        """16 handles claim the same task by id at once: exactly one gets it."""
+        stores = await handles.open_many(16)
+        record = await new_task(stores[0], work=job())
+        calls: list[Call] = [
+            partial(s.claim, f"w{i}", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+            for i, s in enumerate(stores)
+        ]
+        results = await run_concurrently(calls)
+        winners = [r for r in results if isinstance(r, Claimed)]
+        assert len(winners) == 1
+        assert results.count(None) == 15
+        seen = await current(stores[0], record.task_id)
+        assert seen.generation == 1
+        assert seen.claim is not None
+        assert seen.claim.token == winners[0].lease.token
+
+    @pytest.mark.rule("S-CANCEL.1", "S-PUT.4", "INV-TERMINAL")
+    async def test_cancel_against_completion_exactly_one_wins(self, handles: StoreHandles) -> None:
+        """Cancel and the worker's Complete race on 20 tasks: on each, exactly one applies and
+        the final status is the winner's."""
+        canceller, worker = await handles.open_many(2)
+        for _ in range(20):
+            record = await new_task(canceller, owner="alice", work=job())
+            claimed = await worker.claim("w1", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+            assert claimed is not None
+            cancel, complete = await run_concurrently(
+                [
+                    partial(canceller.cancel, record.task_id, "alice"),
+                    partial(
+                        worker.put_status, record.task_id, Complete({"v": 1}), lease=claimed.lease
+                    ),
+                ]
+            )
+            assert isinstance(cancel, Transition)
+            assert isinstance(complete, Transition)
+            assert {cancel.outcome, complete.outcome} == {Outcome.APPLIED, Outcome.UNCHANGED}
+            seen = await current(canceller, record.task_id)
+            assert seen.revision == 1
+            if cancel.outcome is Outcome.APPLIED:
+                assert (seen.status, seen.result) == (TaskStatus.CANCELLED, None)
+            else:
+                assert (seen.status, seen.result) == (TaskStatus.COMPLETED, {"v": 1})
+
+    @pytest.mark.rule("S-UPDATE.5", "INV-TERMINAL")
+    async def test_answer_against_completion_never_undoes_it(self, handles: StoreHandles) -> None:
+        """tasks/update and the worker's Complete race on 20 waiting tasks: every task ends
+        completed with its result; the answer never moves it back to working."""
+        client, worker = await handles.open_many(2)
+        for _ in range(20):
+            record = await new_task(client, owner="alice", work=job())
+            claimed = await worker.claim("w1", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+            assert claimed is not None
+            await worker.put_status(
+                record.task_id, RequireInput({"a": ELICIT}), lease=claimed.lease
+            )
+            answer, complete = await run_concurrently(
+                [
+                    partial(client.update, record.task_id, "alice", {"a": "yes"}),
+                    partial(
+                        worker.put_status, record.task_id, Complete({"v": 1}), lease=claimed.lease
+                    ),
+                ]
+            )
+            assert isinstance(answer, Transition)
+            assert isinstance(complete, Transition)
+            assert complete.outcome is Outcome.APPLIED
+            seen = await current(client, record.task_id)
+            assert (seen.status, seen.result) == (TaskStatus.COMPLETED, {"v": 1})
+            assert seen.revision == 2 + (answer.outcome is Outcome.APPLIED)
+
+    @pytest.mark.rule("S-REAP", "INV-NOPARTIAL")
+    async def test_reap_against_writers_leaves_tasks_whole_or_gone(
+        self, handles: StoreHandles
+    ) -> None:
+        """Workers keep writing to claimed tasks while they expire and a reaper removes them:
+        writes only ever apply or raise TaskNotFound/StaleLease, every task ends wholly gone
+        (its id free again), and the reaper counts each task once."""
+        reaper, *workers = await handles.open_many(5)
+        records = [await new_task(reaper, work=job(), ttl_ms=150) for _ in range(20)]
+        leases = []
+        for i, record in enumerate(records):
+            claimed = await workers[i % 4].claim(
+                "w", lease_ms=LONG_LEASE_MS, task_id=record.task_id
+            )
+            assert claimed is not None
+            leases.append(claimed.lease)
+        unexpected: list[BaseException] = []
+        reaped = 0
+
+        async def write(store: Store, index: int) -> None:
+            lease = leases[index]
+            step = 0
+            while True:
+                step += 1
+                try:
+                    await store.put_status(lease.task_id, Progress(f"step {step}"), lease=lease)
+                    lease = await store.renew(lease, lease_ms=LONG_LEASE_MS)
+                except (TaskNotFound, StaleLease):
+                    return
+                except Exception as exc:
+                    unexpected.append(exc)
+                    return
+                await anyio.sleep(0.005)
+
+        async def reap() -> None:
+            nonlocal reaped
+            while reaped < len(records):
+                reaped += await reaper.reap(limit=3)
+                await anyio.sleep(0.01)
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(reap)
+                for index in range(len(records)):
+                    group.start_soon(write, workers[index % 4], index)
+        assert unexpected == []
+        assert reaped == len(records)
+        assert await reaper.reap() == 0
+        for record in records:
+            await assert_wholly_gone(workers[0], record)
+
+    @pytest.mark.rule("S-REAP")
+    async def test_two_reapers_remove_disjoint_sets(self, handles: StoreHandles) -> None:
+        """Two reapers on two handles, racing over 100 expired tasks in small batches, report
+        counts that add up to exactly 100: no task is counted twice."""
+        first, second = await handles.open_many(2)
+        for _ in range(100):
+            await new_task(first, ttl_ms=40)
+        await anyio.sleep(0.25)
+        counts = {"first": 0, "second": 0}
+
+        async def reap(name: str, store: Store) -> None:
+            while (removed := await store.reap(limit=7)) > 0:
+                counts[name] += removed
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(reap, "first", first)
+            group.start_soon(reap, "second", second)
+        assert counts["first"] + counts["second"] == 100
+        assert await first.reap() == await second.reap() == 0

@@ -1,0 +1,398 @@
+"""The stateful property test: random operation sequences on the store and on the model.
+
+The model is the reference memory store. Every step runs the same operation on both and
+compares the outcome (or the error's type) and the visible record; the invariants of the
+contract are checked after every step. The machine is synchronous (Hypothesis drives it),
+so it runs in a worker thread and calls back into the test's own event loop: handles are
+opened and used on the loop the ``store`` fixture was set up on. Only operations whose
+result does not depend on the passing of time are drawn (TTLs and leases are long).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    invariant,
+    multiple,
+    rule,
+    run_state_machine_as_test,
+)
+
+from mcp_tasks import (
+    ANY_OWNER,
+    Claimed,
+    Complete,
+    DuplicateInputKeys,
+    Fail,
+    Lease,
+    MemoryTaskStore,
+    NewTask,
+    Outcome,
+    Progress,
+    RequireInput,
+    Retry,
+    RevisionConflict,
+    StatusChange,
+    Store,
+    StoreOptions,
+    TaskNotFound,
+    TaskRecord,
+    Transition,
+    WorkSpec,
+    new_task_id,
+)
+from mcp_tasks_contract.handles import StoreHandles, new_namespace
+from mcp_tasks_contract.suite.base import BOOM, ELICIT, LONG_LEASE_MS, ContractBase, outcome_of
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Coroutine
+
+T = TypeVar("T")
+
+OPTIONS = StoreOptions(max_rows=8, max_active_per_owner=4)
+OWNERS: tuple[str | None, ...] = (None, "alice", "bob")
+CALLERS: tuple[object, ...] = (*OWNERS, ANY_OWNER)
+KEYS = ("a", "b", "c", "d")
+STEPS = 30
+
+works = st.none() | st.builds(
+    WorkSpec,
+    type=st.just("job"),
+    input=st.integers(0, 3),
+    retry_delays_ms=st.lists(st.sampled_from([0, 3_600_000]), max_size=2).map(tuple),
+)
+changes: st.SearchStrategy[StatusChange] = st.one_of(
+    st.builds(Progress, st.sampled_from(["p1", "p2"])),
+    st.builds(
+        RequireInput,
+        st.lists(st.sampled_from(KEYS), min_size=1, max_size=2, unique=True).map(
+            lambda keys: {key: ELICIT for key in keys}
+        ),
+    ),
+    st.builds(Complete, st.fixed_dictionaries({"v": st.integers(0, 2)})),
+    st.builds(Fail, st.just(BOOM)),
+    st.builds(Retry, st.just(BOOM)),
+)
+event_ids = st.none() | st.sampled_from(["e1", "e2", "e3"])
+revision_offsets = st.none() | st.sampled_from([0, 0, -1, 1])
+answers = st.dictionaries(
+    st.sampled_from((*KEYS, "x")), st.integers(0, 3) | st.text(max_size=3), max_size=3
+)
+
+
+def view(record: TaskRecord) -> tuple[object, ...]:
+    """What must agree between store and model: everything but times and tokens."""
+    claim = record.claim
+    return (
+        record.task_id,
+        record.owner,
+        record.status,
+        record.revision,
+        record.ttl_ms,
+        record.expires_at is None,
+        record.poll_interval_ms,
+        record.status_message,
+        dict(record.input_requests),
+        dict(record.input_responses),
+        record.used_input_keys,
+        record.result,
+        record.error,
+        record.work,
+        record.attempt,
+        record.retry_at is None,
+        record.generation,
+        None if claim is None else claim.worker_id,
+        record.recent_events,
+    )
+
+
+def final_view(record: TaskRecord) -> tuple[object, ...]:
+    """What a terminal task may never change again."""
+    return (record.status, record.revision, record.result, record.error, record.status_message)
+
+
+def assert_same(got: object, want: object) -> None:
+    """The store under test answered as the model did."""
+    if isinstance(want, Exception) or isinstance(got, Exception):
+        assert type(got) is type(want), f"store: {got!r}, model: {want!r}"
+        if isinstance(got, RevisionConflict) and isinstance(want, RevisionConflict):
+            assert view(got.current) == view(want.current)
+        if isinstance(got, DuplicateInputKeys) and isinstance(want, DuplicateInputKeys):
+            assert got.keys == want.keys
+    elif isinstance(want, Transition):
+        assert isinstance(got, Transition)
+        assert (got.outcome, got.revision) == (want.outcome, want.revision)
+        assert view(got.record) == view(want.record)
+    elif isinstance(want, Claimed):
+        assert isinstance(got, Claimed)
+        assert view(got.record) == view(want.record)
+        assert (got.lease.generation, got.lease.worker_id) == (
+            want.lease.generation,
+            want.lease.worker_id,
+        )
+    elif isinstance(want, TaskRecord):
+        assert isinstance(got, TaskRecord)
+        assert view(got) == view(want)
+    elif isinstance(want, Lease):
+        assert isinstance(got, Lease)
+        assert (got.task_id, got.generation, got.worker_id) == (
+            want.task_id,
+            want.generation,
+            want.worker_id,
+        )
+    else:
+        assert got == want
+
+
+@dataclass
+class Tracked:
+    """What the machine knows of one task from the store's answers."""
+
+    owner: str | None
+    applied: int = 0
+    generation: int = 0
+    final: tuple[object, ...] | None = None
+
+
+@dataclass(frozen=True)
+class LeasePair:
+    """One claim as the store and as the model issued it (tokens differ)."""
+
+    store: Lease
+    model: Lease
+
+
+class StoreVersusModel(RuleBasedStateMachine):
+    """Random sequences of Store operations, each on the store under test and on the model."""
+
+    handles: ClassVar[StoreHandles]  # set by the test, on a subclass made per test
+
+    tasks = Bundle("tasks")
+    leases = Bundle("leases")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.namespace = new_namespace()
+        self.store = self._open()
+        self.model = MemoryTaskStore(OPTIONS)
+        self.known: dict[str, Tracked] = {}
+        with pytest.raises(TaskNotFound) as missing:
+            self.run(self.store.get, new_task_id(), "alice")
+        self.missing_text = str(missing.value)
+
+    # --- plumbing ----------------------------------------------------------------------
+
+    @staticmethod
+    def run(call: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+        """Run a coroutine function on the test's event loop."""
+        return anyio.from_thread.run(call, *args)
+
+    def _open(self) -> Store:
+        return self.run(partial(self.handles.open, OPTIONS, namespace=self.namespace))
+
+    def stored(self, task_id: str) -> TaskRecord | Exception:
+        return self.run(outcome_of, partial(self.store.get, task_id, ANY_OWNER))
+
+    def both(
+        self,
+        task_id: str | None,
+        on_store: Callable[[Store], Awaitable[T]],
+        on_model: Callable[[Store], Awaitable[T]] | None = None,
+    ) -> tuple[T | Exception, T | Exception]:
+        """Apply one operation to both; compare; on an error check that nothing was written."""
+        before = self.stored(task_id) if task_id is not None else None
+        got = self.run(outcome_of, partial(on_store, self.store))
+        want = self.run(outcome_of, partial(on_model or on_store, self.model))
+        assert_same(got, want)
+        if isinstance(got, Exception) and task_id is not None:
+            assert self.stored(task_id) == before
+        if isinstance(got, Transition) and got.outcome is Outcome.APPLIED:
+            self.known[got.record.task_id].applied += 1
+        return got, want
+
+    def expected_revision(self, task_id: str, offset: int | None) -> int | None:
+        if offset is None:
+            return None
+        return self.run(self.model.get, task_id, ANY_OWNER).revision + offset
+
+    def teardown(self) -> None:
+        self.run(self.store.close)
+
+    # --- rules -------------------------------------------------------------------------
+
+    @rule(
+        target=tasks,
+        owner=st.sampled_from(OWNERS),
+        work=works,
+        ttl_ms=st.sampled_from([None, 3_600_000]),
+    )
+    def create(self, owner: str | None, work: WorkSpec | None, ttl_ms: int | None) -> object:
+        task = NewTask(task_id=new_task_id(), owner=owner, ttl_ms=ttl_ms, work=work)
+        got, _ = self.both(None, lambda s: s.create(task))
+        if isinstance(got, Exception):
+            assert isinstance(self.stored(task.task_id), TaskNotFound)
+            return multiple()
+        self.known[task.task_id] = Tracked(owner=owner)
+        return task.task_id
+
+    @rule(task_id=tasks)
+    def create_again(self, task_id: str) -> None:
+        self.both(task_id, lambda s: s.create(NewTask(task_id=task_id, owner="mallory")))
+
+    @rule(task_id=tasks, caller=st.sampled_from(CALLERS))
+    def get(self, task_id: str, caller: Any) -> None:
+        self.both(task_id, lambda s: s.get(task_id, caller))
+
+    @rule(task_id=tasks, caller=st.sampled_from(CALLERS), responses=answers)
+    def update(self, task_id: str, caller: Any, responses: dict[str, object]) -> None:
+        self.both(task_id, lambda s: s.update(task_id, caller, responses))
+
+    @rule(task_id=tasks, caller=st.sampled_from(CALLERS))
+    def cancel(self, task_id: str, caller: Any) -> None:
+        self.both(task_id, lambda s: s.cancel(task_id, caller))
+
+    @rule(task_id=tasks, change=changes, offset=revision_offsets, event_id=event_ids)
+    def put_by_id(
+        self, task_id: str, change: StatusChange, offset: int | None, event_id: str | None
+    ) -> None:
+        expected = self.expected_revision(task_id, offset)
+        self.both(
+            task_id,
+            lambda s: s.put_status(task_id, change, expected_revision=expected, event_id=event_id),
+        )
+
+    @rule(pair=leases, change=changes, offset=revision_offsets, event_id=event_ids)
+    def put_leased(
+        self, pair: LeasePair, change: StatusChange, offset: int | None, event_id: str | None
+    ) -> None:
+        task_id = pair.store.task_id
+        expected = self.expected_revision(task_id, offset)
+
+        def write(lease: Lease) -> Callable[[Store], Awaitable[Transition]]:
+            return lambda s: s.put_status(
+                task_id, change, lease=lease, expected_revision=expected, event_id=event_id
+            )
+
+        self.both(task_id, write(pair.store), write(pair.model))
+
+    @rule(pair=leases, change=changes)
+    def put_forged(self, pair: LeasePair, change: StatusChange) -> None:
+        task_id = pair.store.task_id
+        forged = replace(pair.store, token="forged")
+        self.both(task_id, lambda s: s.put_status(task_id, change, lease=forged))
+
+    @rule(target=leases, task_id=tasks, worker=st.sampled_from(["w1", "w2"]))
+    def claim_by_id(self, task_id: str, worker: str) -> object:
+        got, want = self.both(
+            task_id, lambda s: s.claim(worker, lease_ms=LONG_LEASE_MS, task_id=task_id)
+        )
+        return self._claimed(got, want)
+
+    @rule(target=leases, worker=st.sampled_from(["w1", "w2"]))
+    def claim_next(self, worker: str) -> object:
+        """The store picks the task; the model must find that very task eligible."""
+        got = self.run(outcome_of, partial(self.store.claim, worker, lease_ms=LONG_LEASE_MS))
+        task_id = got.record.task_id if isinstance(got, Claimed) else None
+        want = self.run(
+            outcome_of, partial(self.model.claim, worker, lease_ms=LONG_LEASE_MS, task_id=task_id)
+        )
+        assert_same(got, want)
+        return self._claimed(got, want)
+
+    def _claimed(self, got: object, want: object) -> object:
+        """A new lease pair for the bundle; each claim is the task's next generation."""
+        if not isinstance(got, Claimed):
+            return multiple()
+        assert isinstance(want, Claimed)
+        tracked = self.known[got.record.task_id]
+        assert got.lease.generation == tracked.generation + 1
+        tracked.generation = got.lease.generation
+        return LeasePair(got.lease, want.lease)
+
+    @rule(pair=leases)
+    def renew(self, pair: LeasePair) -> None:
+        self.both(
+            pair.store.task_id,
+            lambda s: s.renew(pair.store, lease_ms=LONG_LEASE_MS),
+            lambda s: s.renew(pair.model, lease_ms=LONG_LEASE_MS),
+        )
+
+    @rule(pair=leases)
+    def release(self, pair: LeasePair) -> None:
+        self.both(
+            pair.store.task_id,
+            lambda s: s.release(pair.store),
+            lambda s: s.release(pair.model),
+        )
+
+    @rule()
+    def reap(self) -> None:
+        self.both(None, lambda s: s.reap())
+
+    @rule()
+    def reopen(self) -> None:
+        """Close the handle and open a new one on the same namespace (S-DURABLE)."""
+        self.run(self.store.close)
+        self.store = self._open()
+
+    # --- invariants --------------------------------------------------------------------
+
+    @invariant()
+    def store_agrees_with_model_and_invariants_hold(self) -> None:
+        assert len(self.known) <= (OPTIONS.max_rows or len(self.known))  # INV-CAP
+        active: dict[str | None, int] = {}
+        for task_id, tracked in self.known.items():
+            got = self.run(self.store.get, task_id, ANY_OWNER)
+            want = self.run(self.model.get, task_id, ANY_OWNER)
+            assert view(got) == view(want)
+            assert got.revision == tracked.applied  # INV-REVISION
+            assert got.created_at <= got.last_updated_at  # INV-TIMES
+            assert got.generation == tracked.generation  # INV-CLAIM
+            if tracked.final is not None:  # INV-TERMINAL
+                assert final_view(got) == tracked.final
+            elif got.status.is_terminal:
+                tracked.final = final_view(got)
+            else:
+                active[got.owner] = active.get(got.owner, 0) + 1
+            if got.owner is not None:  # INV-FOREIGN
+                for stranger in ("mallory", None):
+                    with pytest.raises(TaskNotFound) as caught:
+                        self.run(self.store.get, task_id, stranger)
+                    assert str(caught.value) == self.missing_text
+        assert all(n <= (OPTIONS.max_active_per_owner or n) for n in active.values())
+
+
+class StatefulContract(ContractBase):
+    """The invariants, checked after every step of random operation sequences."""
+
+    @pytest.mark.rule(
+        "INV-REVISION",
+        "INV-TERMINAL",
+        "INV-CLAIM",
+        "INV-FOREIGN",
+        "INV-CAP",
+        "INV-NOPARTIAL",
+        "INV-TIMES",
+    )
+    async def test_random_operations_agree_with_the_memory_model(
+        self, handles: StoreHandles
+    ) -> None:
+        """Any sequence of create/get/update/cancel/put/claim/renew/release/reap/reopen gives
+        the model's outcomes and records, and every invariant holds after every step."""
+        assert self.stateful_max_examples > 0, "the stateful test never runs with zero examples"
+        machine = type("StoreVersusModel", (StoreVersusModel,), {"handles": handles})
+        config = settings(
+            max_examples=self.stateful_max_examples, stateful_step_count=STEPS, deadline=None
+        )
+        await anyio.to_thread.run_sync(partial(run_state_machine_as_test, machine, settings=config))

@@ -1,0 +1,305 @@
+"""The Postgres store on a real server: URLs, schema, server clock, races, errors, index plans."""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING
+
+import anyio
+import asyncpg
+import pytest
+
+from mcp_tasks import (
+    ANY_OWNER,
+    Complete,
+    NewTask,
+    Outcome,
+    Progress,
+    StaleLease,
+    StoreOptions,
+    StoreUnavailable,
+    TaskLimitReached,
+    TaskNotFound,
+    WorkSpec,
+    new_task_id,
+    store_from_url,
+)
+from mcp_tasks_postgres import PostgresTaskStore
+
+if TYPE_CHECKING:
+    from conftest import OpenStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_store_from_url_finds_the_postgres_store(postgres_url: str, namespace: str) -> None:
+    """postgresql:// and postgres:// resolve through the entry points; ?schema= is the namespace."""
+    sep = "&" if "?" in postgres_url else "?"
+    for url in (postgres_url, postgres_url.replace("postgresql://", "postgres://", 1)):
+        store = store_from_url(f"{url}{sep}schema={namespace}")
+        assert isinstance(store, PostgresTaskStore)
+        assert store.schema == namespace
+        try:
+            task = await store.create(NewTask(new_task_id()))
+            assert (await store.get(task.task_id, None)).task_id == task.task_id
+        finally:
+            await store.close()
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        await conn.execute(f"DROP SCHEMA {namespace} CASCADE")
+    finally:
+        await conn.close()
+
+
+def test_repr_masks_the_password() -> None:
+    """repr(store) never shows the password of its URL."""
+    store = PostgresTaskStore("postgresql://alice:s3cret@db.example/tasks", schema="mcp_x")
+    assert "s3cret" not in repr(store)
+    assert "alice:***@db.example" in repr(store)
+
+
+async def test_migrate_is_idempotent_and_safe_concurrently(open_store: OpenStore) -> None:
+    """migrate() from several handles at once, and again, leaves one working schema."""
+    stores = [await open_store() for _ in range(4)]
+    async with anyio.create_task_group() as tg:
+        for store in stores:
+            tg.start_soon(store.migrate)
+    await stores[0].migrate()
+    task = await stores[1].create(NewTask(new_task_id()))
+    assert (await stores[2].get(task.task_id, None)).revision == 0
+
+
+async def test_unreachable_server_is_store_unavailable() -> None:
+    """A server that does not answer surfaces as StoreUnavailable with the driver error as cause."""
+    with anyio.fail_after(30):
+        sock_port = 1  # nothing listens on port 1
+        store = PostgresTaskStore(f"postgresql://postgres@127.0.0.1:{sock_port}/test")
+        with pytest.raises(StoreUnavailable) as caught:
+            await store.get(new_task_id(), None)
+        assert caught.value.__cause__ is not None
+        await store.close()
+
+
+async def test_closed_store_is_unavailable(open_store: OpenStore) -> None:
+    """After close(), every operation raises StoreUnavailable; close() is idempotent."""
+    store = await open_store()
+    await store.create(NewTask(new_task_id()))
+    await store.close()
+    await store.close()
+    with pytest.raises(StoreUnavailable):
+        await store.get(new_task_id(), None)
+
+
+async def test_leases_follow_the_server_clock(open_store: OpenStore) -> None:
+    """A lease's expiry is server now + lease_ms; once it passes, the task is claimable again."""
+    store = await open_store()
+    task = await store.create(NewTask(new_task_id(), work=WorkSpec("job")))
+    conn = await asyncpg.connect(store.url)
+    try:
+        before = await conn.fetchval("SELECT floor(extract(epoch from clock_timestamp())*1000)")
+        first = await store.claim("w1", lease_ms=300, task_id=task.task_id)
+        after = await conn.fetchval("SELECT floor(extract(epoch from clock_timestamp())*1000)")
+    finally:
+        await conn.close()
+    assert first is not None
+    assert before + 300 <= first.lease.expires_at <= after + 300
+    assert await store.claim("w2", lease_ms=300, task_id=task.task_id) is None
+    await anyio.sleep(0.4)
+    second = await store.claim("w2", lease_ms=60_000, task_id=task.task_id)
+    assert second is not None
+    assert second.lease.generation == first.lease.generation + 1
+    with pytest.raises(StaleLease):
+        await store.put_status(task.task_id, Progress("late"), lease=first.lease)
+
+
+async def test_writers_on_one_revision_apply_exactly_once(open_store: OpenStore) -> None:
+    """32 writers on separate pools, all expecting revision 0: exactly one is applied."""
+    stores = [await open_store(max_connections=2) for _ in range(8)]
+    task = await stores[0].create(NewTask(new_task_id()))
+    outcomes: list[str] = []
+
+    async def write(i: int) -> None:
+        try:
+            done = await stores[i % 8].put_status(
+                task.task_id, Progress(f"w{i}"), expected_revision=0
+            )
+            outcomes.append(done.outcome.value)
+        except Exception as exc:
+            outcomes.append(type(exc).__name__)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(32):
+            tg.start_soon(write, i)
+    assert outcomes.count(Outcome.APPLIED.value) == 1
+    assert outcomes.count("RevisionConflict") == 31
+    assert (await stores[0].get(task.task_id, None)).revision == 1
+
+
+async def test_claimers_take_each_task_exactly_once(open_store: OpenStore) -> None:
+    """16 claimers on separate pools over 200 tasks: every task is claimed exactly once."""
+    stores = [await open_store(max_connections=2) for _ in range(8)]
+    ids = set()
+    for _ in range(200):
+        ids.add((await stores[0].create(NewTask(new_task_id(), work=WorkSpec("job")))).task_id)
+    claimed: list[str] = []
+
+    async def claimer(i: int) -> None:
+        while (got := await stores[i % 8].claim(f"w{i}", lease_ms=60_000)) is not None:
+            claimed.append(got.record.task_id)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(16):
+            tg.start_soon(claimer, i)
+    assert sorted(claimed) == sorted(ids)
+
+
+async def test_creates_at_the_cap_never_exceed_it(open_store: OpenStore, postgres_url: str) -> None:
+    """Concurrent creates from separate pools under READ COMMITTED never pass max_rows."""
+    cap = 10
+    stores = [await open_store(StoreOptions(max_rows=cap), max_connections=3) for _ in range(6)]
+    await stores[0].migrate()
+    results: list[str] = []
+
+    async def create(i: int) -> None:
+        try:
+            await stores[i % 6].create(NewTask(new_task_id()))
+            results.append("created")
+        except TaskLimitReached:
+            results.append("limit")
+
+    async with anyio.create_task_group() as tg:
+        for i in range(40):
+            tg.start_soon(create, i)
+    assert results.count("created") == cap
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        assert await conn.fetchval(f"SELECT count(*) FROM {stores[0].schema}.tasks") == cap
+    finally:
+        await conn.close()
+
+
+async def test_expired_rows_do_not_count_toward_the_cap(open_store: OpenStore) -> None:
+    """At the cap, a row whose TTL has passed no longer counts, even before it is reaped."""
+    store = await open_store(StoreOptions(max_rows=2))
+    await store.create(NewTask(new_task_id(), ttl_ms=100))
+    await store.create(NewTask(new_task_id()))
+    with pytest.raises(TaskLimitReached):
+        await store.create(NewTask(new_task_id(), ttl_ms=100))
+    await anyio.sleep(0.2)
+    await store.create(NewTask(new_task_id()))
+    assert await store.reap() == 1
+
+
+async def test_per_owner_cap_counts_active_tasks(open_store: OpenStore) -> None:
+    """max_active_per_owner counts only that owner's working/input_required tasks."""
+    store = await open_store(StoreOptions(max_active_per_owner=1))
+    first = await store.create(NewTask(new_task_id(), owner="alice"))
+    await store.create(NewTask(new_task_id(), owner="bob"))
+    await store.create(NewTask(new_task_id()))
+    with pytest.raises(TaskLimitReached):
+        await store.create(NewTask(new_task_id(), owner="alice"))
+    with pytest.raises(TaskLimitReached):
+        await store.create(NewTask(new_task_id()))
+    await store.put_status(first.task_id, Complete({"ok": True}))
+    await store.create(NewTask(new_task_id(), owner="alice"))
+
+
+async def test_concurrent_reapers_remove_disjoint_sets(open_store: OpenStore) -> None:
+    """Two reapers on separate pools together remove each expired task exactly once."""
+    stores = [await open_store() for _ in range(2)]
+    for _ in range(120):
+        await stores[0].create(NewTask(new_task_id(), ttl_ms=50))
+    keep = await stores[0].create(NewTask(new_task_id()))
+    await anyio.sleep(0.1)
+    counts: list[int] = []
+
+    async def reaper(store: PostgresTaskStore) -> None:
+        while removed := await store.reap(limit=7):
+            counts.append(removed)
+
+    async with anyio.create_task_group() as tg:
+        for store in stores:
+            tg.start_soon(reaper, store)
+    assert sum(counts) == 120
+    assert (await stores[1].get(keep.task_id, ANY_OWNER)).task_id == keep.task_id
+
+
+async def test_reaped_task_is_whole_or_gone_for_a_writer(open_store: OpenStore) -> None:
+    """A write racing the reaper either lands on the whole task or finds it gone."""
+    store, reaper = await open_store(), await open_store()
+    tasks = [await store.create(NewTask(new_task_id(), ttl_ms=150)) for _ in range(30)]
+    await anyio.sleep(0.15)
+    outcomes: list[str] = []
+
+    async def write(task_id: str) -> None:
+        try:
+            await store.put_status(task_id, Progress("x"))
+            outcomes.append("written")
+        except TaskNotFound:
+            outcomes.append("gone")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reaper.reap)
+        for task in tasks:
+            tg.start_soon(write, task.task_id)
+    for task in tasks:
+        with pytest.raises(TaskNotFound):
+            await store.get(task.task_id, ANY_OWNER)
+    assert len(outcomes) == 30
+
+
+async def test_payloads_round_trip_exactly(open_store: OpenStore) -> None:
+    """NUL characters, unicode, nesting, big integers and floats come back identical."""
+    store = await open_store()
+    payload = {
+        "nul": "a\u0000b",
+        "emoji": "\U0001f600",
+        "big": 2**63 - 1,
+        "f": 0.1,
+        "n": [{"z": None}],
+    }
+    task = await store.create(
+        NewTask(new_task_id(), status_message="\u0000", work=WorkSpec("t", payload))
+    )
+    done = await store.put_status(task.task_id, Complete(payload))
+    again = await (await open_store()).get(task.task_id, None)
+    assert again == done.record
+    assert again.result == payload
+    assert again.work is not None
+    assert again.work.input == payload
+
+
+@pytest.mark.parametrize("operation", ["get", "claim", "reap"])
+async def test_hot_paths_use_indexes(
+    open_store: OpenStore, postgres_url: str, operation: str
+) -> None:
+    """With thousands of rows the planner serves get, claim and reap from indexes, not scans."""
+    store = await open_store()
+    await store.migrate()
+    schema = store.schema
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        # 20 000 tasks of every kind, created just now, of which 20 have expired.
+        await conn.execute(
+            f"""INSERT INTO {schema}.tasks SELECT md5(i::text), NULL,
+                CASE WHEN i % 3 = 0 THEN 'completed' ELSE 'working' END, 0, now_ms, now_ms,
+                CASE WHEN i % 2 = 0 THEN 3600000 END,
+                CASE WHEN i % 1000 = 0 THEN 1 WHEN i % 2 = 0 THEN now_ms + 3600000 END,
+                i % 5 = 0, NULL, 0, NULL, 0, '{{}}'
+                FROM generate_series(1, 20000) i,
+                     (SELECT floor(extract(epoch from now()) * 1000)::bigint AS now_ms) n"""
+        )
+        await conn.execute(f"ANALYZE {schema}.tasks")
+        sql = store._sql
+        statement, args = {
+            "get": (sql.read, {"task_id": secrets.token_hex(8)}),
+            "claim": (sql.claim_next, {}),
+            "reap": (sql.reap, {"retention": 3_600_000, "limit": 500}),
+        }[operation]
+        plan = "\n".join(
+            r[0] for r in await conn.fetch("EXPLAIN " + statement.text, *statement.args(args))
+        )
+    finally:
+        await conn.close()
+    assert "Seq Scan on tasks" not in plan, plan
+    assert "Index" in plan, plan

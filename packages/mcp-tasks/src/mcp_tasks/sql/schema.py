@@ -1,0 +1,94 @@
+"""The task table, its row counter and their indexes: one SQLAlchemy Core definition."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from mcp_tasks.states import TERMINAL, TaskStatus
+
+ACTIVE: tuple[TaskStatus, ...] = (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED)
+TERMINAL_STATUSES: tuple[TaskStatus, ...] = tuple(sorted(TERMINAL))
+
+
+def status_in(
+    column: sa.ColumnElement[str], statuses: tuple[TaskStatus, ...]
+) -> sa.ColumnElement[bool]:
+    """``status IN ('…', …)`` with the values inlined, so partial indexes and queries match."""
+    return column.in_([sa.literal_column(f"'{status.value}'") for status in statuses])
+
+
+@dataclass(frozen=True)
+class TaskTables:
+    """The tables of one namespace."""
+
+    metadata: sa.MetaData
+    tasks: sa.Table
+    counter: sa.Table
+
+
+def task_tables(*, schema: str | None = None, prefix: str = "") -> TaskTables:
+    """The tables of one namespace: a Postgres ``schema`` and/or a table-name ``prefix``.
+
+    The columns are what the database must select on (claims, reaping, the caps) plus the
+    compare-and-set ``row_version``; everything else of the aggregate is one JSON text
+    ``payload`` (TEXT, not jsonb: jsonb rejects ``\\u0000`` and reorders keys, and we never
+    query inside it).
+    """
+    metadata = sa.MetaData(schema=schema)
+    name = f"{prefix}tasks"
+    tasks = sa.Table(
+        name,
+        metadata,
+        sa.Column("task_id", sa.Text, primary_key=True),
+        sa.Column("owner", sa.Text, nullable=True),
+        sa.Column("status", sa.Text, nullable=False),
+        sa.Column("revision", sa.BigInteger, nullable=False),
+        sa.Column("created_at", sa.BigInteger, nullable=False),
+        sa.Column("last_updated_at", sa.BigInteger, nullable=False),
+        sa.Column("ttl_ms", sa.BigInteger, nullable=True),
+        sa.Column("expires_at", sa.BigInteger, nullable=True),
+        sa.Column("has_work", sa.Boolean(create_constraint=False), nullable=False),
+        sa.Column("retry_at", sa.BigInteger, nullable=True),
+        sa.Column("generation", sa.BigInteger, nullable=False),
+        sa.Column("claim_expires_at", sa.BigInteger, nullable=True),
+        sa.Column("row_version", sa.BigInteger, nullable=False),
+        sa.Column("payload", sa.Text, nullable=False),
+    )
+    c = tasks.c
+    # Claims without a task id: the oldest eligible task among active tasks with work.
+    sa.Index(
+        f"{name}_claim_ix",
+        c.created_at,
+        c.task_id,
+        postgresql_where=sa.and_(c.has_work, status_in(c.status, ACTIVE)),
+        sqlite_where=sa.and_(c.has_work, status_in(c.status, ACTIVE)),
+    )
+    # Reaping by TTL, and counting unexpired rows at the cap.
+    sa.Index(f"{name}_expires_ix", c.expires_at)
+    # Reaping terminal tasks with no TTL after the retention.
+    no_ttl_terminal = sa.and_(c.ttl_ms.is_(None), status_in(c.status, TERMINAL_STATUSES))
+    sa.Index(
+        f"{name}_retention_ix",
+        c.last_updated_at,
+        postgresql_where=no_ttl_terminal,
+        sqlite_where=no_ttl_terminal,
+    )
+    # The per-owner cap on active tasks.
+    sa.Index(
+        f"{name}_owner_active_ix",
+        c.owner,
+        postgresql_where=status_in(c.status, ACTIVE),
+        sqlite_where=status_in(c.status, ACTIVE),
+    )
+    # One row (id 1) counting the rows of ``tasks``: creates lock it, so the row cap is
+    # checked and the insert made atomically, and the exact count of unexpired rows is
+    # only taken when the cheap count says the cap could be reached.
+    counter = sa.Table(
+        f"{prefix}task_rows",
+        metadata,
+        sa.Column("id", sa.SmallInteger, primary_key=True, autoincrement=False),
+        sa.Column("n_rows", sa.BigInteger, nullable=False),
+    )
+    return TaskTables(metadata, tasks, counter)

@@ -1,0 +1,197 @@
+"""Every statement the SQL stores run, built once in SQLAlchemy Core and compiled per dialect.
+
+The stores execute the compiled text with their raw driver (aiosqlite, asyncpg): building
+and compiling a Core statement per call costs more than the round trip on the hot paths
+(``get``, ``put_status``), so each statement is compiled exactly once per store.
+
+Where the database must select rows itself (claim candidates, reaping, the caps), the
+``WHERE`` clauses mirror :func:`mcp_tasks.rules.claimable`, :func:`~mcp_tasks.rules.is_reapable`,
+:func:`~mcp_tasks.rules.counts_toward_cap` and :func:`~mcp_tasks.rules.is_active` exactly;
+keep them in step with those functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from mcp_tasks.sql.schema import ACTIVE, TERMINAL_STATUSES, TaskTables, status_in
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from sqlalchemy.engine.interfaces import Dialect
+    from sqlalchemy.sql.compiler import SQLCompiler
+
+#: Columns a store writes (``row_version`` is managed by the statements themselves).
+WRITTEN_COLUMNS: tuple[str, ...] = (
+    "task_id",
+    "owner",
+    "status",
+    "revision",
+    "created_at",
+    "last_updated_at",
+    "ttl_ms",
+    "expires_at",
+    "has_work",
+    "retry_at",
+    "generation",
+    "claim_expires_at",
+    "payload",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSQL:
+    """A statement's SQL text for one dialect and how to fill its positional parameters."""
+
+    text: str
+    names: tuple[str, ...]
+    defaults: Mapping[str, Any]  # literals SQLAlchemy turned into parameters (LIMIT 1, + 1)
+
+    def args(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The positional arguments for ``values`` (a name → value mapping)."""
+        defaults = self.defaults
+        return tuple(values[n] if n in values else defaults[n] for n in self.names)
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """The compiled statements of one namespace on one dialect (see the builders below)."""
+
+    read: CompiledSQL
+    insert: CompiledSQL
+    cas: CompiledSQL
+    bump_rows: CompiledSQL
+    count_live: CompiledSQL
+    count_active_of_owner: CompiledSQL
+    count_active_ownerless: CompiledSQL
+    claim_next: CompiledSQL
+    claim_one: CompiledSQL
+    reap: CompiledSQL
+    init_counter: CompiledSQL
+    counter_exists: CompiledSQL
+
+
+def compile_statement(statement: sa.ClauseElement, dialect: Dialect) -> CompiledSQL:
+    """Compile once; positional parameters in the dialect's own style (``?`` or ``$n``)."""
+    compiled = cast("SQLCompiler", statement.compile(dialect=dialect))
+    defaults = {k: v for k, v in compiled.params.items() if v is not None}
+    return CompiledSQL(compiled.string, tuple(compiled.positiontup or ()), defaults)
+
+
+def build(tables: TaskTables, dialect: Dialect, now: sa.ColumnElement[int]) -> Statements:
+    """Every statement for ``tables`` on ``dialect``.
+
+    ``now`` is the store's clock as SQL: a bind parameter named ``now`` on SQLite (the
+    injectable clock), the server's clock expression on Postgres. Statements that decide
+    by time return it as ``now_ms`` so the rules run on the very instant the SQL used.
+    """
+    t, c = tables.tasks, tables.tasks.c
+    now_ms = now.label("now_ms")
+    one = sa.select(sa.literal_column("1").label("one")).subquery("one")
+    insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+
+    # Mirrors rules.claimable: non-terminal, has work, due, unexpired, no live claim.
+    claimable = sa.and_(
+        status_in(c.status, ACTIVE),
+        c.has_work,
+        sa.or_(c.retry_at.is_(None), c.retry_at <= now),
+        sa.or_(c.expires_at.is_(None), c.expires_at > now),
+        sa.or_(c.claim_expires_at.is_(None), c.claim_expires_at <= now),
+    )
+    claim_next = (
+        sa.select(now_ms, t)
+        .where(claimable)
+        .order_by(c.created_at, c.task_id)  # rules.claim_order
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    )
+    # Mirrors rules.is_reapable: expired by TTL, or no TTL and terminal past the retention.
+    reapable = sa.or_(
+        sa.and_(c.expires_at.is_not(None), c.expires_at <= now),
+        sa.and_(
+            c.ttl_ms.is_(None),
+            status_in(c.status, TERMINAL_STATUSES),
+            c.last_updated_at <= now - sa.bindparam("retention", type_=sa.BigInteger),
+        ),
+    )
+    doomed = (
+        sa.select(c.task_id)
+        .where(reapable)
+        .limit(sa.bindparam("limit", type_=sa.Integer))
+        .with_for_update(skip_locked=True)
+    )
+    # Mirrors rules.counts_toward_cap (not expired) and rules.is_active (and not terminal).
+    unexpired = sa.or_(c.expires_at.is_(None), c.expires_at > now)
+    count = sa.select(sa.func.count().label("n")).select_from(t)
+    active = sa.and_(status_in(c.status, ACTIVE), unexpired)
+    counter = tables.counter
+
+    def compiled(statement: sa.ClauseElement) -> CompiledSQL:
+        return compile_statement(statement, dialect)
+
+    return Statements(
+        # One round trip: the store's now and the row (all NULL when there is none).
+        read=compiled(
+            sa.select(now_ms, t).select_from(
+                one.outerjoin(t, c.task_id == sa.bindparam("task_id", type_=sa.Text))
+            )
+        ),
+        insert=compiled(
+            insert(t)
+            .values({name: sa.bindparam(f"v_{name}") for name in WRITTEN_COLUMNS})
+            .values(row_version=0)
+            .on_conflict_do_nothing(index_elements=[c.task_id])
+        ),
+        # Compare-and-set on the hidden row version: a lost race updates nothing.
+        cas=compiled(
+            sa.update(t)
+            .where(
+                c.task_id == sa.bindparam("task_id"), c.row_version == sa.bindparam("row_version")
+            )
+            .values({name: sa.bindparam(f"v_{name}") for name in WRITTEN_COLUMNS[1:]})
+            .values(row_version=c.row_version + 1)
+        ),
+        bump_rows=compiled(
+            sa.update(counter)
+            .where(counter.c.id == 1)
+            .values(n_rows=counter.c.n_rows + sa.bindparam("delta", type_=sa.BigInteger))
+            .returning(counter.c.n_rows, now_ms)
+        ),
+        count_live=compiled(count.where(unexpired)),
+        count_active_of_owner=compiled(
+            count.where(c.owner == sa.bindparam("owner", type_=sa.Text), active)
+        ),
+        count_active_ownerless=compiled(count.where(c.owner.is_(None), active)),
+        claim_next=compiled(claim_next),
+        claim_one=compiled(claim_next.where(c.task_id == sa.bindparam("task_id", type_=sa.Text))),
+        reap=compiled(sa.delete(t).where(c.task_id.in_(doomed.scalar_subquery()))),
+        init_counter=compiled(
+            insert(counter)
+            .from_select(
+                ["id", "n_rows"],
+                # WHERE true: SQLite would read "ON CONFLICT" as a join constraint otherwise.
+                sa.select(sa.literal_column("1"), sa.func.count()).select_from(t).where(sa.true()),
+            )
+            .on_conflict_do_nothing(index_elements=[counter.c.id])
+        ),
+        counter_exists=compiled(
+            sa.select(sa.func.count().label("n")).select_from(counter).where(counter.c.id == 1)
+        ),
+    )
+
+
+def ddl(tables: TaskTables, dialect: Dialect) -> list[str]:
+    """Idempotent DDL (``IF NOT EXISTS``) for the tables and indexes, in order."""
+    out: list[str] = []
+    for table in tables.metadata.sorted_tables:
+        out.append(str(sa.schema.CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
+        for index in sorted(table.indexes, key=lambda i: i.name or ""):
+            out.append(
+                str(sa.schema.CreateIndex(index, if_not_exists=True).compile(dialect=dialect))
+            )
+    return out

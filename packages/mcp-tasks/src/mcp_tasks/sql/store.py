@@ -1,0 +1,283 @@
+"""The store logic both SQL dialects share: read, apply the pure rules, compare-and-set.
+
+A dialect subclass supplies connections (:meth:`SQLTaskStore._session`), the compiled
+statements and how its clock reaches them; everything the Store contract decides is
+computed by :mod:`mcp_tasks.rules` here, never re-derived per dialect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from mcp_tasks import rules
+from mcp_tasks.errors import DuplicateTaskId, MCPTasksError, StoreUnavailable, TaskLimitReached
+from mcp_tasks.models import Claimed, Lease, Outcome, StoreOptions, Transition
+from mcp_tasks.sql.codec import from_row, to_row
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+    from contextlib import AbstractAsyncContextManager
+
+    from mcp_tasks.models import NewTask, StatusChange, TaskRecord
+    from mcp_tasks.rules import OwnerArg
+    from mcp_tasks.sql.statements import CompiledSQL, Statements
+
+R = TypeVar("R")
+
+
+class Row(Protocol):
+    """A driver's result row, read by column name (``sqlite3.Row``, ``asyncpg.Record``)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+class Executor(Protocol):
+    """Runs compiled statements on one connection (or pool) of a dialect's raw driver."""
+
+    async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
+        """The first row, or ``None``."""
+        ...
+
+    async def execute(self, sql: CompiledSQL, values: Mapping[str, Any]) -> int:
+        """Run a write; the number of rows it touched."""
+        ...
+
+
+class Mode(Enum):
+    """What a session is for; each dialect maps these onto its own locking."""
+
+    READ = "read"  # one statement, no transaction
+    MODIFY = "modify"  # read then compare-and-set; the CAS guards it
+    TRANSACTION = "transaction"  # several statements that must commit together
+
+
+@contextmanager
+def driver_errors_as_unavailable(errors: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """Driver failures surface as :class:`StoreUnavailable` with the driver error as cause."""
+    try:
+        yield
+    except MCPTasksError:
+        raise
+    except errors as exc:
+        raise StoreUnavailable from exc
+
+
+def values_of(record: TaskRecord) -> dict[str, Any]:
+    """A record as the ``v_…`` parameters of the insert and compare-and-set statements."""
+    return {f"v_{name}": value for name, value in to_row(record).items()}
+
+
+def record_of(row: Row | None) -> TaskRecord | None:
+    """The record in a row of the ``read`` statement (its task columns are NULL when absent)."""
+    if row is None or row["task_id"] is None:
+        return None
+    return from_row(row)
+
+
+class SQLTaskStore(ABC):
+    """A :class:`~mcp_tasks.store.Store` on a SQL database; dialects subclass it."""
+
+    options: StoreOptions
+
+    def __init__(self, options: StoreOptions | None) -> None:
+        self.options = options or StoreOptions()
+        self._ready = False
+        self._ready_lock = asyncio.Lock()
+        self._closed = False
+
+    # --- what a dialect provides -------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def _sql(self) -> Statements:
+        """The compiled statements of this store's namespace."""
+
+    @abstractmethod
+    def _session(self, mode: Mode) -> AbstractAsyncContextManager[Executor]:
+        """A connection for ``mode``; commits on success, rolls back on any exception, and
+        raises driver failures as :class:`StoreUnavailable`."""
+
+    @abstractmethod
+    def _with_now(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` plus whatever the statements need to know the store's clock."""
+
+    @abstractmethod
+    async def _migrate(self) -> None:
+        """Create the schema, tables, indexes and counter row if missing (idempotent)."""
+
+    # --- schema ------------------------------------------------------------------------
+
+    async def migrate(self) -> None:
+        """Create the tables and indexes if they do not exist; safe to run any number of
+        times and from several processes at once (``mcp-tasks migrate`` calls this)."""
+        if self._closed:
+            raise StoreUnavailable("The store is closed")
+        async with self._ready_lock:
+            await self._migrate()
+            self._ready = True
+
+    async def _ensure_ready(self) -> None:
+        if self._closed:
+            raise StoreUnavailable("The store is closed")
+        if not self._ready:
+            async with self._ready_lock:
+                if not self._ready:
+                    await self._migrate()
+                    self._ready = True
+
+    # --- the Store operations -------------------------------------------------------------
+
+    async def create(self, task: NewTask) -> TaskRecord:
+        await self._ensure_ready()
+        sql, options = self._sql, self.options
+        async with self._session(Mode.TRANSACTION) as db:
+            # Locks the namespace's counter row until commit: creates serialise here, so the
+            # caps are checked and the row inserted atomically under READ COMMITTED.
+            bumped = await db.fetch_one(sql.bump_rows, self._with_now({"delta": 1}))
+            if bumped is None:
+                raise StoreUnavailable("The task table's row counter is missing; run migrate")
+            rows_before, now = bumped["n_rows"] - 1, bumped["now_ms"]
+            cap = options.max_rows
+            # The counter includes expired rows not reaped yet: count exactly only when it
+            # says the cap could be reached (as the memory store does).
+            if cap is not None and rows_before >= cap:
+                live = await db.fetch_one(sql.count_live, self._with_now({}))
+                if live is None or live["n"] >= cap:
+                    raise TaskLimitReached
+            per_owner = options.max_active_per_owner
+            if per_owner is not None:
+                if task.owner is None:
+                    active = await db.fetch_one(sql.count_active_ownerless, self._with_now({}))
+                else:
+                    owner = {"owner": task.owner}
+                    active = await db.fetch_one(sql.count_active_of_owner, self._with_now(owner))
+                if active is None or active["n"] >= per_owner:
+                    raise TaskLimitReached
+            record = rules.new_record(task, now)
+            if await db.execute(sql.insert, values_of(record)) != 1:
+                raise DuplicateTaskId
+        return record
+
+    async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
+        await self._ensure_ready()
+        async with self._session(Mode.READ) as db:
+            row = await db.fetch_one(self._sql.read, self._with_now({"task_id": task_id}))
+        assert row is not None  # the read statement always yields its one row
+        return rules.visible(record_of(row), owner, row["now_ms"])
+
+    async def update(
+        self, task_id: str, owner: OwnerArg, input_responses: Mapping[str, object]
+    ) -> Transition:
+        return await self._modify(
+            task_id, lambda r, now: _written(rules.apply_update(r, owner, input_responses, now))
+        )
+
+    async def cancel(self, task_id: str, owner: OwnerArg) -> Transition:
+        return await self._modify(
+            task_id, lambda r, now: _written(rules.apply_cancel(r, owner, now))
+        )
+
+    async def put_status(
+        self,
+        task_id: str,
+        change: StatusChange,
+        *,
+        lease: Lease | None = None,
+        expected_revision: int | None = None,
+        event_id: str | None = None,
+    ) -> Transition:
+        def compute(record: TaskRecord | None, now: int) -> tuple[Transition, TaskRecord | None]:
+            return _written(
+                rules.apply_put(
+                    record,
+                    change,
+                    now,
+                    lease=lease,
+                    expected_revision=expected_revision,
+                    event_id=event_id,
+                )
+            )
+
+        return await self._modify(task_id, compute)
+
+    async def claim(
+        self, worker_id: str, *, lease_ms: int, task_id: str | None = None
+    ) -> Claimed | None:
+        await self._ensure_ready()
+        sql = self._sql
+        while True:
+            async with self._session(Mode.TRANSACTION) as db:
+                # The database selects the candidate (and on Postgres locks it, skipping rows
+                # other claimers hold); the WHERE clause mirrors rules.claimable.
+                if task_id is None:
+                    row = await db.fetch_one(sql.claim_next, self._with_now({}))
+                else:
+                    row = await db.fetch_one(sql.claim_one, self._with_now({"task_id": task_id}))
+                if row is None:
+                    return None
+                record, now = from_row(row), row["now_ms"]
+                if not rules.claimable(record, now):  # only if the SQL drifted from the rule
+                    return None
+                claimed = rules.apply_claim(record, worker_id, lease_ms, now)
+                if await self._compare_and_set(db, claimed.record, row["row_version"]):
+                    return claimed
+
+    async def renew(self, lease: Lease, *, lease_ms: int) -> Lease:
+        def compute(record: TaskRecord | None, now: int) -> tuple[Lease, TaskRecord | None]:
+            renewed = rules.apply_renew(record, lease, lease_ms, now)
+            return renewed.lease, renewed.record
+
+        return await self._modify(lease.task_id, compute)
+
+    async def release(self, lease: Lease) -> None:
+        def compute(record: TaskRecord | None, now: int) -> tuple[None, TaskRecord | None]:
+            return None, rules.apply_release(record, lease)
+
+        await self._modify(lease.task_id, compute)
+
+    async def reap(self, *, limit: int = 500) -> int:
+        await self._ensure_ready()
+        if limit <= 0:
+            return 0
+        sql = self._sql
+        retention = self.options.terminal_retention_ms
+        async with self._session(Mode.TRANSACTION) as db:
+            # The WHERE clause mirrors rules.is_reapable; Postgres skips rows a writer or
+            # another reaper holds, so concurrent reapers delete disjoint sets.
+            removed = await db.execute(
+                sql.reap, self._with_now({"retention": retention, "limit": limit})
+            )
+            if removed:
+                await db.fetch_one(sql.bump_rows, self._with_now({"delta": -removed}))
+        return removed
+
+    # --- read, compute, compare-and-set -------------------------------------------------
+
+    async def _modify(
+        self, task_id: str, compute: Callable[[TaskRecord | None, int], tuple[R, TaskRecord | None]]
+    ) -> R:
+        """Read the row and the store's now, let the rules compute the write, persist it with
+        a compare-and-set on the row version; on a lost race, read again."""
+        await self._ensure_ready()
+        sql = self._sql
+        while True:
+            async with self._session(Mode.MODIFY) as db:
+                row = await db.fetch_one(sql.read, self._with_now({"task_id": task_id}))
+                assert row is not None  # the read statement always yields its one row
+                result, write = compute(record_of(row), row["now_ms"])
+                if write is None or await self._compare_and_set(db, write, row["row_version"]):
+                    return result
+
+    async def _compare_and_set(self, db: Executor, record: TaskRecord, row_version: int) -> bool:
+        values = values_of(record)
+        values["task_id"], values["row_version"] = record.task_id, row_version
+        return await db.execute(self._sql.cas, values) == 1
+
+
+def _written(transition: Transition) -> tuple[Transition, TaskRecord | None]:
+    """A transition and the record to persist: only an applied change writes."""
+    return transition, transition.record if transition.outcome is Outcome.APPLIED else None
