@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from mcp_tasks import UnknownStoreScheme
 from mcp_tasks.cli import main
 from mcp_tasks.cli._stores import DEFAULT_STORE_URL, resolve_store_url
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_doctor_on_memory_reports_every_check_ok(capsys: pytest.CaptureFixture[str]) -> None:
@@ -45,3 +50,21 @@ def test_store_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_TASKS_STORE_URL", "memory://")
     assert resolve_store_url(None) == "memory://"
     assert resolve_store_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_migrate_and_doctor_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a SQL store, migrate creates the schema and doctor sees a working store with it."""
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    assert main(["migrate", "--store", url]) == 0
+    assert "schema is up to date" in capsys.readouterr().out
+    assert (tmp_path / "tasks.db").exists()
+    assert main(["doctor", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert "FAIL" not in out
+    assert "yes — creates its schema" in out
+
+
+def test_doctor_fails_on_an_unreachable_store(capsys: pytest.CaptureFixture[str]) -> None:
+    """A store that cannot be reached is a FAIL row and exit 1, not a traceback."""
+    assert main(["doctor", "--store", "postgresql://nobody@127.0.0.1:9/none"]) == 1
+    assert "FAIL read" in capsys.readouterr().out

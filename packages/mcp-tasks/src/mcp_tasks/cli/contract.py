@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import subprocess
 import sys
 import tempfile
@@ -65,17 +66,9 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="mcp-tasks-contract-") as folder:
         module = Path(folder) / "test_store_contract.py"
         module.write_text(test_module_source(args.target, folder))
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(module),
-            "-p",
-            "anyio",
-            "--rootdir",
-            folder,
-            "-q",
-            *extra,
-        ]
-        # The current directory stays importable, so `module:factory` resolves as the user expects.
-        return subprocess.call(command, cwd=Path.cwd())  # noqa: S603 - our own interpreter and args
+        command = [sys.executable, "-m", "pytest", str(module), "--rootdir", folder, "-q", *extra]
+        # pytest runs in the temporary folder so that nothing (.hypothesis, caches) is left
+        # behind; the user's directory stays importable, so `module:factory` resolves there.
+        paths = [str(Path.cwd()), *filter(None, [os.environ.get("PYTHONPATH")])]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+        return subprocess.call(command, cwd=folder, env=env)  # noqa: S603 - our interpreter
