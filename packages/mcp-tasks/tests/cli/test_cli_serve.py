@@ -72,3 +72,50 @@ async def test_serve_an_app_by_module_path(tmp_path: Path) -> None:
             assert isinstance(handle, TaskHandle)
             state = await handle.wait()
     assert state.status == "completed"
+
+
+FASTMCP_APP = """
+from fastmcp import FastMCP
+
+mcp = FastMCP("bare")
+
+
+@mcp.tool(task=True)
+async def triple(n: int) -> int:
+    return n * 3
+"""
+
+BARE_MCPSERVER = """
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("no-tasks")
+"""
+
+
+async def test_serve_gives_a_bare_fastmcp_app_our_extension(tmp_path: Path) -> None:
+    """A FastMCP app with task=True tools and no tasks extension is served with ours."""
+    await anyio.Path(tmp_path / "bare_fastmcp.py").write_text(FASTMCP_APP)
+    with serve("bare_fastmcp:mcp", "--store", "memory://", cwd=tmp_path) as url:
+        await wait_until_up(url)
+        async with tasks_client(url) as client:
+            handle = await start_tool(client, "triple", {"n": 5})
+            assert isinstance(handle, TaskHandle)
+            state = await handle.wait()
+    assert state.status == "completed"
+    assert state.result is not None
+    assert "15" in str(state.result["content"])
+
+
+def test_serve_refuses_an_sdk_app_without_tasks(tmp_path: Path) -> None:
+    """An MCPServer that does not enable tasks is refused with the way to enable them."""
+    (tmp_path / "bare_sdk.py").write_text(BARE_MCPSERVER)
+    run = subprocess.run(
+        [sys.executable, "-m", "mcp_tasks.cli", "serve", "bare_sdk:mcp", "--store", "memory://"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode != 0
+    assert "does not enable the tasks extension" in run.stderr

@@ -11,6 +11,7 @@ from mcp.client.client import Client
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
+import mcp_tasks.client as client_module
 from mcp_tasks import Tasks
 from mcp_tasks.cli._serving import running
 from mcp_tasks.client import (
@@ -179,3 +180,33 @@ async def test_a_failed_task_raises_task_failed() -> None:
             await client.call_tool("explode", {})
     assert raised.value.code == -32000
     assert raised.value.state.status == "failed"
+
+
+async def test_watch_waits_the_poll_interval_the_server_asks_for(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between two polls, watch waits exactly the pollIntervalMs of the latest tasks/get."""
+    polled: list[TaskState] = []
+    waited: list[float] = []
+    real_get, real_sleep = TaskHandle.get, client_module._sleep
+
+    async def get(self: TaskHandle) -> TaskState:
+        state = await real_get(self)
+        polled.append(state)
+        return state
+
+    async def sleep(seconds: float) -> None:
+        waited.append(seconds)
+        await real_sleep(seconds)
+
+    monkeypatch.setattr(TaskHandle, "get", get)
+    monkeypatch.setattr(client_module, "_sleep", sleep)
+    async with tasks_client(demo_url) as client:
+        handle = await start_tool(client, "build", {})
+        assert isinstance(handle, TaskHandle)
+        await handle.wait()
+    assert waited, "the build outlives the first poll"
+    assert len(waited) == len(polled) - 1, "no wait after the terminal state"
+    for seconds, state in zip(waited, polled, strict=False):
+        assert state.poll_interval_ms is not None
+        assert seconds == state.poll_interval_ms / 1000

@@ -19,8 +19,8 @@ DESCRIPTION = """Serve APP (module:attr naming an MCPServer, a low-level Server 
 or, with no APP, the built-in demo tools (build, deploy, sleep), over Streamable HTTP at /mcp.
 
 --store is exported as $MCP_TASKS_STORE_URL before APP is imported, so an app that builds
-its Tasks with store_from_url() picks it up. A low-level Server or FastMCP app that does not
-enable the tasks extension itself gets Tasks installed on that store."""
+its Tasks with store_from_url() picks it up. A FastMCP app whose `task=True` tools have no
+tasks extension gets ours, on that store."""
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,19 +63,17 @@ def prepare_app(spec: str | None, store_url: str | None) -> Any:
     app = load_object(spec)
     if _declares_tasks(app):
         return app
-    tasks = Tasks(store=open_store(os.environ[URL_ENV]))
     if is_fastmcp(app):
-        app.add_extension(tasks.fastmcp_extension())
-    elif isinstance(app, Server):
-        tasks.install(app)
-    elif isinstance(app, MCPServer):
+        # FastMCP's `task=True` tools need only an extension with the tasks identifier.
+        app.add_extension(Tasks(store=open_store(os.environ[URL_ENV])).fastmcp_extension())
+        return app
+    if isinstance(app, MCPServer | Server):
+        # Which tools are tasks is the app's own decision (tasks.tool / tasks.register).
         raise SystemExit(
-            f"mcp-tasks serve: {spec} does not enable the tasks extension; build it with "
-            "MCPServer(..., extensions=[tasks.extension()], lifespan=tasks.lifespan)"
+            f"mcp-tasks serve: {spec} does not enable the tasks extension; see "
+            "Tasks.extension() (MCPServer) or Tasks.install() (low-level Server)"
         )
-    else:
-        raise SystemExit(f"mcp-tasks serve: {spec} is a {type(app).__name__}, not an MCP server")
-    return app
+    raise SystemExit(f"mcp-tasks serve: {spec} is a {type(app).__name__}, not an MCP server")
 
 
 def run(args: argparse.Namespace) -> int:
