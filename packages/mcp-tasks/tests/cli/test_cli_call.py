@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pty
 import sys
 
 import anyio
@@ -93,3 +95,41 @@ async def test_an_unreachable_server_exits_6() -> None:
         code, _, err = await call("http://127.0.0.1:9/mcp", "build")
     assert code == 6
     assert "Traceback" not in err
+
+
+async def test_on_a_terminal_it_shows_a_live_line_and_prompts(demo_url: str) -> None:
+    """With a TTY, the status line is rewritten in place and input is asked interactively:
+    the answer typed at the prompt confirms the deploy."""
+    master, child_end = pty.openpty()
+    process = await anyio.open_process(
+        [sys.executable, "-m", "mcp_tasks.cli", "call", demo_url, "deploy", "env=tty"],
+        stdin=child_end,
+        stdout=child_end,
+        stderr=child_end,
+    )
+    os.close(child_end)
+    transcript = b""
+    answered = False
+    try:
+        with anyio.fail_after(60):
+            while True:
+                try:
+                    chunk = await anyio.to_thread.run_sync(os.read, master, 4096)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                transcript += chunk
+                if not answered and b"Go ahead?" in transcript:
+                    os.write(master, b"y\n")
+                    answered = True
+            code = await process.wait()
+    finally:
+        os.close(master)
+        if process.returncode is None:
+            process.kill()
+    text = transcript.decode(errors="replace")
+    assert code == 0, text
+    assert "\r\x1b[2K" in text, "the status line is rewritten in place"
+    assert "? Deploy to tty?" in text
+    assert "deployed to tty" in text
