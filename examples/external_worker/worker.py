@@ -18,8 +18,9 @@ import anyio
 from jobqueue import JobQueue
 
 from mcp_tasks import TaskControl, TaskStatus, store_from_url
+from mcp_tasks.jsonsafe import JSONObject
 
-PUBLISH_QUESTION = {
+PUBLISH_QUESTION: JSONObject = {
     "method": "elicitation/create",
     "params": {
         "mode": "form",
