@@ -12,13 +12,15 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from jobqueue import JobQueue
 
 from mcp_tasks import TaskControl, TaskStatus, store_from_url
-from mcp_tasks.jsonsafe import JSONObject
+
+if TYPE_CHECKING:
+    from mcp_tasks.jsonsafe import JSONObject
 
 PUBLISH_QUESTION: JSONObject = {
     "method": "elicitation/create",
