@@ -61,12 +61,12 @@ def build(tasks: Tasks) -> MCPServer[Any]:
         return f"Hello, {name}!"
 
     @tasks.tool(mcp, mode="optional", poll_interval_ms=500)
-    async def slow_compute(seconds: float, label: str = "", ctx: TaskContext | None = None) -> str:
+    async def slow_compute(seconds: float, ctx: TaskContext, label: str = "result") -> str:
         """Sleep, then report."""
-        if ctx is not None and seconds > 0:
-            await ctx.progress(0, seconds, f"Computing {label}".strip())
+        if seconds > 0:
+            await ctx.progress(0, seconds, f"Computing {label}")
         await anyio.sleep(seconds)
-        return f"Computed {label} after {seconds:g}s".replace("  ", " ")
+        return f"Computed {label} after {seconds:g}s"
 
     @tasks.tool(mcp, mode="required", poll_interval_ms=500)
     async def failing_job() -> str:

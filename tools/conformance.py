@@ -1,7 +1,8 @@
 """Run the official MCP conformance runner's ``tasks-*`` scenarios against our fixture server.
 
 For each Store that is available here (memory always; sqlite when ``mcp_tasks_sqlite`` is
-installed; postgres when it is and ``MCP_TASKS_TEST_POSTGRES_URL`` is set) this starts
+installed; postgres when ``mcp_tasks_postgres`` is and ``MCP_TASKS_CONFORMANCE_POSTGRES_URL``
+or ``MCP_TASKS_TEST_POSTGRES_URL`` is set) this starts
 ``examples/conformance_server.py`` on a free port, runs every scenario, reads each
 ``checks.json`` and exits non-zero on any FAILURE. Node 22 and the pinned runner come from
 the npm registry into ``.cache/conformance/`` (gitignored), once.
@@ -83,11 +84,13 @@ def stores() -> dict[str, str]:
     """Store name → URL, for every Store this environment can run."""
     found = {"memory": "memory://"}
     if importlib.util.find_spec("mcp_tasks_sqlite") is not None:
-        found["sqlite"] = f"sqlite:///{tempfile.mkdtemp(prefix='mcp-tasks-conf-')}/tasks.db"
-    postgres = os.environ.get("MCP_TASKS_TEST_POSTGRES_URL")
+        # A fresh file each run, relative to the repository root (where nox runs).
+        found["sqlite"] = f"sqlite:///.cache/conformance/tasks-{uuid.uuid4().hex[:8]}.db"
+    postgres = os.environ.get(
+        "MCP_TASKS_CONFORMANCE_POSTGRES_URL", os.environ.get("MCP_TASKS_TEST_POSTGRES_URL")
+    )
     if postgres and importlib.util.find_spec("mcp_tasks_postgres") is not None:
-        sep = "&" if "?" in postgres else "?"
-        found["postgres"] = f"{postgres}{sep}schema=conf_{uuid.uuid4().hex[:8]}"
+        found["postgres"] = postgres
     return found
 
 
@@ -123,7 +126,8 @@ def run_store(
             url,
             "--port",
             str(port),
-        ]
+        ],
+        cwd=ROOT,
     )
     successes, scored, failures = 0, 0, []
     try:
@@ -168,6 +172,9 @@ def run_store(
             server.wait(timeout=10)
         except subprocess.TimeoutExpired:
             server.kill()
+        if url.startswith("sqlite:///"):
+            for suffix in ("", "-wal", "-shm"):
+                (ROOT / (url.removeprefix("sqlite:///") + suffix)).unlink(missing_ok=True)
     return successes, scored, failures
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Final
 
 from mcp_tasks.ids import redact
+from mcp_tasks.jsonsafe import ensure_object
 from mcp_tasks.models import Lease, Progress, RequireInput
 from mcp_tasks.rules import ANY_OWNER
 from mcp_tasks.states import TaskStatus
@@ -23,6 +24,14 @@ logger = logging.getLogger(__name__)
 #: How long a waiting body sleeps between re-reads when no change signal arrives
 #: (a signal from another node may never come: the slow path must still make progress).
 INPUT_RECHECK_S: Final = 2.0
+
+#: The client capability each kind of input request needs (MRTR: a server never asks for an
+#: input kind the request did not declare).
+INPUT_CAPABILITY: Final = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
 
 _current: ContextVar[TaskContext | None] = ContextVar("mcp_tasks_current_context", default=None)
 
@@ -54,13 +63,14 @@ class TaskContext:
         self._input_responses: Mapping[str, Any] = dict(input_responses or {})
         self._cancelled = False
 
-    def bind(self) -> object:
+    def bind(self) -> Token[TaskContext | None]:
         """Make this the current context (returns a token for :meth:`unbind`)."""
         return _current.set(self)
 
     @staticmethod
-    def unbind(token: object) -> None:
-        _current.reset(token)  # type: ignore[arg-type]
+    def unbind(token: Token[TaskContext | None]) -> None:
+        """Restore the context that was current before :meth:`bind`."""
+        _current.reset(token)
 
     @property
     def task_id(self) -> str | None:
@@ -89,7 +99,7 @@ class TaskContext:
         return None
 
     async def request_input(
-        self, requests: Mapping[str, JSONObject], status_message: str | None = None
+        self, requests: Mapping[str, Mapping[str, Any]], status_message: str | None = None
     ) -> dict[str, JSONValue]:
         """Ask the client (``input_required``) and wait for every answer; keys are unique
         over the task's life. Returns key → the client's result (e.g. an ``ElicitResult``)."""
@@ -133,8 +143,12 @@ class RunningTaskContext(TaskContext):
         lease: Lease,
         arguments: Mapping[str, Any] | None = None,
         input_responses: Mapping[str, Any] | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(arguments=arguments, input_responses=input_responses)
+        # The creating request's capabilities: a task never asks for an input kind its
+        # client did not declare (None: unknown, e.g. a recovered task; not checked).
+        self._client_capabilities = client_capabilities
         self._task_id = task_id
         self._store = store
         self._notifier = notifier
@@ -146,6 +160,16 @@ class RunningTaskContext(TaskContext):
     @property
     def task_id(self) -> str:
         return self._task_id
+
+    def _check_capabilities(self, requests: Mapping[str, Mapping[str, Any]]) -> None:
+        if self._client_capabilities is None:
+            return
+        for request in requests.values():
+            needed = INPUT_CAPABILITY.get(str(request.get("method")))
+            if needed is not None and self._client_capabilities.get(needed) is None:
+                from mcp_tasks.engine.errors import missing_capability  # noqa: PLC0415
+
+                raise missing_capability({needed: {}})
 
     def mark_cancelled(self) -> None:
         self._cancelled = True
@@ -159,13 +183,18 @@ class RunningTaskContext(TaskContext):
         await self._notifier.publish(self._task_id)
 
     async def request_input(
-        self, requests: Mapping[str, JSONObject], status_message: str | None = None
+        self, requests: Mapping[str, Mapping[str, Any]], status_message: str | None = None
     ) -> dict[str, JSONValue]:
         keys = tuple(requests)
+        self._check_capabilities(requests)
         async with self._notifier.subscribe(self._task_id) as changes:
             record = await self._store.get(self._task_id, ANY_OWNER)
             # Answers already recorded (a replay after recovery) are not asked again.
-            missing = {k: v for k, v in requests.items() if k not in record.input_responses}
+            missing = {
+                k: ensure_object(v, "input request")
+                for k, v in requests.items()
+                if k not in record.input_responses
+            }
             outstanding = all(k in record.input_requests for k in missing)
             if missing and not (record.status is TaskStatus.INPUT_REQUIRED and outstanding):
                 await self._store.put_status(

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel
 
 from mcp_tasks.errors import TaskNotFound
+from mcp_tasks.jsonsafe import ensure_object
 from mcp_tasks.models import Complete, Fail, Progress, RequireInput, TaskRecord, Transition
 from mcp_tasks.rules import ANY_OWNER
 from mcp_tasks.states import TaskStatus
@@ -142,10 +143,17 @@ class TaskControl:
         return await self._put(task_id, Fail(error, status_message))
 
     async def require_input(
-        self, task_id: str, requests: Mapping[str, JSONObject], *, status_message: str | None = None
+        self,
+        task_id: str,
+        requests: Mapping[str, Mapping[str, Any]],
+        *,
+        status_message: str | None = None,
     ) -> Transition:
         """Park the task in ``input_required``; answers appear on :meth:`status`'s record."""
-        return await self._put(task_id, RequireInput(requests, status_message))
+        checked = {
+            key: ensure_object(request, "input request") for key, request in requests.items()
+        }
+        return await self._put(task_id, RequireInput(checked, status_message))
 
     async def progress(self, task_id: str, message: str) -> Transition:
         """Record progress as the task's ``statusMessage``."""

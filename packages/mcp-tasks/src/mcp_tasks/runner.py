@@ -95,6 +95,7 @@ class Runner:
         *,
         arguments: Mapping[str, Any] | None = None,
         input_responses: Mapping[str, Any] | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         """Claim the new task and run ``body`` in the background.
 
@@ -115,19 +116,20 @@ class Runner:
             lease=claimed.lease,
             arguments=arguments,
             input_responses=input_responses,
+            client_capabilities=client_capabilities,
         )
         group.start_soon(self._run, claimed, context, body)
 
     async def _run(self, claimed: Claimed, context: RunningTaskContext, body: Body) -> None:
         task_id = claimed.record.task_id
-        change: StatusChange | None = None
-        async with self.notifier.subscribe(task_id) as changes, anyio.create_task_group() as tg:
-            body_scope = anyio.CancelScope()
-            tg.start_soon(self._watch, context, changes, body_scope)
-            with body_scope:
-                change = await self._outcome(context, body)
-            tg.cancel_scope.cancel()
         try:
+            change: StatusChange | None = None
+            async with self.notifier.subscribe(task_id) as changes, anyio.create_task_group() as tg:
+                body_scope = anyio.CancelScope()
+                tg.start_soon(self._watch, context, changes, body_scope)
+                with body_scope:
+                    change = await self._outcome(context, body)
+                tg.cancel_scope.cancel()
             if change is not None and not context.cancelled:
                 await self.store.put_status(task_id, change, lease=context.lease)
                 await self.notifier.publish(task_id)
@@ -136,6 +138,7 @@ class Runner:
         except MCPTasksError:
             logger.exception("recording a task outcome failed")
         finally:
+            # Also on shutdown: a released task is claimable by another node at once.
             with anyio.CancelScope(shield=True):
                 try:
                     await self.store.release(context.lease)
@@ -161,15 +164,18 @@ class Runner:
         """Renew the lease; stop the body once the task is terminal, gone or not ours."""
         renew_every = self.lease_ms / 3000
         task_id = context.task_id
+        renew_at = anyio.current_time() + renew_every
         while True:
-            changed = await changes.wait(renew_every)
+            # Signals (progress, answers, a cancel) must not postpone the renewal.
+            changed = await changes.wait(max(0.0, renew_at - anyio.current_time()))
             try:
-                if changed:
-                    record = await self.store.get(task_id, ANY_OWNER)
-                    if not record.status.is_terminal:
-                        continue
-                else:
+                if anyio.current_time() >= renew_at:
                     context.lease = await self.store.renew(context.lease, lease_ms=self.lease_ms)
+                    renew_at = anyio.current_time() + renew_every
+                if not changed:
+                    continue
+                record = await self.store.get(task_id, ANY_OWNER)
+                if not record.status.is_terminal:
                     continue
             except (StaleLease, TaskNotFound):
                 pass

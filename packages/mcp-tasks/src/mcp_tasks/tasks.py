@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio.to_thread
+
 from mcp_tasks.clock import Clock, system_clock
 from mcp_tasks.context import TaskContext, current_task_context
 from mcp_tasks.control import UNSET, Deferred, TaskControl, defer, defer_slot
@@ -16,6 +18,7 @@ from mcp_tasks.engine import Policy, Preflight, TaskEngine, TaskMode, ToolOption
 from mcp_tasks.notifier import LocalNotifier, Notifier
 from mcp_tasks.runner import DEFAULT_LEASE_MS, DEFAULT_REAP_INTERVAL_S, Runner
 from mcp_tasks.sdk import TasksExtension, install
+from mcp_tasks.stores.memory import MemoryTaskStore
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -60,21 +63,17 @@ class Tasks:
         reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
         clock: Clock = system_clock,
     ) -> None:
-        if store is None:
-            from mcp_tasks.stores.memory import MemoryTaskStore  # noqa: PLC0415
-
-            store = MemoryTaskStore()
-        self.store: Store = store
+        self.store: Store = store if store is not None else MemoryTaskStore()
         self.notifier: Notifier = notifier if notifier is not None else LocalNotifier()
         self.runner = Runner(
-            store,
+            self.store,
             self.notifier,
             worker_id=worker_id,
             lease_ms=lease_ms,
             reap_interval_s=reap_interval_s,
         )
         self.engine = TaskEngine(
-            store,
+            self.store,
             self.runner,
             self.notifier,
             default_ttl_ms=default_ttl_ms,
@@ -204,9 +203,12 @@ def with_task_context(fn: Callable[..., Any], *, manual: bool = False) -> Callab
         context = current_task_context() or TaskContext(arguments=kwargs)
         for parameter in injected:
             kwargs[parameter] = context
-        result = fn(**kwargs)
-        if inspect.isawaitable(result):
-            result = await result
+        if inspect.iscoroutinefunction(fn):
+            result = await fn(**kwargs)
+        else:  # a plain function must not block the event loop (contextvars carry over)
+            result = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+            if inspect.isawaitable(result):
+                result = await result
         if isinstance(result, Deferred):
             slot = defer_slot.get()
             if slot is None:

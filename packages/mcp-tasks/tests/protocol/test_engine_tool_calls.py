@@ -263,3 +263,21 @@ async def test_no_runner_no_task() -> None:
         await harness.call(ToolOptions())
     assert caught.value.code == -32603
     assert harness.backend.tasks == {}
+
+
+async def test_a_task_never_asks_for_an_input_kind_its_client_did_not_declare(
+    harness: Harness,
+) -> None:
+    """A body eliciting on a task created without the elicitation capability fails -32021."""
+
+    async def body() -> Any:
+        context = current_task_context()
+        assert context is not None
+        await context.elicit("k", "?", {"type": "object"})
+        return harness.result()
+
+    created = await harness.call(ToolOptions(), view(EXT), body=body)
+    record = await harness.wait_terminal(created["taskId"])
+    assert record.status == "failed"
+    assert record.error["code"] == -32021
+    assert record.error["data"] == {"requiredCapabilities": {"elicitation": {}}}

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx2 as httpx
 import pytest
-from http_support import RawClient, serve
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from protocol_http import RawClient, decode, serve
 
 from mcp_tasks import ManualClock, MemoryTaskStore, StoreOptions, TaskContext, Tasks
 
@@ -235,3 +235,71 @@ async def test_foreign_task_answers_like_a_missing_one() -> None:
             assert (foreign.status_code, foreign.content) == (missing.status_code, missing.content)
         still = (await alice.call("tasks/get", {"taskId": task_id}))["result"]
         assert still["status"] == "working"
+
+
+async def test_http_statuses_of_the_gates() -> None:
+    """-32021 and -32020 answer HTTP 400, tasks/list and tasks/result 404 with -32601."""
+    async with running(Tasks()) as (client, _):
+        undeclared = await client.post("tasks/get", {"taskId": "t"}, capabilities={})
+        mismatched = await client.post("tasks/get", {"taskId": "t"}, name="other")
+        missing_name = await client.post("tasks/cancel", {"taskId": "t"}, headers={"mcp-name": ""})
+        listed = await client.post("tasks/list", {})
+        result = await client.post("tasks/result", {"taskId": "t"})
+    assert (undeclared.status_code, undeclared.json()["error"]["code"]) == (400, -32021)
+    assert (mismatched.status_code, mismatched.json()["error"]["code"]) == (400, -32020)
+    assert missing_name.json()["error"]["code"] == -32020
+    assert (listed.status_code, listed.json()["error"]["code"]) == (404, -32601)
+    assert (result.status_code, result.json()["error"]["code"]) == (404, -32601)
+
+
+async def test_a_legacy_era_request_never_gets_a_task() -> None:
+    """On a 2025-11-25 session (initialize handshake) a task tool runs synchronously even
+    though the client declared the extension, and tasks/get does not exist."""
+    async with running(Tasks()) as (client, _):
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+        }
+        init = await client.http.post(
+            client.url,
+            headers=headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+                    "clientInfo": {"name": "legacy", "version": "1"},
+                },
+            },
+        )
+        session = {**headers, "mcp-protocol-version": "2025-11-25"}
+        session["mcp-session-id"] = init.headers["mcp-session-id"]
+        await client.http.post(
+            client.url,
+            headers=session,
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+        )
+        call = decode(
+            await client.http.post(
+                client.url,
+                headers=session,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": "old"}},
+                },
+            )
+        )
+        get = decode(
+            await client.http.post(
+                client.url,
+                headers=session,
+                json={"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": "t"}},
+            )
+        )
+    assert call["result"]["content"] == [{"type": "text", "text": "old"}]
+    assert "taskId" not in call["result"]
+    assert get["error"]["code"] == -32601

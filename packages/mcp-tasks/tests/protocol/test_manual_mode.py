@@ -44,7 +44,9 @@ class Manual:
             return deferred
 
         return await self.tasks.engine.handle_tool_call(
-            RequestView(protocol_version="2026-07-28", client_capabilities=EXT if caps is None else caps),
+            RequestView(
+                protocol_version="2026-07-28", client_capabilities=EXT if caps is None else caps
+            ),
             name="enqueue",
             arguments={},
             input_responses=None,
@@ -115,7 +117,7 @@ async def test_bad_descriptors_are_internal_errors_and_create_nothing(bad: Defer
 
 
 async def test_plain_results_pass_through_and_undeclared_deferral_is_refused() -> None:
-    """A manual tool may answer directly; deferring for a request without the extension is -32021."""
+    """A manual tool may answer directly; deferring without the extension is -32021."""
     manual = Manual()
     assert await manual.call("direct answer") == "direct answer"
     with pytest.raises(MCPError) as caught:

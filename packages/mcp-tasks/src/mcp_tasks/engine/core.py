@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from mcp_tasks.clock import Clock, system_clock
-from mcp_tasks.context import TaskContext
+from mcp_tasks.context import INPUT_CAPABILITY, TaskContext
 from mcp_tasks.control import UNSET, Deferred, DeferSlot, _Unset, defer_slot
 from mcp_tasks.engine import errors
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
@@ -33,13 +33,6 @@ logger = logging.getLogger(__name__)
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 REMOVED_METHODS: Final = frozenset({"tasks/list", "tasks/result"})
 
-# The client capability each kind of input request needs (MRTR: never ask for an
-# input kind the request did not declare).
-_INPUT_CAPABILITY: Final = {
-    "elicitation/create": "elicitation",
-    "sampling/createMessage": "sampling",
-    "roots/list": "roots",
-}
 
 Preflight: TypeAlias = Callable[
     [Mapping[str, Any], Mapping[str, Any]],
@@ -182,7 +175,7 @@ class TaskEngine:
             needed = await needed
         requests = dict(needed or {})
         for entry in requests.values():
-            capability = _INPUT_CAPABILITY.get(str(entry.get("method")))
+            capability = INPUT_CAPABILITY.get(str(entry.get("method")))
             if capability is not None and not request.has_capability(capability):
                 raise errors.missing_capability({capability: {}})
         return requests
@@ -251,7 +244,11 @@ class TaskEngine:
 
         try:
             await self.runner.start(
-                record.task_id, body, arguments=arguments, input_responses=answers
+                record.task_id,
+                body,
+                arguments=arguments,
+                input_responses=answers,
+                client_capabilities=request.client_capabilities or {},
             )
         except RunnerNotStarted:
             await self._fail_quietly(record.task_id, "The task runner is not running")

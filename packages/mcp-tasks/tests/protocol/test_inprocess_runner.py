@@ -14,8 +14,8 @@ from mcp_tasks import (
     MemoryTaskStore,
     NewTask,
     RequireInput,
-    TaskStatus,
     Tasks,
+    TaskStatus,
     WorkSpec,
 )
 from mcp_tasks.context import RunningTaskContext
@@ -79,7 +79,7 @@ async def test_progress_and_outcome_are_recorded_with_the_lease() -> None:
         await store.create(NewTask(task_id="p", work=WORK))
         await tasks.runner.start("p", body)
         with anyio.fail_after(10):
-            while not (await store.get("p", ANY_OWNER)).status.is_terminal:
+            while not (await store.get("p", ANY_OWNER)).status.is_terminal:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
     record = await store.get("p", ANY_OWNER)
     assert messages == ["2/4", "almost"]
@@ -115,7 +115,7 @@ async def test_the_reaper_removes_expired_tasks() -> None:
         await tasks.store.create(NewTask(task_id="old", ttl_ms=1_000))
         clock.advance(1_001)
         with anyio.fail_after(10):
-            while backend.tasks:
+            while backend.tasks:  # noqa: ASYNC110 (the store has no change events to await)
                 await anyio.sleep(0.01)
     assert backend.tasks == {}
 
@@ -128,3 +128,46 @@ async def test_lifespan_is_reentrant_and_composable() -> None:
         assert state == {}
         assert tasks.runner.running
     assert not tasks.runner.running
+
+
+async def test_shutdown_releases_the_claim_of_a_running_body() -> None:
+    """Leaving the lifespan stops running bodies and frees their claims for another node."""
+    store = MemoryTaskStore()
+    tasks = Tasks(store=store)
+    started = anyio.Event()
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        started.set()
+        await anyio.sleep_forever()
+        return Complete({"content": []})
+
+    async with tasks.running():
+        await store.create(NewTask(task_id="s", work=WORK))
+        await tasks.runner.start("s", body)
+        with anyio.fail_after(10):
+            await started.wait()
+        assert (await store.get("s", ANY_OWNER)).claim is not None
+    record = await store.get("s", ANY_OWNER)
+    assert record.claim is None
+    assert record.status is TaskStatus.WORKING
+
+
+async def test_frequent_changes_do_not_postpone_lease_renewal() -> None:
+    """A body writing progress more often than the renewal interval still has its lease
+    renewed: it outlives several lease periods and its outcome is recorded."""
+    store = MemoryTaskStore()
+    tasks = Tasks(store=store, lease_ms=600)  # renewed every 200 ms
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        for step in range(60):  # progress every 25 ms for ~1.5 s: over two lease periods
+            await context.progress(step, 60)
+            await anyio.sleep(0.025)
+        return Complete({"content": []})
+
+    async with tasks.running():
+        await store.create(NewTask(task_id="f", work=WORK))
+        await tasks.runner.start("f", body)
+        with anyio.fail_after(10):
+            while not (await store.get("f", ANY_OWNER)).status.is_terminal:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+    assert (await store.get("f", ANY_OWNER)).status is TaskStatus.COMPLETED

@@ -1,0 +1,71 @@
+"""``tasks.install`` on a low-level ``Server``: advertise, serve tasks/*, wrap tools/call."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx2 as httpx
+import pytest
+from mcp.server.lowlevel.server import Server
+from mcp_types import CallToolRequestParams, CallToolResult, TextContent
+from protocol_http import RawClient, serve
+
+from mcp_tasks import Tasks, current_task_context
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+
+pytestmark = pytest.mark.anyio
+
+
+def build(tasks: Tasks) -> Server[Any]:
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: CallToolRequestParams
+    ) -> CallToolResult:
+        context = current_task_context()
+        if context is not None and context.task_id is not None:
+            await context.progress(1, 1, "lowlevel")
+        text = f"{params.name}:{(params.arguments or {}).get('x')}"
+        return CallToolResult(content=[TextContent(type="text", text=text)])
+
+    server: Server[Any] = Server("lowlevel", on_call_tool=call_tool, lifespan=tasks.lifespan)
+    tasks.install(server)
+    tasks.register("shout", mode="optional")
+    return server
+
+
+async def test_install_serves_the_extension_on_a_lowlevel_server() -> None:
+    """discover advertises the extension; a declared call becomes a task that completes with
+    the handler's result; an undeclared call and an unregistered tool stay synchronous."""
+    tasks = Tasks()
+    async with (
+        serve(build(tasks).streamable_http_app()) as url,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        client = RawClient(http, url)
+        discover = (await client.call("server/discover"))["result"]
+        assert discover["capabilities"]["extensions"] == {"io.modelcontextprotocol/tasks": {}}
+        assert "tasks" not in discover["capabilities"]
+
+        created = (await client.call("tools/call", {"name": "shout", "arguments": {"x": 1}}))[
+            "result"
+        ]
+        assert created["resultType"] == "task"
+        with anyio.fail_after(10):
+            while True:
+                got = (await client.call("tasks/get", {"taskId": created["taskId"]}))["result"]
+                if got["status"] == "completed":
+                    break
+                await anyio.sleep(0.05)
+        assert got["result"]["content"][0]["text"] == "shout:1"
+        assert got["statusMessage"] == "lowlevel"
+
+        sync = await client.call(
+            "tools/call", {"name": "shout", "arguments": {"x": 2}}, capabilities={}
+        )
+        other = await client.call("tools/call", {"name": "plain", "arguments": {"x": 3}})
+        assert sync["result"]["content"][0]["text"] == "shout:2"
+        assert other["result"]["content"][0]["text"] == "plain:3"
+        assert "taskId" not in sync["result"]
+        assert "taskId" not in other["result"]
