@@ -303,3 +303,13 @@ async def test_hot_paths_use_indexes(
         await conn.close()
     assert "Seq Scan on tasks" not in plan, plan
     assert "Index" in plan, plan
+
+
+async def test_caller_errors_are_not_store_failures(open_store: OpenStore) -> None:
+    """A bad argument raises its own ValueError, not StoreUnavailable, and writes nothing."""
+    store = await open_store()
+    task = await store.create(NewTask(new_task_id(), work=WorkSpec("j")))
+    with pytest.raises(ValueError, match="lease_ms") as caught:
+        await store.claim("w", lease_ms=0)
+    assert not isinstance(caught.value, StoreUnavailable)
+    assert await store.get(task.task_id, None) == task

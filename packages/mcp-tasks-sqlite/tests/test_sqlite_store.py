@@ -264,3 +264,13 @@ async def test_hot_paths_use_indexes(open_store: OpenStore, db_path: Path, opera
     full_scans = [d for d in details if d.startswith("SCAN tasks") and "INDEX" not in d]
     assert not full_scans, details
     assert any("INDEX" in d for d in details), details
+
+
+async def test_caller_errors_are_not_store_failures(open_store: OpenStore) -> None:
+    """A bad argument raises its own ValueError, not StoreUnavailable, and writes nothing."""
+    store = await open_store()
+    task = await store.create(NewTask(new_task_id(), work=WorkSpec("j")))
+    with pytest.raises(ValueError, match="lease_ms") as caught:
+        await store.claim("w", lease_ms=0)
+    assert not isinstance(caught.value, StoreUnavailable)
+    assert await store.get(task.task_id, None) == task

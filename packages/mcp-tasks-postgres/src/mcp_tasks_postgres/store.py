@@ -124,6 +124,7 @@ class PostgresTaskStore(SQLTaskStore):
                         min_size=low,
                         max_size=high,
                         server_settings={"application_name": "mcp-tasks"},
+                        reset=_keep_session,
                     )
         return self._pool
 
@@ -133,13 +134,18 @@ class PostgresTaskStore(SQLTaskStore):
             raise StoreUnavailable("The store is closed")
         with driver_errors_as_unavailable(DRIVER_ERRORS):
             pool = await self._get_pool()
-            if mode is not Mode.TRANSACTION:
-                # Each statement runs on whichever pooled connection is free; the
-                # compare-and-set makes read-then-write safe without a transaction.
-                yield _Connection(pool)
+            if mode is Mode.READ:
+                yield _Connection(pool)  # one statement on whichever connection is free
                 return
-            async with pool.acquire() as conn, conn.transaction():
-                yield _Connection(conn)
+            async with pool.acquire() as conn:
+                if mode is Mode.MODIFY:
+                    # Read then compare-and-set on one connection (one acquire), and no
+                    # transaction: the CAS makes read-then-write safe and holds no lock
+                    # across the round trip.
+                    yield _Connection(conn)
+                    return
+                async with conn.transaction():
+                    yield _Connection(conn)
 
     async def _migrate(self) -> None:
         quoted = self._dialect.identifier_preparer.quote_schema(self.schema)
@@ -184,6 +190,12 @@ class PostgresTaskStore(SQLTaskStore):
         if pool is not None:
             with driver_errors_as_unavailable(DRIVER_ERRORS):
                 await pool.close()
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool release hook: nothing to reset. The default runs a reset query (a round trip)
+    on every release; this store never changes session state (no SET, LISTEN, cursors or
+    session advisory locks), and asyncpg still rolls back a transaction left open."""
 
 
 def mask_password(url: str) -> str:

@@ -12,10 +12,11 @@ import asyncio
 import sqlite3
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlsplit
 
 import aiosqlite
+import anyio
 import sqlalchemy as sa
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from mcp_tasks.sql.statements import CompiledSQL, Statements
     from mcp_tasks.sql.store import Row
 
-DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError, ValueError)
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
 
@@ -40,16 +41,19 @@ class _Connection:
     """The shared :class:`~mcp_tasks.sql.store.Executor` over one aiosqlite connection."""
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
-        self._conn = conn
+        self.conn = conn
 
     async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
-        async with self._conn.execute(sql.text, sql.args(values)) as cursor:
-            row: sqlite3.Row | None = await cursor.fetchone()
-        return row  # sqlite3.Row maps column names to values
+        # One hop to the connection's thread: execute, fetch and close in one call.
+        rows = await self.conn.execute_fetchall(sql.text, sql.args(values))
+        for row in rows:
+            return cast("Row", row)  # sqlite3.Row reads columns by name
+        return None
 
     async def execute(self, sql: CompiledSQL, values: Mapping[str, Any]) -> int:
-        async with self._conn.execute(sql.text, sql.args(values)) as cursor:
-            return cursor.rowcount
+        # One hop: the finished sqlite3 cursor needs no explicit close.
+        cursor = await self.conn.execute(sql.text, sql.args(values))
+        return cursor.rowcount
 
 
 class SQLiteTaskStore(SQLTaskStore):
@@ -132,18 +136,21 @@ class SQLiteTaskStore(SQLTaskStore):
                 if mode is Mode.READ:
                     yield _Connection(conn)  # one statement: its own snapshot
                     return
-                await conn.execute("BEGIN IMMEDIATE")
                 try:
+                    # Inside the try: a caller cancelled while BEGIN is queued still gets
+                    # the ROLLBACK queued behind it on the connection's thread.
+                    await conn.execute("BEGIN IMMEDIATE")
                     yield _Connection(conn)
                 except BaseException:
-                    await conn.rollback()
+                    with anyio.CancelScope(shield=True):
+                        await conn.rollback()
                     raise
                 await conn.commit()
 
     async def _migrate(self) -> None:
         dialect = SQLiteDialect_aiosqlite()
         async with self._session(Mode.TRANSACTION) as db:
-            conn = db._conn
+            conn = db.conn  # the DDL runs on this session's connection
             for statement in statements.ddl(self._tables, dialect):
                 await conn.execute(statement)
             await db.execute(self._sql.init_counter, {})

@@ -11,7 +11,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from mcp_tasks import rules
 from mcp_tasks.errors import DuplicateTaskId, MCPTasksError, StoreUnavailable, TaskLimitReached
@@ -147,7 +147,7 @@ class SQLTaskStore(ABC):
             if cap is not None and rows_before >= cap:
                 live = await db.fetch_one(sql.count_live, self._with_now({}))
                 if live is None or live["n"] >= cap:
-                    raise TaskLimitReached
+                    await self._raise_limit(db, task.task_id)
             per_owner = options.max_active_per_owner
             if per_owner is not None:
                 if task.owner is None:
@@ -156,11 +156,18 @@ class SQLTaskStore(ABC):
                     owner = {"owner": task.owner}
                     active = await db.fetch_one(sql.count_active_of_owner, self._with_now(owner))
                 if active is None or active["n"] >= per_owner:
-                    raise TaskLimitReached
+                    await self._raise_limit(db, task.task_id)
             record = rules.new_record(task, now)
             if await db.execute(sql.insert, values_of(record)) != 1:
                 raise DuplicateTaskId
         return record
+
+    async def _raise_limit(self, db: Executor, task_id: str) -> NoReturn:
+        """At a cap: an existing id is still reported as such, as it is below the cap."""
+        row = await db.fetch_one(self._sql.read, self._with_now({"task_id": task_id}))
+        if record_of(row) is not None:
+            raise DuplicateTaskId
+        raise TaskLimitReached
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
         await self._ensure_ready()
