@@ -121,6 +121,7 @@ class ClaimContract(ContractBase):
         assert (seen.claim.worker_id, seen.claim.token) == ("w2", second.lease.token)
         with pytest.raises(StaleLease):
             await store.put_status(record.task_id, Progress("late"), lease=first.lease)
+        await assert_unchanged(store, seen)
         ok = await store.put_status(record.task_id, Progress("mine"), lease=second.lease)
         assert ok.outcome is Outcome.APPLIED
 
@@ -167,16 +168,19 @@ class ClaimContract(ContractBase):
         record = await new_task(store, work=job())
         claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
         assert claimed is not None
+        held = await current(store, record.task_id)
         with pytest.raises(StaleLease):
             await store.renew(replace(claimed.lease, token="forged"), lease_ms=LONG_LEASE_MS)
-        await store.put_status(record.task_id, Complete({"v": 1}), lease=claimed.lease)
+        await assert_unchanged(store, held)
+        done = await store.put_status(record.task_id, Complete({"v": 1}), lease=claimed.lease)
         with pytest.raises(StaleLease):
             await store.renew(claimed.lease, lease_ms=LONG_LEASE_MS)
-        short = await new_task(store, work=job(), ttl_ms=200)
+        await assert_unchanged(store, done.record)
+        short = await new_task(store, work=job(), ttl_ms=300)
         doomed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=short.task_id)
         assert doomed is not None
-        await anyio.sleep(0.4)
-        assert await store.reap() >= 1
+        await anyio.sleep(0.5)
+        assert await store.reap() == 1
         with pytest.raises(StaleLease):
             await store.renew(doomed.lease, lease_ms=LONG_LEASE_MS)
 
@@ -197,6 +201,7 @@ class ClaimContract(ContractBase):
         assert again.lease.generation == 2
         with pytest.raises(StaleLease):
             await store.put_status(record.task_id, Progress("x"), lease=claimed.lease)
+        await assert_unchanged(store, again.record)
 
     @pytest.mark.rule("S-RELEASE")
     async def test_release_of_a_stale_lease_is_a_no_op(self, handles: StoreHandles) -> None:

@@ -70,6 +70,28 @@ NOT_JSON: Final[tuple[object, ...]] = (
 )
 
 
+ROOTS: Final[JSONObject] = {"method": "roots/list"}
+
+# Something that is not JSON, somewhere inside otherwise fine JSON.
+bad_leaves = st.sampled_from(
+    [math.nan, math.inf, INT_MAX + 1, INT_MIN - 1, "\ud800", {1: "x"}, {"\udc00": 1}, b"", set()]
+)
+not_json = st.recursive(
+    bad_leaves,
+    lambda inner: (
+        st.tuples(st.lists(json_values, max_size=2), inner, st.lists(json_values, max_size=2)).map(
+            lambda parts: [*parts[0], parts[1], *parts[2]]
+        )
+        | st.tuples(
+            st.dictionaries(st.text(max_size=4), json_values, max_size=2),
+            st.text(max_size=4),
+            inner,
+        ).map(lambda parts: {**parts[0], parts[1]: parts[2]})
+    ),
+    max_leaves=4,
+)
+
+
 def same_json(left: object, right: object) -> bool:
     """Equal as JSON, types included: 1, 1.0 and True are three different values."""
     if type(left) is not type(right):
@@ -134,6 +156,35 @@ class JSONContract(ContractBase):
             await writer.close()
             await reader.close()
 
+    @pytest.mark.rule("S-JSON", "INV-NOPARTIAL")
+    @settings(
+        max_examples=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(bad=not_json)
+    async def test_anything_not_json_anywhere_is_refused(
+        self, handles: StoreHandles, bad: object
+    ) -> None:
+        """A value with a non-JSON leaf at any depth is refused as a result, an error's data
+        and a response (NotJSONSafe), and as request params (InvalidInputRequests); no write."""
+        store = await handles.open()
+        try:
+            record = await new_task(store, owner="alice")
+            asked = await store.put_status(record.task_id, RequireInput({"q": ROOTS}))
+            value = cast("JSONValue", bad)
+            with pytest.raises(NotJSONSafe):
+                Complete({"value": value})
+            with pytest.raises(NotJSONSafe):
+                Fail({"code": 1, "message": "m", "data": value})
+            with pytest.raises(InvalidInputRequests):
+                RequireInput({"k": {"method": "elicitation/create", "params": {"v": value}}})
+            with pytest.raises(NotJSONSafe):
+                await store.update(record.task_id, "alice", {"q": value})
+            await assert_unchanged(store, asked.record)
+        finally:
+            await store.close()
+
     @pytest.mark.rule("S-JSON")
     async def test_boundary_values_round_trip_exactly(self, handles: StoreHandles) -> None:
         """The 64-bit integer limits, extreme floats, NUL and astral characters, and deep
@@ -156,9 +207,7 @@ class JSONContract(ContractBase):
         non-JSON types are rejected at the boundary, and nothing is written."""
         store = await handles.open()
         record = await new_task(store, owner="alice")
-        asked = await store.put_status(
-            record.task_id, RequireInput({"q": {"method": "roots/list"}})
-        )
+        asked = await store.put_status(record.task_id, RequireInput({"q": ROOTS}))
         for not_json in NOT_JSON:
             bad = cast("JSONValue", not_json)  # deliberately not JSON: the boundary must refuse it
             with pytest.raises(NotJSONSafe):

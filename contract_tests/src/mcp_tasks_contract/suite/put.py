@@ -299,6 +299,7 @@ class PutContract(ContractBase):
         assert await store.claim("w2", lease_ms=LONG_LEASE_MS) is None
         with pytest.raises(StaleLease):
             await store.put_status(record.task_id, Progress("x"), lease=claimed.lease)
+        await assert_unchanged(store, seen)
 
     @pytest.mark.rule("S-PUT.6")
     async def test_retry_with_no_delay_left_fails_the_task(self, handles: StoreHandles) -> None:

@@ -210,13 +210,15 @@ class RaceContract(ContractBase):
         writes only ever apply or raise TaskNotFound/StaleLease, every task ends wholly gone
         (its id free again), and the reaper counts each task once."""
         reaper, *workers = await handles.open_many(5)
-        records = [await new_task(reaper, work=job(), ttl_ms=150) for _ in range(20)]
-        leases = []
-        for i, record in enumerate(records):
+        records, leases = [], []
+        for i in range(20):
+            # Claimed right after it is created, so even a slow backend claims it in time.
+            record = await new_task(reaper, work=job(), ttl_ms=300)
             claimed = await workers[i % 4].claim(
                 "w", lease_ms=LONG_LEASE_MS, task_id=record.task_id
             )
             assert claimed is not None
+            records.append(record)
             leases.append(claimed.lease)
         unexpected: list[BaseException] = []
         reaped = 0

@@ -33,11 +33,9 @@ if TYPE_CHECKING:
     from mcp_tasks_contract.handles import StoreHandles
 
 
-async def waiting_for(
-    store: Store, *keys: str, owner: str | None = "alice", ttl_ms: int | None = 3_600_000
-) -> TaskRecord:
+async def waiting_for(store: Store, *keys: str, owner: str | None = "alice") -> TaskRecord:
     """A task in input_required with one outstanding request per key."""
-    record = await new_task(store, owner=owner, ttl_ms=ttl_ms)
+    record = await new_task(store, owner=owner)
     change = RequireInput({key: ELICIT for key in keys})
     return (await store.put_status(record.task_id, change)).record
 
@@ -61,9 +59,9 @@ class UpdateContract(ContractBase):
 
     @pytest.mark.rule("S-UPDATE.1", "INV-EXPIRED")
     async def test_update_of_an_expired_task_is_not_found(self, handles: StoreHandles) -> None:
-        """Once its TTL passed, a waiting task answers update like a missing one."""
+        """Once its TTL passed, a task answers update like a missing one (not unchanged)."""
         store = await handles.open()
-        record = await waiting_for(store, "a", ttl_ms=SHORT_MS)
+        record = await new_task(store, owner="alice", ttl_ms=SHORT_MS)
         await anyio.sleep(PAST_SHORT_S)
         with pytest.raises(TaskNotFound):
             await store.update(record.task_id, "alice", {"a": "yes"})
