@@ -52,6 +52,8 @@ def conformance(session: nox.Session) -> None:
     (once) and fails on any FAILURE; see tools/conformance.py.
     """
     session.run("python", "tools/conformance.py", *session.posargs)
+
+
 @nox.session(name="contract-sqlite")
 def contract_sqlite(session: nox.Session) -> None:
     """The shared contract suite against the SQLite store (a real file per namespace)."""
