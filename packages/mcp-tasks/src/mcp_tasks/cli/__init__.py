@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from mcp_tasks.cli import admin, call, contract, demo, serve
+from mcp_tasks.cli import admin, call, contract, demo, serve, stress
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_parser(commands)
     call.add_parser(commands)
     contract.add_parser(commands)
+    stress.add_parser(commands)
     admin.add_parsers(commands)
     return parser
 
