@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -15,12 +16,18 @@ from fastmcp.utilities.tasks import TaskConfig
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks import ANY_OWNER, Tasks
+from mcp_tasks import ANY_OWNER, Tasks, current_task_context
 from mcp_tasks.cli._serving import running
-from mcp_tasks.client import TASKS_EXTENSION, TaskHandle, start_tool, tasks_client
+from mcp_tasks.client import TASKS_EXTENSION, TaskHandle, TaskState, start_tool, tasks_client
 from mcp_tasks.stores.memory import MemoryTaskStore
 
+if TYPE_CHECKING:
+    from mcp.client.session import ClientRequestContext
+
 pytestmark = pytest.mark.anyio
+
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
 
 
 def fastmcp_app() -> tuple[FastMCP, Tasks]:
@@ -44,11 +51,26 @@ def fastmcp_app() -> tuple[FastMCP, Tasks]:
         await anyio.sleep(600)
         return "rested"
 
+    @mcp.tool(task=True)
+    async def ask() -> str:
+        task = current_task_context()
+        assert task is not None
+        await task.progress(1, 2, "about to ask")
+        answer = await task.elicit("name", "Your name?", NAME_SCHEMA)
+        content = answer.get("content")
+        return f"hello {content['name'] if isinstance(content, dict) else '?'}"
+
     @mcp.tool
     def plain(word: str) -> str:
         return word.upper()
 
     return mcp, tasks
+
+
+async def decline(
+    context: ClientRequestContext, params: types.ElicitRequestParams
+) -> types.ElicitResult | types.ErrorData:
+    return types.ElicitResult(action="decline")
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -130,3 +152,37 @@ def test_fastmcp_is_imported_only_when_used() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+async def test_a_task_body_asks_for_input_through_the_task_context() -> None:
+    """current_task_context() inside a FastMCP task tool reports progress and elicits:
+    the task goes input_required, the client answers with tasks/update, it completes.
+    (The client declares elicitation through its callback; `answer` overrides it.)"""
+    mcp, _ = fastmcp_app()
+    statuses: list[str] = []
+
+    async def answer(key: str, request: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    async def on_status(state: TaskState) -> None:
+        statuses.append(state.status)
+
+    async with running(mcp) as url, tasks_client(url, elicitation_callback=decline) as client:
+        handle = await start_tool(client, "ask", {})
+        assert isinstance(handle, TaskHandle)
+        state = await handle.wait(answer=answer, on_status=on_status)
+    assert "input_required" in statuses
+    assert text_of(state.call_tool_result()) == "hello Ada"
+
+
+async def test_the_runner_starts_and_stops_cleanly_with_the_server() -> None:
+    """The extension's lifespan runs the task runner while FastMCP serves and shuts it down
+    without a lifespan error (FastMCP closes lifespans inside a shielding scope); `running`
+    raises if the server's lifespan failed to shut down."""
+    mcp, tasks = fastmcp_app()
+    async with running(mcp) as url, tasks_client(url) as client:
+        assert tasks.runner.running
+        handle = await start_tool(client, "double", {"n": 2})
+        assert isinstance(handle, TaskHandle)
+        await handle.wait()
+    assert not tasks.runner.running

@@ -76,6 +76,11 @@ async def running(app: object, host: str = "127.0.0.1", port: int = 0) -> AsyncI
                 server.should_exit = True
     finally:
         sock.close()
+    # uvicorn only logs a failed lifespan shutdown; in-process callers (the demo, tests)
+    # must not mistake a server that could not stop cleanly for one that did.
+    lifespan = getattr(server, "lifespan", None)
+    if getattr(lifespan, "shutdown_failed", False) or getattr(lifespan, "error_occurred", False):
+        raise RuntimeError("the HTTP server's lifespan failed to shut down cleanly")
 
 
 def serve_forever(app: object, host: str, port: int) -> None:

@@ -11,7 +11,9 @@ Importing this module imports `fastmcp` (the `mcp-tasks[fastmcp]` extra).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
@@ -117,7 +119,7 @@ class FastMCPTasksExtension(ServerExtension):
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         """Run the task runner and reaper while the server lives."""
-        return self._tasks.running()
+        return _running_in_own_task(self._tasks)
 
     def methods(self) -> Sequence[MethodBinding]:
         engine = self._tasks.engine
@@ -175,6 +177,34 @@ class FastMCPTasksExtension(ServerExtension):
             # dumped with exclude_none and lose the required `ttlMs: null`.
             return cast("BaseModel", result)
         return cast("ToolCallOutcome", _as_tool_result(result))
+
+
+@asynccontextmanager
+async def _running_in_own_task(tasks: Tasks) -> AsyncIterator[None]:
+    """`tasks.running()`, entered and exited in a task of its own.
+
+    FastMCP closes extension lifespans inside a shielding cancel scope it opens later, so
+    the runner's task group cannot be exited there (anyio requires cancel scopes to close
+    in the order they opened). A dedicated task owns the group instead.
+    """
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def own() -> None:
+        async with tasks.running():
+            started.set()
+            await stop.wait()
+
+    owner = asyncio.create_task(own())
+    waiting = asyncio.create_task(started.wait())
+    await asyncio.wait({owner, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    if not started.is_set():
+        waiting.cancel()
+        await owner  # it failed to start: raise its error here
+    try:
+        yield
+    finally:
+        stop.set()
+        await owner
 
 
 def _as_tool_result(result: object) -> object:
