@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pty
+import signal
 import sys
 
 import anyio
@@ -11,8 +12,9 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks import TaskContext, Tasks
+from mcp_tasks import MemoryBackend, TaskContext, Tasks, TaskStatus
 from mcp_tasks.cli._serving import running
+from mcp_tasks.demo import demo_server
 from mcp_tasks.stores.memory import MemoryTaskStore
 
 pytestmark = pytest.mark.anyio
@@ -133,3 +135,25 @@ async def test_on_a_terminal_it_shows_a_live_line_and_prompts(demo_url: str) -> 
     assert "\r\x1b[2K" in text, "the status line is rewritten in place"
     assert "? Deploy to tty?" in text
     assert "deployed to tty" in text
+
+
+async def test_ctrl_c_cancels_the_task_and_exits_130() -> None:
+    """SIGINT while following a task sends tasks/cancel before exiting 130."""
+    backend = MemoryBackend()
+    server = demo_server(MemoryTaskStore(backend=backend), log_level="WARNING")
+    async with running(server) as url:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "mcp_tasks.cli", "call", url, "sleep", "seconds=600"]
+        )
+        assert process.stderr is not None
+        seen = b""
+        with anyio.fail_after(60):
+            while b"task: working" not in seen:
+                seen += await process.stderr.receive()
+            process.send_signal(signal.SIGINT)
+            code = await process.wait()
+            async for chunk in process.stderr:
+                seen += chunk
+    [record] = backend.tasks.values()
+    assert code == 130, seen.decode()
+    assert record.status is TaskStatus.CANCELLED
