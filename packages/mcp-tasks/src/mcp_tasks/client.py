@@ -261,8 +261,9 @@ class TaskHandle:
         """Watch the task to its terminal state, answering input requests with `answer`.
 
         Each key is answered once: `inputRequests` is a snapshot that repeats keys until the
-        server has processed their answers. Without `answer`, the handle's session callbacks
-        answer (a client without an elicitation callback declines elicitations).
+        server has processed their answers. Without `answer`, the session's callbacks
+        answer; a callback that returns an error (e.g. the SDK's default when no elicitation
+        callback is set) raises `MCPError` and leaves the task waiting.
         """
         answerer = answer or session_answerer(self.session)
         answered: set[str] = set()

@@ -68,3 +68,22 @@ def test_doctor_fails_on_an_unreachable_store(capsys: pytest.CaptureFixture[str]
     """A store that cannot be reached is a FAIL row and exit 1, not a traceback."""
     assert main(["doctor", "--store", "postgresql://nobody@127.0.0.1:9/none"]) == 1
     assert "FAIL read" in capsys.readouterr().out
+
+
+def test_serve_falls_back_to_memory_without_sqlite(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no URL and no SQLite store installed, serving uses memory:// and says so;
+    the admin commands keep the SQLite default (a memory store would prove nothing)."""
+    import mcp_tasks.cli._stores as stores  # noqa: PLC0415 - the module whose lookup is faked
+
+    monkeypatch.delenv("MCP_TASKS_STORE_URL", raising=False)
+    real_find_spec = stores.importlib.util.find_spec
+
+    def find_spec(name: str, package: str | None = None) -> object:
+        return None if name == "mcp_tasks_sqlite" else real_find_spec(name, package)
+
+    monkeypatch.setattr(stores.importlib.util, "find_spec", find_spec)
+    assert resolve_store_url(None, for_serving=True) == "memory://"
+    assert 'pip install "mcp-tasks[sqlite]"' in capsys.readouterr().err
+    assert resolve_store_url(None) == DEFAULT_STORE_URL

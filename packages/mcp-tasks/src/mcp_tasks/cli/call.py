@@ -99,6 +99,13 @@ class Console:
             self.stream.write(f"task: {text}\n")
         self.stream.flush()
 
+    def end_line(self) -> None:
+        """Finish the live status line (the last status stays visible)."""
+        if self._open_line:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open_line = False
+
     def line(self, text: str) -> None:
         if self._open_line:
             self.stream.write("\n")
@@ -192,7 +199,7 @@ async def call(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 with anyio.CancelScope(shield=True):
                     await handle.cancel()
                 raise
-            console.line(f"task: {state.status}")
+            console.end_line()
             if state.status == "failed":
                 error = state.error or {}
                 console.line(f"error {error.get('code')}: {error.get('message')}")

@@ -11,9 +11,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks.cli._serving import MCP_PATH, is_fastmcp, load_object, serve_forever
-from mcp_tasks.cli._stores import open_store, resolve_store_url
+from mcp_tasks.cli._stores import resolve_store_url
 from mcp_tasks.client import TASKS_EXTENSION
-from mcp_tasks.stores.urls import URL_ENV
+from mcp_tasks.stores.urls import URL_ENV, store_from_url
 
 DESCRIPTION = """Serve APP (module:attr naming an MCPServer, a low-level Server or a FastMCP server)
 or, with no APP, the built-in demo tools (build, deploy, sleep), over Streamable HTTP at /mcp.
@@ -51,21 +51,21 @@ def _declares_tasks(app: object) -> bool:
     return TASKS_EXTENSION in getattr(app, "_extensions", {})
 
 
-def prepare_app(spec: str | None, store_url: str | None) -> Any:
-    """The server object to serve, with Tasks enabled on it."""
+def prepare_app(spec: str | None, store_url: str) -> Any:
+    """The server object to serve, with Tasks enabled on it, on the store at `store_url`."""
     # The server side loads only for the commands that serve.
     from mcp_tasks import Tasks  # noqa: PLC0415
     from mcp_tasks.demo import demo_server  # noqa: PLC0415
 
     if spec is None:
-        return demo_server(open_store(store_url, for_serving=True))
-    os.environ[URL_ENV] = resolve_store_url(store_url, for_serving=True)
+        return demo_server(store_from_url(store_url))
+    os.environ[URL_ENV] = store_url
     app = load_object(spec)
     if _declares_tasks(app):
         return app
     if is_fastmcp(app):
         # FastMCP's `task=True` tools need only an extension with the tasks identifier.
-        app.add_extension(Tasks(store=open_store(os.environ[URL_ENV])).fastmcp_extension())
+        app.add_extension(Tasks(store=store_from_url(store_url)).fastmcp_extension())
         return app
     if isinstance(app, MCPServer | Server):
         # Which tools are tasks is the app's own decision (tasks.tool / tasks.register).
@@ -77,7 +77,11 @@ def prepare_app(spec: str | None, store_url: str | None) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    app = prepare_app(args.app, args.store)
-    print(f"mcp-tasks: serving on http://{args.host}:{args.port}{MCP_PATH}", file=sys.stderr)
+    store_url = resolve_store_url(args.store, for_serving=True)
+    app = prepare_app(args.app, store_url)
+    print(
+        f"mcp-tasks: serving on http://{args.host}:{args.port}{MCP_PATH} (store: {store_url})",
+        file=sys.stderr,
+    )
     serve_forever(app, args.host, args.port)
     return 0
