@@ -67,8 +67,8 @@ async def bench_sqlite(directory: Path, ops: int, rows: int) -> dict[str, float]
         await conn.execute("PRAGMA synchronous=FULL")  # the store's setting
 
         async def read(_: int) -> object:
-            async with conn.execute("SELECT * FROM tasks WHERE task_id = ?", (task_id,)) as cur:
-                return await cur.fetchone()
+            # execute_fetchall: one hop to aiosqlite's thread, the fastest way to read a row.
+            return await conn.execute_fetchall("SELECT * FROM tasks WHERE task_id = ?", (task_id,))
 
         async def update(i: int) -> object:
             return await conn.execute(

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from mcp_tasks import MemoryBackend, MemoryTaskStore, Store, StoreOptions
+from mcp_tasks import MemoryBackend, MemoryTaskStore, Store, StoreOptions, StoreUnavailable
 from mcp_tasks_contract import StoreContract, StoreFactory
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 
 class TestMemoryStore(StoreContract):
@@ -14,11 +19,18 @@ class TestMemoryStore(StoreContract):
     stateful_max_examples = 60
 
     @pytest.fixture
-    def store(self) -> StoreFactory:
+    async def store(self) -> AsyncIterator[StoreFactory]:
         backends: dict[str, MemoryBackend] = {}
+        opened: list[Store] = []
 
         async def open_store(namespace: str, options: StoreOptions) -> Store:
             backend = backends.setdefault(namespace, MemoryBackend())
-            return MemoryTaskStore(options, backend=backend)
+            handle = MemoryTaskStore(options, backend=backend)
+            opened.append(handle)
+            return handle
 
-        return open_store
+        yield open_store
+        # The suite closes every handle it opened (a closed memory handle refuses work).
+        for handle in opened:
+            with pytest.raises(StoreUnavailable):
+                await handle.reap()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 import pytest
 
+from mcp_tasks import StoreUnavailable
 from mcp_tasks_contract import StoreContract, StoreFactory
 from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_postgres import PostgresTaskStore
@@ -27,13 +28,20 @@ class TestPostgresStore(StoreContract):
     @pytest.fixture
     async def store(self, postgres_url: str) -> AsyncIterator[StoreFactory]:
         schemas: set[str] = set()
+        opened: list[Store] = []
 
         async def open_store(namespace: str, options: StoreOptions) -> Store:
             schemas.add(namespace)
             # One connection per handle: races open dozens of handles on a shared server.
-            return PostgresTaskStore(postgres_url, options, schema=namespace, max_connections=1)
+            handle = PostgresTaskStore(postgres_url, options, schema=namespace, max_connections=1)
+            opened.append(handle)
+            return handle
 
         yield open_store
+        # The suite closes every handle it opened (a closed handle refuses work).
+        for handle in opened:
+            with pytest.raises(StoreUnavailable):
+                await handle.reap()
         conn = await asyncpg.connect(postgres_url)
         try:
             for schema in schemas:

@@ -6,10 +6,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from mcp_tasks import StoreUnavailable
 from mcp_tasks_contract import StoreContract, StoreFactory
 from mcp_tasks_sqlite import SQLiteTaskStore
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from pathlib import Path
 
     from mcp_tasks import Store, StoreOptions
@@ -21,8 +23,16 @@ class TestSQLiteStore(StoreContract):
     stateful_max_examples = 20  # each example opens files and fsyncs every write
 
     @pytest.fixture
-    def store(self, tmp_path: Path) -> StoreFactory:
-        async def open_store(namespace: str, options: StoreOptions) -> Store:
-            return SQLiteTaskStore(tmp_path / f"{namespace}.db", options)
+    async def store(self, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+        opened: list[Store] = []
 
-        return open_store
+        async def open_store(namespace: str, options: StoreOptions) -> Store:
+            handle = SQLiteTaskStore(tmp_path / f"{namespace}.db", options)
+            opened.append(handle)
+            return handle
+
+        yield open_store
+        # The suite closes every handle it opened (a closed handle refuses work).
+        for handle in opened:
+            with pytest.raises(StoreUnavailable):
+                await handle.reap()

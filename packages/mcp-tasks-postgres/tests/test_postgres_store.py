@@ -12,6 +12,7 @@ import pytest
 from mcp_tasks import (
     ANY_OWNER,
     Complete,
+    DuplicateTaskId,
     NewTask,
     Outcome,
     Progress,
@@ -313,3 +314,23 @@ async def test_caller_errors_are_not_store_failures(open_store: OpenStore) -> No
         await store.claim("w", lease_ms=0)
     assert not isinstance(caught.value, StoreUnavailable)
     assert await store.get(task.task_id, None) == task
+
+
+async def test_duplicate_creates_leave_the_row_counter_exact(
+    open_store: OpenStore, postgres_url: str
+) -> None:
+    """A refused duplicate id takes its counter bump back: the counter stays the row count."""
+    store = await open_store(StoreOptions(max_rows=2))
+    first = await store.create(NewTask(new_task_id()))
+    for _ in range(3):
+        with pytest.raises(DuplicateTaskId):
+            await store.create(NewTask(first.task_id))
+    await store.create(NewTask(new_task_id()))
+    with pytest.raises(TaskLimitReached):
+        await store.create(NewTask(new_task_id()))
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        counted = await conn.fetchval(f"SELECT n_rows FROM {store.schema}.task_rows")
+        assert counted == await conn.fetchval(f"SELECT count(*) FROM {store.schema}.tasks") == 2
+    finally:
+        await conn.close()

@@ -20,15 +20,17 @@ import sqlalchemy as sa
 from asyncpg.pool import PoolConnectionProxy
 from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 
-from mcp_tasks.errors import StoreUnavailable
+from mcp_tasks import rules
+from mcp_tasks.errors import DuplicateTaskId, StoreUnavailable
 from mcp_tasks.sql import statements
 from mcp_tasks.sql.schema import task_tables
-from mcp_tasks.sql.store import Mode, SQLTaskStore, driver_errors_as_unavailable
+from mcp_tasks.sql.store import Mode, SQLTaskStore, driver_errors_as_unavailable, values_of
+from mcp_tasks_postgres import fast_create
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
-    from mcp_tasks.models import StoreOptions
+    from mcp_tasks.models import NewTask, StoreOptions, TaskRecord
     from mcp_tasks.sql.statements import CompiledSQL, Statements
     from mcp_tasks.sql.store import Row
 
@@ -90,9 +92,10 @@ class PostgresTaskStore(SQLTaskStore):
         self._pool_sizes = (min_connections, max_connections)
         self._dialect = PGDialect_asyncpg()  # type: ignore[no-untyped-call]
         self._tables = task_tables(schema=schema)
-        self._statements = statements.build(
-            self._tables, self._dialect, sa.literal_column(SERVER_NOW, sa.BigInteger)
-        )
+        now = sa.literal_column(SERVER_NOW, sa.BigInteger)
+        self._statements = statements.build(self._tables, self._dialect, now)
+        self._server_now = fast_create.server_now(self._dialect, now)
+        self._bump_and_insert = fast_create.bump_and_insert(self._tables, self._dialect)
         self._pool: asyncpg.Pool | None = None
         self._pool_lock = asyncio.Lock()
 
@@ -111,6 +114,27 @@ class PostgresTaskStore(SQLTaskStore):
 
     def _with_now(self, values: dict[str, Any]) -> dict[str, Any]:
         return values  # the statements read the server's clock themselves
+
+    async def create(self, task: NewTask) -> TaskRecord:
+        """Two round trips while the namespace is below its cap (see :mod:`.fast_create`);
+        the shared transaction near the cap and with a per-owner cap."""
+        if self.options.max_active_per_owner is not None:
+            return await super().create(task)
+        await self._ensure_ready()
+        async with self._session(Mode.MODIFY) as db:
+            clock = await db.fetch_one(self._server_now, {})
+            assert clock is not None
+            record = rules.new_record(task, clock["now_ms"])
+            values = values_of(record)
+            values["cap"] = self.options.max_rows
+            done = await db.fetch_one(self._bump_and_insert, values)
+            assert done is not None
+            if done["inserted"]:
+                return record
+            if done["bumped"]:  # the id exists: take the bump back (over-counting is safe)
+                await db.execute(self._sql.bump_rows, {"delta": -1})
+                raise DuplicateTaskId
+        return await super().create(task)
 
     async def _get_pool(self) -> asyncpg.Pool:
         if self._pool is None:
