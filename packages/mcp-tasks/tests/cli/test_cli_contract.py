@@ -6,8 +6,12 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+from mcp_tasks_contract.servers import postgres_url
+
 if TYPE_CHECKING:
     from pathlib import Path
+
+__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, or skip/fail in CI
 
 BROKEN_STORE = """
 from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore
@@ -57,3 +61,10 @@ def test_contract_rejects_a_target_that_is_neither(tmp_path: Path) -> None:
     run = contract("not-a-store", cwd=tmp_path)
     assert run.returncode != 0
     assert "neither a store URL nor module:factory" in run.stderr
+
+
+def test_contract_runs_against_postgres(postgres_url: str, tmp_path: Path) -> None:
+    """A postgresql:// URL runs the suite with a schema per test (dropped afterwards)."""
+    run = contract(postgres_url, "--", "-k", "create", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert " passed" in run.stdout

@@ -11,8 +11,6 @@ from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore
 from mcp_tasks.stores.urls import store_from_url
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from mcp_tasks.models import StoreOptions
     from mcp_tasks.store import Store
 
@@ -29,20 +27,40 @@ def namespaced_url(url: str, namespace: str, scratch: Path) -> str:
     return urlunsplit(parts._replace(query=urlencode([*query, (key, namespace)])))
 
 
-def url_factory(url: str, scratch: str) -> Callable[[str, StoreOptions], Awaitable[Store]]:
-    """An async `(namespace, options) -> Store` factory for the contract suite; SQLite files
-    are created in `scratch` (a folder the caller removes)."""
-    scheme = urlsplit(url).scheme.lower()
-    backends: dict[str, MemoryBackend] = {}
+class UrlStoreFactory:
+    """An async `(namespace, options) -> Store` factory for the contract suite.
 
-    async def open_store(namespace: str, options: StoreOptions) -> Store:
-        if scheme == "memory":
+    SQLite files go to `scratch` (a folder the caller removes); Postgres schemas it created
+    are dropped by `aclose()`.
+    """
+
+    def __init__(self, url: str, scratch: str) -> None:
+        self.url = url
+        self.scheme = urlsplit(url).scheme.lower()
+        self.scratch = Path(scratch)
+        self._backends: dict[str, MemoryBackend] = {}
+        self._namespaces: set[str] = set()
+
+    async def __call__(self, namespace: str, options: StoreOptions) -> Store:
+        self._namespaces.add(namespace)
+        if self.scheme == "memory":
             # Handles on one namespace share their tasks, like connections to one database.
-            backend = backends.setdefault(namespace, MemoryBackend())
+            backend = self._backends.setdefault(namespace, MemoryBackend())
             return MemoryTaskStore(options, backend=backend)
-        return store_from_url(namespaced_url(url, namespace, Path(scratch)), options)
+        return store_from_url(namespaced_url(self.url, namespace, self.scratch), options)
 
-    return open_store
+    async def aclose(self) -> None:
+        if self.scheme not in {"postgresql", "postgres"} or not self._namespaces:
+            return
+        import asyncpg  # noqa: PLC0415 - only present with the postgres extra
+
+        parts = urlsplit(self.url)
+        conn = await asyncpg.connect(urlunsplit(parts._replace(query="")))
+        try:
+            for namespace in self._namespaces:  # generated names: letters, digits, "_"
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{namespace}" CASCADE')
+        finally:
+            await conn.close()
 
 
 def module_factory(spec: str) -> Any:

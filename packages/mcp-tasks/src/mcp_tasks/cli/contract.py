@@ -23,14 +23,18 @@ TEST_MODULE = '''\
 
 import pytest
 
-from mcp_tasks.cli._contract_factory import module_factory, url_factory
+from mcp_tasks.cli._contract_factory import UrlStoreFactory, module_factory
 from mcp_tasks_contract import StoreContract
 
 
 class TestStoreContract(StoreContract):
     @pytest.fixture
-    def store(self):
-        return {call}
+    async def store(self):
+        factory = {call}
+        yield factory
+        close = getattr(factory, "aclose", None)
+        if close is not None:
+            await close()
 '''
 
 
@@ -49,7 +53,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def test_module_source(target: str, scratch: str) -> str:
     """The generated pytest module for `target`; SQLite files go to `scratch`."""
     if "://" in target:
-        return TEST_MODULE.format(call=f"url_factory({target!r}, {scratch!r})")
+        return TEST_MODULE.format(call=f"UrlStoreFactory({target!r}, {scratch!r})")
     if ":" in target:
         return TEST_MODULE.format(call=f"module_factory({target!r})")
     raise SystemExit(f"mcp-tasks contract: {target!r} is neither a store URL nor module:factory")
