@@ -30,7 +30,8 @@ EXIT_NO_INPUT = 5
 EXIT_CALL_ERROR = 6
 
 EPILOG = """exit codes: 0 completed, 1 completed with isError, 3 failed, 4 cancelled,
-5 input required but not answerable, 6 the call failed (connection/protocol), 2 usage"""
+5 input required but not answerable, 6 the call failed (connection/protocol), 2 usage,
+130 interrupted (the task is cancelled first)"""
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
