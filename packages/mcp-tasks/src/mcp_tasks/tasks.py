@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from mcp_tasks.engine.core import TtlOption
+    from mcp_tasks.integrations.fastmcp import FastMCPTasksExtension
     from mcp_tasks.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -105,6 +106,13 @@ class Tasks:
         """Serve the extension on a low-level ``Server`` (after its ``tools/call`` handler is
         set); declare task tools with :meth:`register`."""
         return install(self.engine, server)
+
+    def fastmcp_extension(self) -> FastMCPTasksExtension:
+        """The FastMCP extension: ``mcp.add_extension(tasks.fastmcp_extension())`` runs
+        ``@mcp.tool(task=True)`` tools on this Store (needs the ``fastmcp`` extra)."""
+        from mcp_tasks.integrations.fastmcp import FastMCPTasksExtension  # noqa: PLC0415
+
+        return FastMCPTasksExtension(self)
 
     def control(self) -> TaskControl:
         """A :class:`TaskControl` on this Store that also wakes this node's waiters."""

@@ -1,0 +1,120 @@
+"""`mcp-tasks demo`: a self-contained tour of tasks over real HTTP, in one process.
+
+It serves the demo tools on a free 127.0.0.1 port from a memory store (nothing is written
+to disk), then drives them with the tasks client: live progress, an input prompt answered
+automatically, and a cancellation. Exit 0 when every step ended as expected.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+import mcp_types as types
+
+from mcp_tasks.cli._serving import running
+from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
+from mcp_tasks.stores.memory import MemoryTaskStore
+
+if TYPE_CHECKING:
+    import argparse
+
+    from mcp.client.session import ClientRequestContext
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    summary = "a self-contained tour: progress, an input prompt, a cancellation (exits 0)"
+    parser = commands.add_parser("demo", help=summary, description=summary)
+    parser.set_defaults(handler=run)
+
+
+class Tour:
+    """Prints what happens, step by step."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.ok = True
+
+    def say(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    async def show(self, state: TaskState) -> None:
+        message = f" — {state.status_message}" if state.status_message else ""
+        self.say(f"   · {state.status}{message}")
+
+    def expect(self, what: str, condition: bool) -> None:
+        self.say(f"   {'✓' if condition else '✗'} {what}")
+        self.ok = self.ok and condition
+
+
+async def confirm_yes(
+    context: ClientRequestContext, params: types.ElicitRequestParams
+) -> types.ElicitResult | types.ErrorData:
+    """The demo's user: answers every confirmation with yes."""
+    print(f"   ? {params.message}  → answering yes automatically", flush=True)
+    return types.ElicitResult(action="accept", content={"confirm": True})
+
+
+async def tour(out: TextIO) -> bool:
+    # The server side loads only for the commands that serve.
+    from mcp_tasks.demo import demo_server  # noqa: PLC0415
+
+    show = Tour(out)
+    server = demo_server(MemoryTaskStore(), log_level="WARNING")
+    async with running(server) as url:
+        show.say(f"mcp-tasks demo: serving the demo tools at {url} (memory store)")
+        async with tasks_client(url, elicitation_callback=confirm_yes) as client:
+            show.say()
+            show.say("1. build — a task reporting progress")
+            started = await start_tool(client, "build", {"ref": "main"})
+            show.expect("tools/call answered with a task handle", isinstance(started, TaskHandle))
+            if isinstance(started, TaskHandle):
+                state = await started.wait(on_status=show.show)
+                result = state.call_tool_result() if state.status == "completed" else None
+                show.expect(
+                    f"completed: {_text(result)}", result is not None and not result.is_error
+                )
+
+            show.say()
+            show.say("2. deploy — the task asks for confirmation (input_required)")
+            started = await start_tool(client, "deploy", {"env": "staging"})
+            if isinstance(started, TaskHandle):
+                state = await started.wait(on_status=show.show)
+                result = state.call_tool_result() if state.status == "completed" else None
+                show.expect(
+                    f"completed: {_text(result)}", result is not None and not result.is_error
+                )
+            else:
+                show.expect("tools/call answered with a task handle", False)
+
+            show.say()
+            show.say("3. sleep — a long task, cancelled with tasks/cancel")
+            started = await start_tool(client, "sleep", {"seconds": 600})
+            if isinstance(started, TaskHandle):
+                first = await started.get()
+                await show.show(first)
+                show.say("   → tasks/cancel")
+                await started.cancel()
+                state = await started.wait(on_status=show.show)
+                show.expect("the task ended cancelled", state.status == "cancelled")
+            else:
+                show.expect("tools/call answered with a task handle", False)
+    show.say()
+    show.say(
+        "demo finished: all steps as expected" if show.ok else "demo finished: SOMETHING WAS OFF"
+    )
+    return show.ok
+
+
+def _text(result: types.CallToolResult | None) -> str:
+    if result is None:
+        return "(no result)"
+    return " ".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+def run(args: argparse.Namespace) -> int:
+    del args
+    ok: Any = anyio.run(tour, sys.stdout)
+    return 0 if ok else 1

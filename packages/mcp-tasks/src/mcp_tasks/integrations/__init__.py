@@ -1,0 +1,1 @@
+"""Adapters for third-party MCP frameworks; each imports its framework only when used."""

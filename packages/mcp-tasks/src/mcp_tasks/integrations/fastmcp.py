@@ -1,0 +1,219 @@
+"""FastMCP adapter: `mcp.add_extension(tasks.fastmcp_extension())` runs FastMCP's own
+`@mcp.tool(task=True)` / `TaskConfig(mode=…)` tools as SEP-2663 tasks on any of our Stores.
+
+FastMCP only checks that *an* extension with the tasks identifier is registered, so this
+one takes the place of `fastmcp-tasks` (Docket). A task body can report progress and ask
+for input through `mcp_tasks.current_task_context()`; FastMCP's own `ctx.report_progress`
+and `ctx.elicit` speak to the (finished) request, not to the task.
+
+Importing this module imports `fastmcp` (the `mcp-tasks[fastmcp]` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, cast
+
+import mcp_types as types
+from fastmcp.exceptions import FastMCPError
+from fastmcp.server.extensions import MethodBinding, ServerExtension
+from fastmcp.tools.base import ToolResult
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CallToolRequestParams, RequestParams
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+
+from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, RequestView, TaskMode, ToolOptions
+from mcp_tasks.engine.core import result_to_change
+from mcp_tasks.ownership import current_owner
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    from fastmcp.server.context import Context
+    from fastmcp.server.dependencies import FastMCPRequestContext
+    from fastmcp.server.extensions import ToolCallContinuation, ToolCallOutcome
+    from fastmcp.tools.base import Tool
+    from mcp.server.context import ServerRequestContext
+    from pydantic import BaseModel
+
+    from mcp_tasks.models import StatusChange
+    from mcp_tasks.tasks import Tasks
+
+__all__ = ["FastMCPTasksExtension", "tool_options"]
+
+
+class _TaskMethodParams(RequestParams):
+    """`tasks/*` params as FastMCP validates them: anything goes, so the engine's own gates
+    (capability before params) decide the error, not a schema check."""
+
+
+def tool_options(tool: Tool) -> ToolOptions | None:
+    """Our options for a FastMCP tool from its `TaskConfig`; `None` when it is not a task tool."""
+    config = tool.task_config
+    if not config.supports_tasks():
+        return None
+    interval_ms = int(config.poll_interval.total_seconds() * 1000)
+    return ToolOptions(mode=TaskMode(config.mode), poll_interval_ms=max(interval_ms, 1))
+
+
+def _view(
+    meta: Mapping[str, Any] | None, protocol_version: str | None, request: object
+) -> RequestView:
+    declared = (meta or {}).get(CLIENT_CAPABILITIES_META_KEY)
+    return RequestView(
+        protocol_version=protocol_version,
+        client_capabilities=declared if isinstance(declared, Mapping) else None,
+        owner=current_owner(),
+        headers=request.headers if isinstance(request, Request) else None,
+    )
+
+
+def request_view_of_context(rc: FastMCPRequestContext) -> RequestView:
+    """The engine's view of the request a FastMCP `Context` belongs to."""
+    return _view(rc.meta, rc.protocol_version, rc.request)
+
+
+def request_view_of_sdk(ctx: ServerRequestContext[Any, Any]) -> RequestView:
+    """The engine's view of an SDK request (FastMCP hands method handlers the SDK context)."""
+    raw = ctx.params.get("_meta") if isinstance(ctx.params, Mapping) else None
+    return _view(raw if isinstance(raw, Mapping) else None, ctx.protocol_version, ctx.request)
+
+
+def _as_call_tool_result(outcome: object) -> object:
+    """A FastMCP `ToolResult` as the `CallToolResult` the wire would have carried."""
+    if not isinstance(outcome, ToolResult):
+        return outcome
+    converted = outcome.to_mcp_result()
+    if isinstance(converted, types.CallToolResult):
+        return converted
+    if isinstance(converted, tuple):
+        content, structured = converted
+        return types.CallToolResult(content=content, structured_content=structured)
+    return types.CallToolResult(content=converted)
+
+
+def fastmcp_result_to_change(outcome: object) -> StatusChange:
+    """How a FastMCP tool's outcome ends its task (a `ToolResult`, or an error result)."""
+    return result_to_change(_as_call_tool_result(outcome))
+
+
+class FastMCPTasksExtension(ServerExtension):
+    """`io.modelcontextprotocol/tasks` for FastMCP, backed by a `Tasks` (Store, runner)."""
+
+    identifier = EXTENSION_ID
+
+    def __init__(self, tasks: Tasks) -> None:
+        self._tasks = tasks
+
+    def __repr__(self) -> str:
+        return f"FastMCPTasksExtension({self._tasks!r})"
+
+    def clone(self) -> FastMCPTasksExtension:
+        # The Store and runner are shared state, never deep-copied.
+        return FastMCPTasksExtension(self._tasks)
+
+    def settings(self) -> dict[str, Any]:
+        return {}  # the extension defines no settings: an empty object means support
+
+    def lifespan(self) -> AbstractAsyncContextManager[None]:
+        """Run the task runner and reaper while the server lives."""
+        return _running_in_own_task(self._tasks)
+
+    def methods(self) -> Sequence[MethodBinding]:
+        engine = self._tasks.engine
+
+        def handler(method: str) -> Any:
+            async def handle(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+                raw = ctx.params if isinstance(ctx.params, Mapping) else None
+                return await engine.handle_tasks_method(request_view_of_sdk(ctx), method, raw)
+
+            return handle
+
+        return [
+            MethodBinding(
+                method,
+                _TaskMethodParams,
+                handler(method),
+                protocol_versions=frozenset(MODERN_PROTOCOL_VERSIONS),
+            )
+            for method in sorted(TASK_METHODS)
+        ]
+
+    async def intercept_tool_call(
+        self,
+        params: CallToolRequestParams,
+        context: Context,
+        call_next: ToolCallContinuation,
+    ) -> ToolCallOutcome:
+        rc = context.request_context
+        tool = await context.fastmcp.get_tool(params.name)
+        options = tool_options(tool) if tool is not None else None
+        if rc is None or options is None:
+            return await call_next()
+
+        async def run_tool() -> object:
+            # FastMCP turns a tool's own error into an error result only after the
+            # interceptors; inside a task it must become `completed` + isError here.
+            try:
+                return await call_next()
+            except FastMCPError as error:
+                return types.CallToolResult(
+                    content=[types.TextContent(type="text", text=str(error))], is_error=True
+                )
+
+        result = await self._tasks.engine.handle_tool_call(
+            request_view_of_context(rc),
+            name=params.name,
+            arguments=params.arguments,
+            input_responses=None,  # input rounds before a task are FastMCP's own guard channel
+            call_next=run_tool,
+            options=options,
+            to_change=fastmcp_result_to_change,
+        )
+        if isinstance(result, dict):
+            # A CreateTaskResult. The SDK runner serializes a dict as is: a model would be
+            # dumped with exclude_none and lose the required `ttlMs: null`.
+            return cast("BaseModel", result)
+        return cast("ToolCallOutcome", _as_tool_result(result))
+
+
+@asynccontextmanager
+async def _running_in_own_task(tasks: Tasks) -> AsyncIterator[None]:
+    """`tasks.running()`, entered and exited in a task of its own.
+
+    FastMCP closes extension lifespans inside a shielding cancel scope it opens later, so
+    the runner's task group cannot be exited there (anyio requires cancel scopes to close
+    in the order they opened). A dedicated task owns the group instead.
+    """
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def own() -> None:
+        async with tasks.running():
+            started.set()
+            await stop.wait()
+
+    owner = asyncio.create_task(own())
+    waiting = asyncio.create_task(started.wait())
+    await asyncio.wait({owner, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    if not started.is_set():
+        waiting.cancel()
+        await owner  # it failed to start: raise its error here
+    try:
+        yield
+    finally:
+        stop.set()
+        await owner
+
+
+def _as_tool_result(result: object) -> object:
+    """A synchronous answer back in FastMCP's own vocabulary for the rest of its chain."""
+    if isinstance(result, types.CallToolResult):
+        return ToolResult(
+            content=result.content,
+            structured_content=result.structured_content,
+            meta=result.meta,
+            is_error=result.is_error,
+        )
+    return result

@@ -1,0 +1,27 @@
+"""Fixtures of the client, CLI, FastMCP adapter and example tests: real servers on free ports."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from mcp_tasks.cli._serving import running
+from mcp_tasks.demo import demo_server
+from mcp_tasks.stores.memory import MemoryTaskStore
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def demo_url() -> AsyncIterator[str]:
+    """The demo tools served over Streamable HTTP on a free 127.0.0.1 port (memory store)."""
+    server = demo_server(MemoryTaskStore(), step_seconds=0.05, log_level="WARNING")
+    async with running(server) as url:
+        yield url

@@ -1,0 +1,70 @@
+"""`mcp-tasks contract` runs the real contract suite against what it is given."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from mcp_tasks_contract.servers import postgres_url
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, or skip/fail in CI
+
+BROKEN_STORE = """
+from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore
+
+backends = {}
+
+
+class NeverReaps(MemoryTaskStore):
+    async def reap(self, *, limit=500):
+        return 0
+
+
+async def open_store(namespace, options):
+    return NeverReaps(options, backend=backends.setdefault(namespace, MemoryBackend()))
+"""
+
+
+def contract(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_tasks.cli", "contract", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_contract_passes_for_the_memory_store_url(tmp_path: Path) -> None:
+    """memory:// passes (a subset: the create and cancel rules) and leaves no file behind."""
+    run = contract("memory://", "--", "-k", "create or cancel", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert " passed" in run.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_contract_catches_a_broken_store_factory(tmp_path: Path) -> None:
+    """A module:factory store that never reaps fails the suite's reap rules: non-zero exit."""
+    (tmp_path / "broken_store.py").write_text(BROKEN_STORE)
+    run = contract("broken_store:open_store", "--", "-k", "reap", cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert " failed" in run.stdout
+
+
+def test_contract_rejects_a_target_that_is_neither(tmp_path: Path) -> None:
+    """A STORE that is neither a URL nor module:factory is a usage error."""
+    run = contract("not-a-store", cwd=tmp_path)
+    assert run.returncode != 0
+    assert "neither a store URL nor module:factory" in run.stderr
+
+
+def test_contract_runs_against_postgres(postgres_url: str, tmp_path: Path) -> None:
+    """A postgresql:// URL runs the suite with a schema per test (dropped afterwards)."""
+    run = contract(postgres_url, "--", "-k", "create", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert " passed" in run.stdout
