@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
     from mcp.server.mcpserver import MCPServer
 
-    from mcp_tasks.engine.core import TtlOption
+    from mcp_tasks.engine import TtlOption
     from mcp_tasks.integrations.fastmcp import FastMCPTasksExtension
     from mcp_tasks.store import Store
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from mcp_tasks.clock import Clock, system_clock
 from mcp_tasks.context import INPUT_CAPABILITY, TaskContext
-from mcp_tasks.control import UNSET, Deferred, DeferSlot, _Unset, defer_slot
+from mcp_tasks.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
 from mcp_tasks.engine import errors
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
@@ -44,7 +44,7 @@ Runs before a task is created; while it needs input the call answers a synchrono
 ``InputRequiredResult`` (multi-round-trip requests), and the task is minted only on the
 round that has every answer."""
 
-TtlOption: TypeAlias = "int | _Unset | Callable[[Mapping[str, Any]], int | None] | None"
+TtlOption: TypeAlias = "int | Unset | Callable[[Mapping[str, Any]], int | None] | None"
 CallNext: TypeAlias = Callable[[], Awaitable[Any]]
 ResultConverter: TypeAlias = Callable[[Any], StatusChange]
 
@@ -193,7 +193,7 @@ class TaskEngine:
 
     def _ttl_for(self, options: ToolOptions, arguments: Mapping[str, Any]) -> int | None:
         ttl = options.ttl_ms
-        if isinstance(ttl, _Unset):
+        if isinstance(ttl, Unset):
             return self.default_ttl_ms
         if callable(ttl):
             return ttl(arguments)
@@ -287,7 +287,7 @@ class TaskEngine:
             NewTask(
                 task_id=new_task_id(),
                 owner=request.owner,
-                ttl_ms=self._ttl_for(options, arguments) if isinstance(ttl, _Unset) else ttl,
+                ttl_ms=self._ttl_for(options, arguments) if isinstance(ttl, Unset) else ttl,
                 poll_interval_ms=deferred.poll_interval_ms
                 or options.poll_interval_ms
                 or self.default_poll_interval_ms,

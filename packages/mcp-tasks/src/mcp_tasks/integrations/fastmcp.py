@@ -24,8 +24,14 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CallToolRequestParams, Reque
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
-from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, RequestView, TaskMode, ToolOptions
-from mcp_tasks.engine.core import result_to_change
+from mcp_tasks.engine import (
+    EXTENSION_ID,
+    TASK_METHODS,
+    RequestView,
+    TaskMode,
+    ToolOptions,
+    result_to_change,
+)
 from mcp_tasks.ownership import current_owner
 
 if TYPE_CHECKING:
