@@ -19,8 +19,8 @@ from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
 from mcp_tasks.errors import NotJSONSafe, StoreUnavailable, TaskLimitReached, TaskNotFound
 from mcp_tasks.ids import new_task_id, redact
-from mcp_tasks.models import Complete, Fail, NewTask, StatusChange, TaskRecord, WorkSpec
-from mcp_tasks.runner import Runner, RunnerNotStarted
+from mcp_tasks.models import Complete, Fail, NewTask, StatusChange, TaskRecord
+from mcp_tasks.runner import Runner, RunnerNotStarted, tool_work
 
 if TYPE_CHECKING:
     from mcp_tasks.context import RunningTaskContext
@@ -222,7 +222,7 @@ class TaskEngine:
         to_change: ResultConverter,
     ) -> dict[str, Any]:
         try:
-            work = WorkSpec(type=name, input=dict(arguments))
+            work = tool_work(name, arguments, answers)
             task = NewTask(
                 task_id=new_task_id(),
                 owner=request.owner,
@@ -244,11 +244,7 @@ class TaskEngine:
 
         try:
             await self.runner.start(
-                record.task_id,
-                body,
-                arguments=arguments,
-                input_responses=answers,
-                client_capabilities=request.client_capabilities or {},
+                record.task_id, body, client_capabilities=request.client_capabilities or {}
             )
         except RunnerNotStarted:
             await self._fail_quietly(record.task_id, "The task runner is not running")
