@@ -100,11 +100,21 @@ class TaskEngine:
         self.notifier = notifier
         self.default_ttl_ms = default_ttl_ms
         self.default_poll_interval_ms = default_poll_interval_ms
-        self.clock = clock
         self.tools: dict[str, ToolOptions] = {}
+        # Record times are on the store's clock (the database server's, on Postgres) and
+        # the wire's poll hints compare them with "now", so "now" is the store's clock as
+        # estimated here: ours plus the offset learned from each create (zero until this
+        # node creates a task; the hint stays bounded either way).
+        self._local_clock = clock
+        self._store_offset_ms = 0
+        self.clock: Clock = self.store_now
 
     def __repr__(self) -> str:
         return f"TaskEngine(store={self.store!r}, tools={sorted(self.tools)})"
+
+    def store_now(self) -> int:
+        """An estimate of the store's clock: ours, corrected by the offset last observed."""
+        return self._local_clock() + self._store_offset_ms
 
     # --- tools/call ---------------------------------------------------------------
 
@@ -207,6 +217,8 @@ class TaskEngine:
         except StoreUnavailable:
             logger.exception("creating a task failed: the store is unavailable")
             raise errors.internal_error("Task store unavailable") from None
+        # created_at was stamped during the call: the estimate errs by one round trip at most.
+        self._store_offset_ms = record.created_at - self._local_clock()
         logger.debug("created task %s", redact(task.task_id))
         return record
 
