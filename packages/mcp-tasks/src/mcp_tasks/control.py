@@ -21,12 +21,14 @@ if TYPE_CHECKING:
     from mcp_tasks.store import Store
 
 
-class _Unset:
+class Unset:
+    """The type of :data:`UNSET`: "not given, use the default" where ``None`` means something."""
+
     def __repr__(self) -> str:
         return "UNSET"
 
 
-UNSET: Final = _Unset()
+UNSET: Final = Unset()
 
 StartFunction = Callable[[str], "Awaitable[object] | object"]
 
@@ -36,7 +38,7 @@ class Deferred:
     """What a manual-mode tool returns: create the task, then call ``start(task_id)``."""
 
     start: StartFunction
-    ttl_ms: int | _Unset | None = UNSET
+    ttl_ms: int | Unset | None = UNSET
     poll_interval_ms: int | None = None
     status_message: str | None = None
     unknown: Mapping[str, object] = field(default_factory=dict)
@@ -49,7 +51,7 @@ class Deferred:
         message: object = self.status_message
         if not callable(start):
             found.append("start must be callable")
-        if not isinstance(self.ttl_ms, _Unset) and not _positive_or_none(self.ttl_ms):
+        if not isinstance(self.ttl_ms, Unset) and not _positive_or_none(self.ttl_ms):
             found.append("ttl_ms must be a positive integer or None")
         if not _positive_or_none(self.poll_interval_ms):
             found.append("poll_interval_ms must be a positive integer or None")
@@ -65,7 +67,7 @@ def _positive_or_none(value: object) -> bool:
 def defer(
     start: StartFunction,
     *,
-    ttl_ms: int | _Unset | None = UNSET,
+    ttl_ms: int | Unset | None = UNSET,
     poll_interval_ms: int | None = None,
     status_message: str | None = None,
     **unknown: object,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -12,8 +11,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_tasks import TaskContext, Tasks
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
     from mcp_tasks.store import Store
 
 BUILD_STEPS = ("Fetching sources", "Compiling", "Running tests", "Packaging")
@@ -35,18 +32,12 @@ def demo_server(
 ) -> MCPServer:
     """An MCPServer with Tasks on `store` and the three demo tools; it owns `store` and
     closes it at shutdown."""
-    tasks = Tasks(store=store)
-
-    @asynccontextmanager
-    async def lifespan(app: object) -> AsyncIterator[dict[str, Any]]:
-        try:
-            async with tasks.lifespan(app) as state:
-                yield state
-        finally:
-            await store.close()
-
+    tasks = Tasks(store=store, close_store=True)
     mcp = MCPServer(
-        "mcp-tasks-demo", extensions=[tasks.extension()], lifespan=lifespan, log_level=log_level
+        "mcp-tasks-demo",
+        extensions=[tasks.extension()],
+        lifespan=tasks.lifespan,
+        log_level=log_level,
     )
 
     @tasks.tool(mcp, mode="optional", poll_interval_ms=POLL_INTERVAL_MS)

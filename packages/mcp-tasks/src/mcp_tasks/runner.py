@@ -20,7 +20,7 @@ import anyio.abc
 from mcp_tasks.context import RunningTaskContext, TaskCancelled
 from mcp_tasks.errors import MCPTasksError, StaleLease, TaskNotFound
 from mcp_tasks.ids import redact
-from mcp_tasks.models import Claimed, Complete, Fail, StatusChange
+from mcp_tasks.models import Claimed, Complete, Fail, StatusChange, WorkSpec
 from mcp_tasks.rules import ANY_OWNER
 
 if TYPE_CHECKING:
@@ -34,6 +34,34 @@ Body = Callable[[RunningTaskContext], Awaitable[StatusChange]]
 
 DEFAULT_LEASE_MS: Final = 30_000
 DEFAULT_REAP_INTERVAL_S: Final = 30.0
+
+
+def tool_work(
+    name: str, arguments: Mapping[str, Any], input_responses: Mapping[str, Any] | None = None
+) -> WorkSpec:
+    """The work descriptor of a tool call: everything its body needs to run again from the
+    record alone, on any node: the arguments and the answers to input rounds resolved
+    before the task existed (answers given later are on the record itself).
+
+    Raises:
+        NotJSONSafe: the arguments or answers are not JSON.
+    """
+    return WorkSpec(
+        type=name,
+        input={"arguments": dict(arguments), "inputResponses": dict(input_responses or {})},
+    )
+
+
+def work_input(work: WorkSpec | None) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """``(arguments, input_responses)`` of a :func:`tool_work` descriptor (empty for others)."""
+    raw = work.input if work is not None else None
+    if not isinstance(raw, Mapping):
+        return {}, {}
+    arguments, answers = raw.get("arguments"), raw.get("inputResponses")
+    return (
+        arguments if isinstance(arguments, Mapping) else {},
+        answers if isinstance(answers, Mapping) else {},
+    )
 
 
 class RunnerNotStarted(MCPTasksError):
@@ -93,11 +121,13 @@ class Runner:
         task_id: str,
         body: Body,
         *,
-        arguments: Mapping[str, Any] | None = None,
-        input_responses: Mapping[str, Any] | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         """Claim the new task and run ``body`` in the background.
+
+        The body's context takes its arguments and earlier answers from the claimed record's
+        work (:func:`tool_work`), never from the request, so a body claimed again after a
+        restart sees exactly what the first run saw.
 
         Raises:
             RunnerNotStarted: no lifespan is running.
@@ -109,6 +139,7 @@ class Runner:
         if claimed is None:  # cancelled (or reaped) between create and claim: nothing to run
             logger.debug("task %s was not claimable", redact(task_id))
             return
+        arguments, input_responses = work_input(claimed.record.work)
         context = RunningTaskContext(
             task_id=task_id,
             store=self.store,

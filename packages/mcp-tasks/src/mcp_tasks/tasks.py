@@ -6,9 +6,10 @@ import functools
 import inspect
 import typing
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio
 import anyio.to_thread
 
 from mcp_tasks.clock import Clock, system_clock
@@ -19,12 +20,13 @@ from mcp_tasks.notifier import LocalNotifier, Notifier
 from mcp_tasks.runner import DEFAULT_LEASE_MS, DEFAULT_REAP_INTERVAL_S, Runner
 from mcp_tasks.sdk import TasksExtension, install
 from mcp_tasks.stores.memory import MemoryTaskStore
+from mcp_tasks.stores.urls import store_from_url
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
     from mcp.server.mcpserver import MCPServer
 
-    from mcp_tasks.engine.core import TtlOption
+    from mcp_tasks.engine import TtlOption
     from mcp_tasks.integrations.fastmcp import FastMCPTasksExtension
     from mcp_tasks.store import Store
 
@@ -46,6 +48,15 @@ class Tasks:
     so it fits ``MCPServer(lifespan=…)``, ``Server(lifespan=…)`` and Starlette/FastAPI
     (``Starlette(lifespan=tasks.lifespan)``); to combine it with a lifespan of your own,
     nest ``async with tasks.running():``. Entering it twice is harmless.
+
+    ``store`` is a :class:`~mcp_tasks.store.Store`, a store URL (``"sqlite:///tasks.db"``,
+    built with :func:`~mcp_tasks.stores.urls.store_from_url`) or ``None`` (a private
+    in-memory store). Who closes it: ``close_store=True`` closes the store when the
+    outermost :meth:`running` exits; ``False`` leaves it open. The default closes a store
+    Tasks built from a URL and leaves a store you passed to you (you opened it, you close
+    it). The in-memory default is not closed: it holds no connections, and staying open
+    lets the lifespan run again (FastMCP enters it once per in-memory client). A closed
+    store cannot serve a second lifespan, so a Tasks that closes its store runs once.
     """
 
     Context = TaskContext
@@ -53,8 +64,9 @@ class Tasks:
 
     def __init__(
         self,
-        store: Store | None = None,
+        store: Store | str | None = None,
         *,
+        close_store: bool | None = None,
         default_ttl_ms: int | None = 3_600_000,
         default_poll_interval_ms: int = 2_000,
         notifier: Notifier | None = None,
@@ -63,7 +75,11 @@ class Tasks:
         reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
         clock: Clock = system_clock,
     ) -> None:
-        self.store: Store = store if store is not None else MemoryTaskStore()
+        if isinstance(store, str):
+            self.store: Store = store_from_url(store)
+        else:
+            self.store = store if store is not None else MemoryTaskStore()
+        self.close_store = isinstance(store, str) if close_store is None else close_store
         self.notifier: Notifier = notifier if notifier is not None else LocalNotifier()
         self.runner = Runner(
             self.store,
@@ -82,13 +98,23 @@ class Tasks:
         )
 
     def __repr__(self) -> str:
-        return f"Tasks(store={self.store!r})"
+        return f"Tasks(store={self.store!r}, close_store={self.close_store})"
 
     # --- lifecycle ----------------------------------------------------------------
 
-    def running(self) -> AbstractAsyncContextManager[None]:
-        """Run the task runner and reaper while the context is open."""
-        return self.runner.run()
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run the task runner and reaper while the context is open; then, if this Tasks
+        owns its store (``close_store``), close it when the outermost entry exits."""
+        outermost = not self.runner.running
+        try:
+            async with self.runner.run():
+                yield
+        finally:
+            if outermost and self.close_store:
+                # Shielded: a shutdown that is being cancelled must still free connections.
+                with anyio.CancelScope(shield=True):
+                    await self.store.close()
 
     @asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[dict[str, Any]]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,8 @@ from mcp_tasks.client import TASKS_EXTENSION, TaskHandle, TaskState, start_tool,
 from mcp_tasks.stores.memory import MemoryTaskStore
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from mcp.client.session import ClientRequestContext
 
 pytestmark = pytest.mark.anyio
@@ -186,3 +190,86 @@ async def test_the_runner_starts_and_stops_cleanly_with_the_server() -> None:
         assert isinstance(handle, TaskHandle)
         await handle.wait()
     assert not tasks.runner.running
+
+
+def _runner_tasks() -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks() if t.get_name() == "mcp-tasks runner"]
+
+
+async def test_shutdown_with_a_task_running_releases_its_lease_and_leaks_nothing() -> None:
+    """Stopping the server while a task body runs: the body is stopped, its lease released
+    (another node may claim the task at once, not after the lease expires), and no runner
+    task outlives the lifespan."""
+    mcp = FastMCP("shutdown-test")
+    store = MemoryTaskStore()
+    tasks = Tasks(store=store)
+    mcp.add_extension(tasks.fastmcp_extension())
+    body_started, body_stopped = anyio.Event(), anyio.Event()
+
+    @mcp.tool(task=True)
+    async def nap() -> str:
+        body_started.set()
+        try:
+            await anyio.sleep(600)
+        finally:
+            body_stopped.set()
+        return "rested"
+
+    async with running(mcp) as url, tasks_client(url) as client:
+        handle = await start_tool(client, "nap", {})
+        assert isinstance(handle, TaskHandle)
+        with anyio.fail_after(10):
+            await body_started.wait()
+        assert (await store.get(handle.task_id, ANY_OWNER)).claim is not None
+        assert _runner_tasks()
+    assert body_stopped.is_set()
+    assert _runner_tasks() == []
+    assert not tasks.runner.running
+    record = await store.get(handle.task_id, ANY_OWNER)
+    assert record.status.value == "working"
+    assert record.claim is None
+
+
+class _RunnerThatCannotStart(Tasks):
+    """A Tasks whose runner fails on entry, as a broken store connection would."""
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        raise RuntimeError("the runner could not start")
+        yield
+
+
+async def test_a_runner_that_cannot_start_fails_the_lifespan() -> None:
+    """The extension's lifespan raises the runner's start error instead of serving
+    without a runner, and leaves no runner task behind."""
+    extension = _RunnerThatCannotStart().fastmcp_extension()
+    with pytest.raises(RuntimeError, match="could not start"):
+        async with extension.lifespan():
+            pass
+    assert _runner_tasks() == []
+
+
+class _StoreWithABrokenReaper(MemoryTaskStore):
+    """A memory store whose reap has a bug (raises something no store may raise)."""
+
+    async def reap(self, *, limit: int = 500) -> int:
+        raise RuntimeError("reaper bug")
+
+
+async def test_a_runner_dying_while_serving_is_logged_at_once_and_raised_at_shutdown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """If the runner's task group dies while the server runs, the error is logged when it
+    happens (not only at shutdown), and the lifespan's exit raises it."""
+    tasks = Tasks(store=_StoreWithABrokenReaper(), reap_interval_s=0.01)
+    extension = tasks.fastmcp_extension()
+    with pytest.raises(BaseExceptionGroup) as caught:  # noqa: PT012
+        async with extension.lifespan():
+            with anyio.fail_after(10):
+                while True:
+                    if any("stopped while serving" in r.message for r in caplog.records):
+                        break
+                    await anyio.sleep(0.01)
+            assert not tasks.runner.running
+    assert caught.group_contains(RuntimeError, match="reaper bug")
+    assert _runner_tasks() == []

@@ -10,6 +10,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 
 from mcp_tasks import (
+    Complete,
     MemoryBackend,
     MemoryTaskStore,
     RequestView,
@@ -23,6 +24,9 @@ from mcp_tasks.rules import ANY_OWNER
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
+
+    from mcp_tasks.context import RunningTaskContext
+    from mcp_tasks.models import StatusChange
 
 pytestmark = pytest.mark.anyio
 
@@ -143,7 +147,8 @@ async def test_create_is_durable_before_the_answer(harness: Harness) -> None:
     created = await harness.call(ToolOptions(), arguments={"n": 1})
     record = await harness.tasks.store.get(created["taskId"], None)
     assert record.work is not None
-    assert (record.work.type, record.work.input) == ("tool", {"n": 1})
+    assert record.work.type == "tool"
+    assert record.work.input == {"arguments": {"n": 1}, "inputResponses": {}}
 
 
 async def test_input_rounds_resolve_before_the_task_exists(harness: Harness) -> None:
@@ -181,6 +186,48 @@ async def test_input_rounds_resolve_before_the_task_exists(harness: Harness) -> 
     assert {"inputRequests", "requestState"}.isdisjoint(second)
     await harness.wait_terminal(second["taskId"])
     assert seen == [answer]
+
+
+async def test_answers_from_rounds_before_the_task_are_persisted_and_replayed() -> None:
+    """The answers of input rounds resolved before the task existed are stored in its work
+    beside the arguments, so another node that claims the task later (here: after the
+    first node shut down mid-run) runs the body with the same arguments and answers."""
+    ask = {"name": {"method": "elicitation/create", "params": {"mode": "form", "message": "?"}}}
+    answer = {"action": "accept", "content": {"name": "Alice"}}
+
+    def preflight(arguments: Mapping[str, Any], answers: Mapping[str, Any]) -> Any:
+        return None if "name" in answers else ask
+
+    async def first_run() -> CallToolResult:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    first_node = Harness()
+    options = ToolOptions(mode="required", preflight=preflight)
+    async with first_node.tasks.running():
+        created = await first_node.call(
+            options,
+            view(EXT_AND_ELICITATION),
+            arguments={"n": 1},
+            responses={"name": answer},
+            body=first_run,
+        )
+        record = await first_node.tasks.store.get(created["taskId"], ANY_OWNER)
+    assert record.work is not None
+    assert record.work.input == {"arguments": {"n": 1}, "inputResponses": {"name": answer}}
+
+    seen: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+
+    async def replay(context: RunningTaskContext) -> StatusChange:
+        seen.append((context.arguments, context.input_responses))
+        return Complete({"content": []})
+
+    second_node = Tasks(store=MemoryTaskStore(backend=first_node.backend))
+    async with second_node.running():
+        await second_node.runner.start(created["taskId"], replay)
+        done = await first_node.wait_terminal(created["taskId"])  # the same backend
+    assert done.status.value == "completed"
+    assert seen == [({"n": 1}, {"name": answer})]
 
 
 async def test_input_rounds_need_the_capability_they_use(harness: Harness) -> None:

@@ -108,3 +108,17 @@ def test_poll_interval_grows_from_short_to_configured() -> None:
     assert young < older < old
     assert old == 5_000
     assert poll_interval_ms(record(poll_interval_ms=100), T0) == 100
+
+
+def test_poll_interval_with_a_clock_behind_the_store_follows_the_record_history() -> None:
+    """A ``now`` behind the store's clock (even before the task was created) never makes a
+    task look younger than its own history: an 8 s old record is hinted as 8 s old."""
+    task = record(last_updated_at=T0 + 8_000)
+    behind = poll_interval_ms(task, T0 - 600_000)
+    assert behind == poll_interval_ms(task, T0 + 8_000) == 4_000
+    assert poll_interval_ms(record(), T0 - 600_000) == MIN_POLL_INTERVAL_MS
+
+
+def test_poll_interval_with_a_clock_ahead_of_the_store_is_capped() -> None:
+    """A ``now`` far ahead of the store's clock gives at most the configured interval."""
+    assert poll_interval_ms(record(), T0 + 10**12) == 5_000

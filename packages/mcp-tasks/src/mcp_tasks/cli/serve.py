@@ -65,7 +65,8 @@ def prepare_app(spec: str | None, store_url: str) -> Any:
         return app
     if is_fastmcp(app):
         # FastMCP's `task=True` tools need only an extension with the tasks identifier.
-        app.add_extension(Tasks(store=store_from_url(store_url)).fastmcp_extension())
+        # Built from the URL, so Tasks owns the store and closes it at shutdown.
+        app.add_extension(Tasks(store=store_url).fastmcp_extension())
         return app
     if isinstance(app, MCPServer | Server):
         # Which tools are tasks is the app's own decision (tasks.tool / tasks.register).

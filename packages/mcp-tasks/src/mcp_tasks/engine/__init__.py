@@ -6,6 +6,7 @@ from mcp_tasks.engine.core import (
     Preflight,
     TaskEngine,
     ToolOptions,
+    TtlOption,
     result_to_change,
 )
 from mcp_tasks.engine.policy import Policy, TaskMode
@@ -22,5 +23,6 @@ __all__ = [
     "TaskEngine",
     "TaskMode",
     "ToolOptions",
+    "TtlOption",
     "result_to_change",
 ]

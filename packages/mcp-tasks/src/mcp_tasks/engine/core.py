@@ -13,14 +13,14 @@ from pydantic import BaseModel
 
 from mcp_tasks.clock import Clock, system_clock
 from mcp_tasks.context import INPUT_CAPABILITY, TaskContext
-from mcp_tasks.control import UNSET, Deferred, DeferSlot, _Unset, defer_slot
+from mcp_tasks.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
 from mcp_tasks.engine import errors
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
 from mcp_tasks.errors import NotJSONSafe, StoreUnavailable, TaskLimitReached, TaskNotFound
 from mcp_tasks.ids import new_task_id, redact
-from mcp_tasks.models import Complete, Fail, NewTask, StatusChange, TaskRecord, WorkSpec
-from mcp_tasks.runner import Runner, RunnerNotStarted
+from mcp_tasks.models import Complete, Fail, NewTask, StatusChange, TaskRecord
+from mcp_tasks.runner import Runner, RunnerNotStarted, tool_work
 
 if TYPE_CHECKING:
     from mcp_tasks.context import RunningTaskContext
@@ -44,7 +44,7 @@ Runs before a task is created; while it needs input the call answers a synchrono
 ``InputRequiredResult`` (multi-round-trip requests), and the task is minted only on the
 round that has every answer."""
 
-TtlOption: TypeAlias = "int | _Unset | Callable[[Mapping[str, Any]], int | None] | None"
+TtlOption: TypeAlias = "int | Unset | Callable[[Mapping[str, Any]], int | None] | None"
 CallNext: TypeAlias = Callable[[], Awaitable[Any]]
 ResultConverter: TypeAlias = Callable[[Any], StatusChange]
 
@@ -100,11 +100,21 @@ class TaskEngine:
         self.notifier = notifier
         self.default_ttl_ms = default_ttl_ms
         self.default_poll_interval_ms = default_poll_interval_ms
-        self.clock = clock
         self.tools: dict[str, ToolOptions] = {}
+        # Record times are on the store's clock (the database server's, on Postgres) and
+        # the wire's poll hints compare them with "now", so "now" is the store's clock as
+        # estimated here: ours plus the offset learned from each create (zero until this
+        # node creates a task; the hint stays bounded either way).
+        self._local_clock = clock
+        self._store_offset_ms = 0
+        self.clock: Clock = self.store_now
 
     def __repr__(self) -> str:
         return f"TaskEngine(store={self.store!r}, tools={sorted(self.tools)})"
+
+    def store_now(self) -> int:
+        """An estimate of the store's clock: ours, corrected by the offset last observed."""
+        return self._local_clock() + self._store_offset_ms
 
     # --- tools/call ---------------------------------------------------------------
 
@@ -193,7 +203,7 @@ class TaskEngine:
 
     def _ttl_for(self, options: ToolOptions, arguments: Mapping[str, Any]) -> int | None:
         ttl = options.ttl_ms
-        if isinstance(ttl, _Unset):
+        if isinstance(ttl, Unset):
             return self.default_ttl_ms
         if callable(ttl):
             return ttl(arguments)
@@ -207,6 +217,8 @@ class TaskEngine:
         except StoreUnavailable:
             logger.exception("creating a task failed: the store is unavailable")
             raise errors.internal_error("Task store unavailable") from None
+        # created_at was stamped during the call: the estimate errs by one round trip at most.
+        self._store_offset_ms = record.created_at - self._local_clock()
         logger.debug("created task %s", redact(task.task_id))
         return record
 
@@ -222,7 +234,7 @@ class TaskEngine:
         to_change: ResultConverter,
     ) -> dict[str, Any]:
         try:
-            work = WorkSpec(type=name, input=dict(arguments))
+            work = tool_work(name, arguments, answers)
             task = NewTask(
                 task_id=new_task_id(),
                 owner=request.owner,
@@ -244,11 +256,7 @@ class TaskEngine:
 
         try:
             await self.runner.start(
-                record.task_id,
-                body,
-                arguments=arguments,
-                input_responses=answers,
-                client_capabilities=request.client_capabilities or {},
+                record.task_id, body, client_capabilities=request.client_capabilities or {}
             )
         except RunnerNotStarted:
             await self._fail_quietly(record.task_id, "The task runner is not running")
@@ -287,7 +295,7 @@ class TaskEngine:
             NewTask(
                 task_id=new_task_id(),
                 owner=request.owner,
-                ttl_ms=self._ttl_for(options, arguments) if isinstance(ttl, _Unset) else ttl,
+                ttl_ms=self._ttl_for(options, arguments) if isinstance(ttl, Unset) else ttl,
                 poll_interval_ms=deferred.poll_interval_ms
                 or options.poll_interval_ms
                 or self.default_poll_interval_ms,

@@ -33,11 +33,16 @@ def poll_interval_ms(record: TaskRecord, now: int) -> int:
 
     Young tasks often finish within a second or two, so clients should look again soon;
     a task that has run for a while is polled at the interval its tool configured.
+
+    ``now`` should be on the store's clock, which wrote the record's times. Against a
+    skewed ``now`` the hint stays sane: no task is taken for younger than its own history
+    (``last_updated_at - created_at``, which is skew-free), and none for older than the
+    configured interval allows, since that caps the hint.
     """
     configured = record.poll_interval_ms or DEFAULT_POLL_INTERVAL_MS
     if record.status.is_terminal:
         return configured
-    age = max(0, now - record.created_at)
+    age = max(now, record.last_updated_at) - record.created_at
     return max(1, min(configured, max(MIN_POLL_INTERVAL_MS, age // 2)))
 
 

@@ -12,6 +12,7 @@ Importing this module imports `fastmcp` (the `mcp-tasks[fastmcp]` extra).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
@@ -24,8 +25,14 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CallToolRequestParams, Reque
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
-from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, RequestView, TaskMode, ToolOptions
-from mcp_tasks.engine.core import result_to_change
+from mcp_tasks.engine import (
+    EXTENSION_ID,
+    TASK_METHODS,
+    RequestView,
+    TaskMode,
+    ToolOptions,
+    result_to_change,
+)
 from mcp_tasks.ownership import current_owner
 
 if TYPE_CHECKING:
@@ -42,6 +49,8 @@ if TYPE_CHECKING:
     from mcp_tasks.tasks import Tasks
 
 __all__ = ["FastMCPTasksExtension", "tool_options"]
+
+logger = logging.getLogger(__name__)
 
 
 class _TaskMethodParams(RequestParams):
@@ -181,11 +190,17 @@ class FastMCPTasksExtension(ServerExtension):
 
 @asynccontextmanager
 async def _running_in_own_task(tasks: Tasks) -> AsyncIterator[None]:
-    """`tasks.running()`, entered and exited in a task of its own.
+    """`tasks.running()`, entered and exited in an asyncio task of its own.
 
-    FastMCP closes extension lifespans inside a shielding cancel scope it opens later, so
-    the runner's task group cannot be exited there (anyio requires cancel scopes to close
-    in the order they opened). A dedicated task owns the group instead.
+    Why: FastMCP (4.1.6, `LifespanMixin._lifespan_manager`) exits extension lifespans from
+    an `AsyncExitStack` inside a shielding cancel scope it opens at shutdown, and it offers
+    no other hook (its user lifespan and provider lifespans sit in the same stack). The
+    runner's task group cannot be exited there: anyio requires cancel scopes to close in
+    the order they opened. A dedicated task owns the group instead, as FastMCP's own ASGI
+    transport does for lifespans. Guarantees: a failure to start raises here; a runner
+    that dies while serving is logged at once and re-raised at shutdown; shutdown waits
+    for the owner, so bodies are stopped and their leases released (and an owned store
+    closed) before the lifespan returns, even if the exit itself is cancelled.
     """
     started, stop = asyncio.Event(), asyncio.Event()
 
@@ -194,17 +209,37 @@ async def _running_in_own_task(tasks: Tasks) -> AsyncIterator[None]:
             started.set()
             await stop.wait()
 
-    owner = asyncio.create_task(own())
-    waiting = asyncio.create_task(started.wait())
-    await asyncio.wait({owner, waiting}, return_when=asyncio.FIRST_COMPLETED)
-    if not started.is_set():
-        waiting.cancel()
-        await owner  # it failed to start: raise its error here
+    def report_early_end(task: asyncio.Task[None]) -> None:
+        if not stop.is_set() and not task.cancelled() and task.exception() is not None:
+            logger.error("the task runner stopped while serving", exc_info=task.exception())
+
+    owner = asyncio.create_task(own(), name="mcp-tasks runner")
     try:
+        waiter = asyncio.create_task(started.wait())
+        try:
+            await asyncio.wait({owner, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not started.is_set():
+            await owner  # it failed to start: raise its error here
+        owner.add_done_callback(report_early_end)
         yield
     finally:
         stop.set()
-        await owner
+        await _wait_for(owner)
+
+
+async def _wait_for(owner: asyncio.Task[None]) -> None:
+    """Wait until `owner` ends and raise its error; if we are cancelled meanwhile, still let
+    it finish (it is releasing leases) before passing the cancellation on."""
+    try:
+        await asyncio.shield(owner)
+    except asyncio.CancelledError:
+        if not owner.done():
+            await asyncio.wait({owner})
+        if not owner.cancelled() and owner.exception() is not None:
+            logger.error("the task runner failed to stop", exc_info=owner.exception())
+        raise
 
 
 def _as_tool_result(result: object) -> object:
