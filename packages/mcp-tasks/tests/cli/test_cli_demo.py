@@ -11,8 +11,8 @@ if TYPE_CHECKING:
 
 
 def test_demo_runs_the_tour_and_exits_0(tmp_path: Path) -> None:
-    """The tour shows progress, an answered prompt and a cancellation, exits 0, and leaves
-    no file behind in the directory it ran in."""
+    """The tour runs on the embedded default store (SQLite), shows progress, an answered
+    prompt and a cancellation, exits 0, and leaves no file behind where it ran."""
     completed = subprocess.run(
         [sys.executable, "-m", "mcp_tasks.cli", "demo"],
         cwd=tmp_path,
@@ -24,6 +24,7 @@ def test_demo_runs_the_tour_and_exits_0(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     out = completed.stdout
     for line in (
+        "(sqlite store)",
         "1. build — a task reporting progress",
         "✓ completed: built main: 4 steps, all green",
         "· input_required",

@@ -1,13 +1,18 @@
 """`mcp-tasks demo`: a self-contained tour of tasks over real HTTP, in one process.
 
-It serves the demo tools on a free 127.0.0.1 port from a memory store (nothing is written
-to disk), then drives them with the tasks client: live progress, an input prompt answered
-automatically, and a cancellation. Exit 0 when every step ended as expected.
+It serves the demo tools on a free 127.0.0.1 port from the embedded default store (a SQLite
+file in a temporary folder, removed afterwards; ``memory://`` when the SQLite store is not
+installed) or from ``--store URL``, then drives them with the tasks client: live progress,
+an input prompt answered automatically, and a cancellation. Exit 0 when every step ended as
+expected.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
@@ -15,7 +20,7 @@ import mcp_types as types
 
 from mcp_tasks.cli._serving import running
 from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
-from mcp_tasks.stores.memory import MemoryTaskStore
+from mcp_tasks.stores.urls import store_from_url
 
 if TYPE_CHECKING:
     import argparse
@@ -26,6 +31,11 @@ if TYPE_CHECKING:
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     summary = "a self-contained tour: progress, an input prompt, a cancellation (exits 0)"
     parser = commands.add_parser("demo", help=summary, description=summary)
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="run the tour on this store (default: a SQLite file in a temporary folder)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -57,14 +67,22 @@ async def confirm_yes(
     return types.ElicitResult(action="accept", content={"confirm": True})
 
 
-async def tour(out: TextIO) -> bool:
+def embedded_store_url(folder: Path) -> str:
+    """The embedded default store: SQLite in ``folder``, or memory without the SQLite store."""
+    if importlib.util.find_spec("mcp_tasks_sqlite") is None:
+        return "memory://"
+    return f"sqlite:///{folder / 'demo-tasks.db'}"
+
+
+async def tour(out: TextIO, store_url: str) -> bool:
     # The server side loads only for the commands that serve.
     from mcp_tasks.demo import demo_server  # noqa: PLC0415
 
     show = Tour(out)
-    server = demo_server(MemoryTaskStore(), log_level="WARNING")
+    server = demo_server(store_from_url(store_url), log_level="WARNING")
+    scheme = store_url.split(":", 1)[0]
     async with running(server) as url:
-        show.say(f"mcp-tasks demo: serving the demo tools at {url} (memory store)")
+        show.say(f"mcp-tasks demo: serving the demo tools at {url} ({scheme} store)")
         async with tasks_client(url, elicitation_callback=confirm_yes) as client:
             show.say()
             show.say("1. build — a task reporting progress")
@@ -115,6 +133,9 @@ def _text(result: types.CallToolResult | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    del args
-    ok: Any = anyio.run(tour, sys.stdout)
+    if args.store:
+        ok: Any = anyio.run(tour, sys.stdout, args.store)
+    else:
+        with tempfile.TemporaryDirectory(prefix="mcp-tasks-demo-") as folder:
+            ok = anyio.run(tour, sys.stdout, embedded_store_url(Path(folder)))
     return 0 if ok else 1
