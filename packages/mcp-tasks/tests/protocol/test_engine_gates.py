@@ -9,6 +9,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import MemoryTaskStore, NewTask, RequestView, Tasks
+from mcp_tasks.rules import ANY_OWNER
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -152,3 +153,27 @@ async def test_no_headers_means_no_header_gate(tasks: Tasks) -> None:
         view(headers=None), "tasks/get", {"taskId": "t3"}
     )
     assert result["status"] == "working"
+
+
+async def test_ids_no_task_can_have_answer_like_unknown_ids(tasks: Tasks) -> None:
+    """Control characters, lone surrogates and absurd lengths are answered exactly like an
+    unknown id, on every method (the SQL stores' tests show why they never reach a store)."""
+    await tasks.store.create(NewTask(task_id="real"))
+    for task_id in ("real\x00", "real\ud800", "real\n", "r" * 257, "real" + "\u2028"):
+        for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            params = {"taskId": task_id, "inputResponses": {}}
+            error = await error_of(tasks, view(), method, params)
+            assert error.error.model_dump() == {
+                "code": -32602,
+                "message": "Failed to retrieve task: Task not found",
+                "data": None,
+            }
+    assert (await tasks.store.get("real", ANY_OWNER)).status.value == "working"
+
+
+async def test_update_checks_its_params_before_the_lookup(tasks: Tasks) -> None:
+    """Without inputResponses, tasks/update is -32602 "Missing inputResponses" even for an id
+    that names no task: params come before the lookup."""
+    for task_id in ("unknown", "bad\x00id"):
+        error = await error_of(tasks, view(), "tasks/update", {"taskId": task_id})
+        assert (error.code, error.message) == (-32602, "Missing inputResponses")

@@ -33,6 +33,9 @@ logger = logging.getLogger(__name__)
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 REMOVED_METHODS: Final = frozenset({"tasks/list", "tasks/result"})
 
+#: Far above the 43 characters of a minted id; a longer ``taskId`` names no task.
+MAX_TASK_ID_LENGTH: Final = 256
+
 
 Preflight: TypeAlias = Callable[
     [Mapping[str, Any], Mapping[str, Any]],
@@ -63,6 +66,12 @@ class ToolOptions:
 
     def __post_init__(self) -> None:
         check_policy(self.mode)
+
+
+def could_be_task_id(task_id: str) -> bool:
+    """Whether ``task_id`` could name a task: printable text (no control characters, no lone
+    surrogates) of bounded length. Anything else is answered like an unknown id."""
+    return len(task_id) <= MAX_TASK_ID_LENGTH and task_id.isprintable()
 
 
 def result_to_change(result: object) -> StatusChange:
@@ -332,14 +341,20 @@ class TaskEngine:
         self._check_name_header(request, task_id)
         if not isinstance(task_id, str) or not task_id:
             raise errors.invalid_params("Missing taskId")
+        responses: Mapping[str, Any] | None = None
+        if method == "tasks/update":
+            responses = raw.get("inputResponses")
+            if not isinstance(responses, Mapping):
+                raise errors.invalid_params("Missing inputResponses")
+        if not could_be_task_id(task_id):
+            # Never sent to the store: a NUL or a lone surrogate makes some drivers fail,
+            # and that must not turn a bogus id into -32603 and an error log.
+            raise errors.task_not_found()
         try:
             if method == "tasks/get":
                 record = await self.store.get(task_id, request.owner)
                 return get_task_result(record, self.clock())
-            if method == "tasks/update":
-                responses = raw.get("inputResponses")
-                if not isinstance(responses, Mapping):
-                    raise errors.invalid_params("Missing inputResponses")
+            if responses is not None:  # tasks/update
                 await self.store.update(task_id, request.owner, responses)
             else:
                 await self.store.cancel(task_id, request.owner)
