@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks import MemoryTaskStore, NewTask, RequestView, Tasks
+from mcp_tasks import MemoryTaskStore, NewTask, RequestView, RequireInput, Tasks
 from mcp_tasks.rules import ANY_OWNER
 
 if TYPE_CHECKING:
@@ -153,6 +153,47 @@ async def test_no_headers_means_no_header_gate(tasks: Tasks) -> None:
         view(headers=None), "tasks/get", {"taskId": "t3"}
     )
     assert result["status"] == "working"
+
+
+ASK_NAME = {
+    "method": "elicitation/create",
+    "params": {"mode": "form", "message": "Name?", "requestedSchema": {"type": "object"}},
+}
+
+
+async def test_an_answer_to_an_outstanding_key_must_be_an_object(tasks: Tasks) -> None:
+    """A non-object value for an outstanding key is -32602 and changes nothing (it would
+    otherwise reach the body as an answer); a non-object under any other key is not read."""
+    record = await tasks.store.create(NewTask(task_id="parked"))
+    await tasks.store.put_status(record.task_id, RequireInput({"name": ASK_NAME}))
+    before = await tasks.store.get(record.task_id, ANY_OWNER)
+    for answer in ("Luca", 5, None, ["accept"]):
+        error = await error_of(
+            tasks, view(), "tasks/update", {"taskId": "parked", "inputResponses": {"name": answer}}
+        )
+        assert (error.code, error.message) == (
+            -32602,
+            "Each answer in inputResponses must be a result object",
+        )
+    assert await tasks.store.get(record.task_id, ANY_OWNER) == before
+    ack = await tasks.engine.handle_tasks_method(
+        view(), "tasks/update", {"taskId": "parked", "inputResponses": {"stale": 5, "never": "x"}}
+    )
+    assert ack == {"resultType": "complete"}
+    assert await tasks.store.get(record.task_id, ANY_OWNER) == before
+
+
+async def test_a_cancel_carrying_input_responses_is_still_a_cancel(tasks: Tasks) -> None:
+    """Extra params never change what a method does: tasks/cancel ignores inputResponses."""
+    record = await tasks.store.create(NewTask(task_id="to-cancel"))
+    await tasks.store.put_status(record.task_id, RequireInput({"name": ASK_NAME}))
+    await tasks.engine.handle_tasks_method(
+        view(),
+        "tasks/cancel",
+        {"taskId": "to-cancel", "inputResponses": {"name": {"action": "accept"}}},
+    )
+    after = await tasks.store.get(record.task_id, ANY_OWNER)
+    assert (after.status.value, after.input_responses) == ("cancelled", {})
 
 
 async def test_ids_no_task_can_have_answer_like_unknown_ids(tasks: Tasks) -> None:

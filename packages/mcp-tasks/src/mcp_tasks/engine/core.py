@@ -355,6 +355,7 @@ class TaskEngine:
                 record = await self.store.get(task_id, request.owner)
                 return get_task_result(record, self.clock())
             if responses is not None:  # tasks/update
+                await self._check_answers(task_id, request.owner, responses)
                 await self.store.update(task_id, request.owner, responses)
             else:
                 await self.store.cancel(task_id, request.owner)
@@ -367,6 +368,19 @@ class TaskEngine:
             raise errors.internal_error("Task store unavailable") from None
         await self.notifier.publish(task_id)
         return dict(ACK)
+
+    async def _check_answers(
+        self, task_id: str, owner: str | None, responses: Mapping[str, Any]
+    ) -> None:
+        """An answer to an outstanding request must be a result object (``ElicitResult``,
+        ``CreateMessageResult``, ``ListRootsResult``). Values under any other key are ignored
+        unread, as the spec asks; so the task is read only when some value is not an object."""
+        odd = [key for key, value in responses.items() if not isinstance(value, Mapping)]
+        if not odd:
+            return
+        record = await self.store.get(task_id, owner)
+        if any(key in record.input_requests for key in odd):
+            raise errors.invalid_params("Each answer in inputResponses must be a result object")
 
     @staticmethod
     def _check_name_header(request: RequestView, task_id: object) -> None:
