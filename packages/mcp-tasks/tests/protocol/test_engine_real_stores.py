@@ -4,14 +4,21 @@ answers -32603 with nothing half-written."""
 from __future__ import annotations
 
 import secrets
-from contextlib import asynccontextmanager
+import socket
+import sqlite3
+from contextlib import asynccontextmanager, closing
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import asyncpg
+import httpx2 as httpx
 import pytest
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
+from protocol_http import RawClient, serve
 
-from mcp_tasks import RequestView, Tasks
+from mcp_tasks import RequestView, TaskContext, Tasks
+from mcp_tasks.rules import ANY_OWNER
 from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_postgres import PostgresTaskStore
 from mcp_tasks_sqlite import SQLiteTaskStore
@@ -83,3 +90,111 @@ async def test_ids_no_task_can_have_never_reach_the_store(sql_store: Store) -> N
                         view, method, {"taskId": task_id, "inputResponses": {}}
                     )
                 assert caught.value.error.model_dump() == NOT_FOUND
+
+
+def build_server(tasks: Tasks) -> MCPServer[Any]:
+    mcp: MCPServer[Any] = MCPServer(
+        "stores", extensions=[tasks.extension()], lifespan=tasks.lifespan
+    )
+
+    @tasks.tool(mcp, mode="required")
+    async def ask(ctx: TaskContext) -> str:
+        answer = await ctx.elicit("name", "Name?")
+        return str(answer)
+
+    return mcp
+
+
+@asynccontextmanager
+async def http_client(tasks: Tasks) -> AsyncIterator[RawClient]:
+    app = build_server(tasks).streamable_http_app()
+    async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+        yield RawClient(http, url)
+
+
+async def wait_for(client: RawClient, task_id: str, status: str) -> dict[str, Any]:
+    with anyio.fail_after(10):
+        while True:
+            result: dict[str, Any] = (await client.call("tasks/get", {"taskId": task_id}))["result"]
+            if result["status"] == status:
+                return result
+            await anyio.sleep(0.05)
+
+
+def count_rows(path: Path) -> int:
+    with closing(sqlite3.connect(path)) as conn:
+        tables = [
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+        (table,) = [name for name in tables if name.endswith("tasks")]
+        (count,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        return int(count)
+
+
+async def test_a_locked_sqlite_file_answers_internal_error_and_writes_nothing(
+    sqlite_store: SQLiteTaskStore,
+) -> None:
+    """While another connection holds the file's write lock, tasks/update, tasks/cancel and a
+    task-creating tools/call answer -32603 "Task store unavailable" (HTTP 200, no internals
+    named); once the lock is gone the parked task is exactly as it was and no task was added."""
+    tasks = Tasks(store=sqlite_store)
+    async with http_client(tasks) as client:
+        created = (await client.call("tools/call", {"name": "ask"}))["result"]
+        task_id = created["taskId"]
+        parked = await wait_for(client, task_id, "input_required")
+        locker = sqlite3.connect(sqlite_store.path, isolation_level=None)
+        try:
+            locker.execute("BEGIN IMMEDIATE")
+            answer = {"name": {"action": "accept", "content": {"name": "Luca"}}}
+            replies = [
+                await client.post("tasks/update", {"taskId": task_id, "inputResponses": answer}),
+                await client.post("tasks/cancel", {"taskId": task_id}),
+                await client.post("tools/call", {"name": "ask"}),
+            ]
+        finally:
+            locker.rollback()
+            locker.close()
+        for reply in replies:
+            assert reply.status_code == 200
+            assert reply.json()["error"] == UNAVAILABLE
+        after = (await client.call("tasks/get", {"taskId": task_id}))["result"]
+        assert (after["status"], after["lastUpdatedAt"], after["inputRequests"]) == (
+            "input_required",
+            parked["lastUpdatedAt"],
+            parked["inputRequests"],
+        )
+        assert (await sqlite_store.get(task_id, ANY_OWNER)).input_responses == {}
+    assert count_rows(sqlite_store.path) == 1
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then released)."""
+    with closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def test_an_unreachable_postgres_answers_internal_error_on_every_method() -> None:
+    """A Postgres store pointed at a closed port: every tasks/* method and a task-creating
+    tools/call answer -32603 "Task store unavailable", naming no driver, host or port."""
+    store = PostgresTaskStore(f"postgresql://postgres@127.0.0.1:{closed_port()}/test")
+    tasks = Tasks(store=store)
+    try:
+        async with http_client(tasks) as client:
+            some_id = secrets.token_urlsafe(32)
+            requests: list[tuple[str, dict[str, Any]]] = [
+                ("tasks/get", {"taskId": some_id}),
+                (
+                    "tasks/update",
+                    {"taskId": some_id, "inputResponses": {"k": {"action": "cancel"}}},
+                ),
+                ("tasks/cancel", {"taskId": some_id}),
+                ("tools/call", {"name": "ask"}),
+            ]
+            for method, params in requests:
+                reply = await client.post(method, params)
+                assert reply.status_code == 200
+                assert reply.json()["error"] == UNAVAILABLE
+    finally:
+        await store.close()
