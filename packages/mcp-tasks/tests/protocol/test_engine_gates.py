@@ -78,6 +78,19 @@ async def test_mismatched_and_missing_mcp_name_are_header_errors(tasks: Tasks) -
     assert "Zq9-other" not in str(mismatch.error.model_dump())
 
 
+async def test_a_malformed_base64_mcp_name_is_a_header_error(tasks: Tasks) -> None:
+    """A ``=?base64?…?=`` value that does not decode is -32020, and says so (it is present)."""
+    await tasks.store.create(NewTask(task_id="t-b64"))
+    for value in ("=?base64?!!!?=", "=?base64?dA?=", "=?base64?" + "/w==" + "?="):
+        error = await error_of(
+            tasks, view(headers={"mcp-name": value}), "tasks/get", {"taskId": "t-b64"}
+        )
+        assert (error.code, error.message) == (
+            -32020,
+            "Header mismatch: Mcp-Name header carries a malformed base64 value",
+        )
+
+
 async def test_header_gate_runs_before_params_and_lookup(tasks: Tasks) -> None:
     """A mismatched header on an unknown id is -32020, not -32602."""
     error = await error_of(tasks, view(headers={"mcp-name": "x"}), "tasks/get", {"taskId": "y"})

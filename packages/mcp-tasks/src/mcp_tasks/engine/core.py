@@ -389,8 +389,10 @@ class TaskEngine:
         the core rule for required routing headers says; off HTTP there is nothing to check."""
         if request.headers is None:
             return
+        if request.headers.get("mcp-name") is None:
+            raise errors.header_mismatch("Mcp-Name header is required on tasks/* requests")
         name = request.header("mcp-name")
         if name is None:
-            raise errors.header_mismatch("Mcp-Name header is required on tasks/* requests")
+            raise errors.header_mismatch("Mcp-Name header carries a malformed base64 value")
         if isinstance(task_id, str) and name != task_id:
             raise errors.header_mismatch("Mcp-Name header does not match params.taskId")
