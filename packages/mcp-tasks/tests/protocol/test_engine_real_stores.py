@@ -198,3 +198,25 @@ async def test_an_unreachable_postgres_answers_internal_error_on_every_method() 
                 assert reply.json()["error"] == UNAVAILABLE
     finally:
         await store.close()
+
+
+async def test_a_store_failing_between_create_and_claim_fails_the_task(
+    sqlite_store: SQLiteTaskStore,
+) -> None:
+    """When the store refuses the runner's claim right after the create (a real SQLite
+    trigger refuses every claim), the call answers -32603 "Task store unavailable" and the
+    task it created is failed, not left ``working`` with nobody to run it."""
+    await sqlite_store.migrate()
+    with closing(sqlite3.connect(sqlite_store.path)) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse_claims BEFORE UPDATE OF claim_expires_at ON tasks "
+            "WHEN NEW.claim_expires_at IS NOT NULL BEGIN SELECT RAISE(ABORT, 'no claims'); END"
+        )
+        conn.commit()
+    tasks = Tasks(store=sqlite_store)
+    async with http_client(tasks) as client:
+        reply = await client.post("tools/call", {"name": "ask"})
+        assert reply.json()["error"] == UNAVAILABLE
+    with closing(sqlite3.connect(sqlite_store.path)) as conn:
+        statuses = [row[0] for row in conn.execute("SELECT status FROM tasks")]
+    assert statuses == ["failed"]

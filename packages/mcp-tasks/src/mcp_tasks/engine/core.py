@@ -262,6 +262,11 @@ class TaskEngine:
         except RunnerNotStarted:
             await self._fail_quietly(record.task_id, "The task runner is not running")
             raise errors.internal_error("The task runner is not running") from None
+        except StoreUnavailable:
+            # Created but never claimed: fail it, or it would stay `working` with no runner.
+            logger.exception("claiming a new task failed: the store is unavailable")
+            await self._fail_quietly(record.task_id, "Task store unavailable")
+            raise errors.internal_error("Task store unavailable") from None
         # The create was durable before we answer: a tasks/get on any node resolves it now.
         return create_task_result(record, self.clock())
 
