@@ -391,3 +391,33 @@ async def test_legacy_era_tasks_methods_do_not_exist() -> None:
             )
             assert reply["error"]["code"] == -32601, method
         assert backend.tasks == {}
+
+
+async def test_a_duplicated_mcp_name_is_a_header_error() -> None:
+    """Two Mcp-Name headers (one matching) are -32020: readers of the first and of the last
+    copy would disagree (the SDK's rung, relied on for tasks/* too)."""
+    async with running() as (client, _):
+        task_id = (await parked_task(client))["taskId"]
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tasks/get",
+            "params": {
+                "taskId": task_id,
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+                    "io.modelcontextprotocol/clientCapabilities": WITH_TASKS,
+                },
+            },
+        }
+        for names in ((task_id, "other"), ("other", task_id)):
+            headers = [
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", PROTOCOL),
+                ("mcp-method", "tasks/get"),
+                *(("mcp-name", name) for name in names),
+            ]
+            reply = await client.http.post(client.url, content=json.dumps(body), headers=headers)
+            assert (reply.status_code, reply.json()["error"]["code"]) == (400, -32020)
+            assert task_id not in reply.text
