@@ -173,6 +173,24 @@ async def test_malformed_tasks_requests(method: str) -> None:
             ),
             ("Mcp-Name empty", {"taskId": task_id, **extra}, {"name": ""}, 400, {"code": -32020}),
             (
+                "Mcp-Method mismatch",
+                {"taskId": task_id, **extra},
+                {
+                    "headers": {
+                        "mcp-method": "tasks/get" if method != "tasks/get" else "tasks/cancel"
+                    }
+                },
+                400,
+                {"code": -32020},
+            ),
+            (
+                "MCP-Protocol-Version mismatch",
+                {"taskId": task_id, **extra},
+                {"headers": {"mcp-protocol-version": "2099-01-01"}},
+                400,
+                {"code": -32020},
+            ),
+            (
                 "1 MB taskId",
                 {"taskId": "a" * 1_000_000, **extra},
                 {"name": "a"},
