@@ -238,7 +238,8 @@ async def test_malformed_tasks_requests(method: str) -> None:
 
 async def test_malformed_input_responses() -> None:
     """inputResponses missing or not an object: -32602. A non-object answer to the outstanding
-    key: -32602. A non-object under a key never asked: acked, unread. None changes the task,
+    key, or one holding a lone surrogate: -32602. A non-object under a key never asked: acked,
+    unread. None changes the task,
     and a well-formed answer still completes it afterwards."""
     async with running() as (client, backend):
         task_id = (await parked_task(client))["taskId"]
@@ -262,6 +263,11 @@ async def test_malformed_input_responses() -> None:
                     "code": -32602,
                     "message": "Each answer in inputResponses must be a result object",
                 },
+            ),
+            (
+                {"name": {"action": "accept", "content": {"name": "\ud800"}}},
+                400,
+                {"code": -32602, "message": "inputResponses must be JSON"},
             ),
         ]:
             params: dict[str, Any] = {"taskId": task_id}
