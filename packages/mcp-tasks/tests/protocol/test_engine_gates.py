@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks import MemoryTaskStore, NewTask, RequestView, Tasks
+from mcp_tasks import MemoryTaskStore, NewTask, RequestView, RequireInput, Tasks
+from mcp_tasks.rules import ANY_OWNER
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -75,6 +76,19 @@ async def test_mismatched_and_missing_mcp_name_are_header_errors(tasks: Tasks) -
     assert (mismatch.code, missing.code) == (-32020, -32020)
     assert secret not in str(mismatch.error.model_dump())
     assert "Zq9-other" not in str(mismatch.error.model_dump())
+
+
+async def test_a_malformed_base64_mcp_name_is_a_header_error(tasks: Tasks) -> None:
+    """A ``=?base64?…?=`` value that does not decode is -32020, and says so (it is present)."""
+    await tasks.store.create(NewTask(task_id="t-b64"))
+    for value in ("=?base64?!!!?=", "=?base64?dA?=", "=?base64?" + "/w==" + "?="):
+        error = await error_of(
+            tasks, view(headers={"mcp-name": value}), "tasks/get", {"taskId": "t-b64"}
+        )
+        assert (error.code, error.message) == (
+            -32020,
+            "Header mismatch: Mcp-Name header carries a malformed base64 value",
+        )
 
 
 async def test_header_gate_runs_before_params_and_lookup(tasks: Tasks) -> None:
@@ -152,3 +166,68 @@ async def test_no_headers_means_no_header_gate(tasks: Tasks) -> None:
         view(headers=None), "tasks/get", {"taskId": "t3"}
     )
     assert result["status"] == "working"
+
+
+ASK_NAME = {
+    "method": "elicitation/create",
+    "params": {"mode": "form", "message": "Name?", "requestedSchema": {"type": "object"}},
+}
+
+
+async def test_an_answer_to_an_outstanding_key_must_be_an_object(tasks: Tasks) -> None:
+    """A non-object value for an outstanding key is -32602 and changes nothing (it would
+    otherwise reach the body as an answer); a non-object under any other key is not read."""
+    record = await tasks.store.create(NewTask(task_id="parked"))
+    await tasks.store.put_status(record.task_id, RequireInput({"name": ASK_NAME}))
+    before = await tasks.store.get(record.task_id, ANY_OWNER)
+    for answer in ("Luca", 5, None, ["accept"]):
+        error = await error_of(
+            tasks, view(), "tasks/update", {"taskId": "parked", "inputResponses": {"name": answer}}
+        )
+        assert (error.code, error.message) == (
+            -32602,
+            "Each answer in inputResponses must be a result object",
+        )
+    assert await tasks.store.get(record.task_id, ANY_OWNER) == before
+    ack = await tasks.engine.handle_tasks_method(
+        view(), "tasks/update", {"taskId": "parked", "inputResponses": {"stale": 5, "never": "x"}}
+    )
+    assert ack == {"resultType": "complete"}
+    assert await tasks.store.get(record.task_id, ANY_OWNER) == before
+
+
+async def test_a_cancel_carrying_input_responses_is_still_a_cancel(tasks: Tasks) -> None:
+    """Extra params never change what a method does: tasks/cancel ignores inputResponses."""
+    record = await tasks.store.create(NewTask(task_id="to-cancel"))
+    await tasks.store.put_status(record.task_id, RequireInput({"name": ASK_NAME}))
+    await tasks.engine.handle_tasks_method(
+        view(),
+        "tasks/cancel",
+        {"taskId": "to-cancel", "inputResponses": {"name": {"action": "accept"}}},
+    )
+    after = await tasks.store.get(record.task_id, ANY_OWNER)
+    assert (after.status.value, after.input_responses) == ("cancelled", {})
+
+
+async def test_ids_no_task_can_have_answer_like_unknown_ids(tasks: Tasks) -> None:
+    """Control characters, lone surrogates and absurd lengths are answered exactly like an
+    unknown id, on every method (the SQL stores' tests show why they never reach a store)."""
+    await tasks.store.create(NewTask(task_id="real"))
+    for task_id in ("real\x00", "real\ud800", "real\n", "r" * 257, "real" + "\u2028"):
+        for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            params = {"taskId": task_id, "inputResponses": {}}
+            error = await error_of(tasks, view(), method, params)
+            assert error.error.model_dump() == {
+                "code": -32602,
+                "message": "Failed to retrieve task: Task not found",
+                "data": None,
+            }
+    assert (await tasks.store.get("real", ANY_OWNER)).status.value == "working"
+
+
+async def test_update_checks_its_params_before_the_lookup(tasks: Tasks) -> None:
+    """Without inputResponses, tasks/update is -32602 "Missing inputResponses" even for an id
+    that names no task: params come before the lookup."""
+    for task_id in ("unknown", "bad\x00id"):
+        error = await error_of(tasks, view(), "tasks/update", {"taskId": task_id})
+        assert (error.code, error.message) == (-32602, "Missing inputResponses")

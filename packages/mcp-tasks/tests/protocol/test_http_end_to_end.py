@@ -216,25 +216,44 @@ async def test_row_cap_answers_task_limit_reached() -> None:
         assert second["error"] == {"code": -32603, "message": "Task limit reached"}
 
 
+def same_answer(a: httpx.Response, b: httpx.Response) -> bool:
+    """Equal status, headers (all but ``date``, which is the clock) and body bytes."""
+
+    def headers(response: httpx.Response) -> list[tuple[str, str]]:
+        return sorted((k, v) for k, v in response.headers.multi_items() if k != "date")
+
+    return (a.status_code, headers(a), a.content) == (b.status_code, headers(b), b.content)
+
+
 async def test_foreign_task_answers_like_a_missing_one() -> None:
-    """Another principal's task id gets the same status and bytes as an id that never existed."""
+    """Another principal's task id gets the same status, headers and bytes as an id that
+    never existed, on get, update (even answering its outstanding keys) and cancel; the
+    foreign task is left exactly as it was."""
     tasks = Tasks()
     async with running(tasks, auth=True, token="alice") as (alice, _):
-        created = (await alice.call("tools/call", {"name": "forever"}))["result"]
-        task_id = created["taskId"]
-        assert (await alice.call("tasks/get", {"taskId": task_id}))["result"]["taskId"] == task_id
+        working = (await alice.call("tools/call", {"name": "forever"}))["result"]["taskId"]
+        parked = (await alice.call("tools/call", {"name": "two_questions"}))["result"]["taskId"]
+        before = await wait_status(alice, parked, "input_required")
+        answers = {k: {"action": "accept", "content": {"v": k}} for k in ("a", "b")}
         bob = RawClient(alice.http, alice.url, token="bob")
-        for method, extra in (
-            ("tasks/get", {}),
-            ("tasks/update", {"inputResponses": {}}),
-            ("tasks/cancel", {}),
-        ):
-            foreign = await bob.post(method, {"taskId": task_id, **extra}, request_id=9)
-            missing = await bob.post(method, {"taskId": "y" * 43, **extra}, request_id=9)
-            assert foreign.json()["error"] == NOT_FOUND
-            assert (foreign.status_code, foreign.content) == (missing.status_code, missing.content)
-        still = (await alice.call("tasks/get", {"taskId": task_id}))["result"]
+        for task_id in (working, parked):
+            for method, extra in (
+                ("tasks/get", {}),
+                ("tasks/update", {"inputResponses": answers}),
+                ("tasks/cancel", {}),
+            ):
+                foreign = await bob.post(method, {"taskId": task_id, **extra}, request_id=9)
+                missing = await bob.post(method, {"taskId": "y" * 43, **extra}, request_id=9)
+                assert foreign.json()["error"] == NOT_FOUND
+                assert same_answer(foreign, missing), method
+        still = (await alice.call("tasks/get", {"taskId": working}))["result"]
         assert still["status"] == "working"
+        after = (await alice.call("tasks/get", {"taskId": parked}))["result"]
+        assert (after["status"], after["lastUpdatedAt"], after["inputRequests"]) == (
+            "input_required",
+            before["lastUpdatedAt"],
+            before["inputRequests"],
+        )
 
 
 async def test_http_statuses_of_the_gates() -> None:

@@ -33,6 +33,9 @@ logger = logging.getLogger(__name__)
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 REMOVED_METHODS: Final = frozenset({"tasks/list", "tasks/result"})
 
+#: Far above the 43 characters of a minted id; a longer ``taskId`` names no task.
+MAX_TASK_ID_LENGTH: Final = 256
+
 
 Preflight: TypeAlias = Callable[
     [Mapping[str, Any], Mapping[str, Any]],
@@ -63,6 +66,12 @@ class ToolOptions:
 
     def __post_init__(self) -> None:
         check_policy(self.mode)
+
+
+def could_be_task_id(task_id: str) -> bool:
+    """Whether ``task_id`` could name a task: printable text (no control characters, no lone
+    surrogates) of bounded length. Anything else is answered like an unknown id."""
+    return len(task_id) <= MAX_TASK_ID_LENGTH and task_id.isprintable()
 
 
 def result_to_change(result: object) -> StatusChange:
@@ -261,6 +270,11 @@ class TaskEngine:
         except RunnerNotStarted:
             await self._fail_quietly(record.task_id, "The task runner is not running")
             raise errors.internal_error("The task runner is not running") from None
+        except StoreUnavailable:
+            # Created but never claimed: fail it, or it would stay `working` with no runner.
+            logger.exception("claiming a new task failed: the store is unavailable")
+            await self._fail_quietly(record.task_id, "Task store unavailable")
+            raise errors.internal_error("Task store unavailable") from None
         # The create was durable before we answer: a tasks/get on any node resolves it now.
         return create_task_result(record, self.clock())
 
@@ -340,14 +354,21 @@ class TaskEngine:
         self._check_name_header(request, task_id)
         if not isinstance(task_id, str) or not task_id:
             raise errors.invalid_params("Missing taskId")
+        responses: Mapping[str, Any] | None = None
+        if method == "tasks/update":
+            responses = raw.get("inputResponses")
+            if not isinstance(responses, Mapping):
+                raise errors.invalid_params("Missing inputResponses")
+        if not could_be_task_id(task_id):
+            # Never sent to the store: a NUL or a lone surrogate makes some drivers fail,
+            # and that must not turn a bogus id into -32603 and an error log.
+            raise errors.task_not_found()
         try:
             if method == "tasks/get":
                 record = await self.store.get(task_id, request.owner)
                 return get_task_result(record, self.clock())
-            if method == "tasks/update":
-                responses = raw.get("inputResponses")
-                if not isinstance(responses, Mapping):
-                    raise errors.invalid_params("Missing inputResponses")
+            if responses is not None:  # tasks/update
+                await self._check_answers(task_id, request.owner, responses)
                 await self.store.update(task_id, request.owner, responses)
             else:
                 await self.store.cancel(task_id, request.owner)
@@ -361,6 +382,19 @@ class TaskEngine:
         await self.notifier.publish(task_id)
         return dict(ACK)
 
+    async def _check_answers(
+        self, task_id: str, owner: str | None, responses: Mapping[str, Any]
+    ) -> None:
+        """An answer to an outstanding request must be a result object (``ElicitResult``,
+        ``CreateMessageResult``, ``ListRootsResult``). Values under any other key are ignored
+        unread, as the spec asks; so the task is read only when some value is not an object."""
+        odd = [key for key, value in responses.items() if not isinstance(value, Mapping)]
+        if not odd:
+            return
+        record = await self.store.get(task_id, owner)
+        if any(key in record.input_requests for key in odd):
+            raise errors.invalid_params("Each answer in inputResponses must be a result object")
+
     @staticmethod
     def _check_name_header(request: RequestView, task_id: object) -> None:
         """``Mcp-Name`` must carry ``params.taskId`` on HTTP (the SDK checks it only for
@@ -368,8 +402,10 @@ class TaskEngine:
         the core rule for required routing headers says; off HTTP there is nothing to check."""
         if request.headers is None:
             return
+        if request.headers.get("mcp-name") is None:
+            raise errors.header_mismatch("Mcp-Name header is required on tasks/* requests")
         name = request.header("mcp-name")
         if name is None:
-            raise errors.header_mismatch("Mcp-Name header is required on tasks/* requests")
+            raise errors.header_mismatch("Mcp-Name header carries a malformed base64 value")
         if isinstance(task_id, str) and name != task_id:
             raise errors.header_mismatch("Mcp-Name header does not match params.taskId")
