@@ -20,6 +20,7 @@ import anyio.abc
 from mcp_tasks.context import RunningTaskContext, TaskCancelled
 from mcp_tasks.errors import MCPTasksError, StaleLease, TaskNotFound
 from mcp_tasks.ids import redact
+from mcp_tasks.logs import log_failure
 from mcp_tasks.models import Claimed, Complete, Fail, StatusChange, WorkSpec
 from mcp_tasks.rules import ANY_OWNER
 
@@ -166,8 +167,8 @@ class Runner:
                 await self.notifier.publish(task_id)
         except (StaleLease, TaskNotFound):
             logger.debug("task %s ended elsewhere; outcome dropped", redact(task_id))
-        except MCPTasksError:
-            logger.exception("recording a task outcome failed")
+        except MCPTasksError as exc:
+            log_failure(logger, "recording a task outcome failed", exc, task_id)
         finally:
             # Also on shutdown: a released task is claimable by another node at once.
             with anyio.CancelScope(shield=True):

@@ -19,6 +19,7 @@ from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
 from mcp_tasks.errors import NotJSONSafe, StoreUnavailable, TaskLimitReached, TaskNotFound
 from mcp_tasks.ids import new_task_id, redact
+from mcp_tasks.logs import log_failure
 from mcp_tasks.models import Complete, Fail, NewTask, StatusChange, TaskRecord
 from mcp_tasks.runner import Runner, RunnerNotStarted, tool_work
 
@@ -223,8 +224,10 @@ class TaskEngine:
             record = await self.store.create(task)
         except TaskLimitReached:
             raise errors.task_limit_reached() from None
-        except StoreUnavailable:
-            logger.exception("creating a task failed: the store is unavailable")
+        except StoreUnavailable as exc:
+            log_failure(
+                logger, "creating a task failed: the store is unavailable", exc, task.task_id
+            )
             raise errors.internal_error("Task store unavailable") from None
         # created_at was stamped during the call: the estimate errs by one round trip at most.
         self._store_offset_ms = record.created_at - self._local_clock()
@@ -270,9 +273,10 @@ class TaskEngine:
         except RunnerNotStarted:
             await self._fail_quietly(record.task_id, "The task runner is not running")
             raise errors.internal_error("The task runner is not running") from None
-        except StoreUnavailable:
+        except StoreUnavailable as exc:
             # Created but never claimed: fail it, or it would stay `working` with no runner.
-            logger.exception("claiming a new task failed: the store is unavailable")
+            what = "claiming a new task failed: the store is unavailable"
+            log_failure(logger, what, exc, record.task_id)
             await self._fail_quietly(record.task_id, "Task store unavailable")
             raise errors.internal_error("Task store unavailable") from None
         # The create was durable before we answer: a tasks/get on any node resolves it now.
@@ -321,8 +325,8 @@ class TaskEngine:
             started = deferred.start(record.task_id)
             if inspect.isawaitable(started):
                 await started
-        except Exception:
-            logger.exception("starting manual task work failed")
+        except Exception as exc:  # the job system's own failure, whatever its type
+            log_failure(logger, "starting manual task work failed", exc, record.task_id)
             record = await self._fail_quietly(record.task_id, "Starting the task failed") or record
         return create_task_result(record, self.clock())
 
@@ -331,8 +335,8 @@ class TaskEngine:
             transition = await self.store.put_status(
                 task_id, Fail({"code": -32603, "message": message})
             )
-        except Exception:
-            logger.exception("recording a task failure failed")
+        except Exception as exc:
+            log_failure(logger, "recording a task failure failed", exc, task_id)
             return None
         await self.notifier.publish(task_id)
         return transition.record
@@ -376,8 +380,8 @@ class TaskEngine:
             raise errors.task_not_found() from None
         except NotJSONSafe:
             raise errors.invalid_params("inputResponses must be JSON") from None
-        except StoreUnavailable:
-            logger.exception("%s failed: the store is unavailable", method)
+        except StoreUnavailable as exc:
+            log_failure(logger, f"{method} failed: the store is unavailable", exc, task_id)
             raise errors.internal_error("Task store unavailable") from None
         await self.notifier.publish(task_id)
         return dict(ACK)
