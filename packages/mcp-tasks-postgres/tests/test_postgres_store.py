@@ -33,6 +33,23 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 
+async def wait_past(url: str, epoch_ms: int) -> None:
+    """Wait until the server's clock (the store clock) is past ``epoch_ms``: expiry is then
+    certain, however long the test's own steps took (10 s failure timeout)."""
+    conn = await asyncpg.connect(url)
+    try:
+        with anyio.fail_after(10):
+            while True:
+                now = await conn.fetchval(
+                    "SELECT floor(extract(epoch from clock_timestamp()) * 1000)::bigint"
+                )
+                if now > epoch_ms:
+                    return
+                await anyio.sleep((epoch_ms - now + 1) / 1000)
+    finally:
+        await conn.close()
+
+
 async def test_store_from_url_finds_the_postgres_store(postgres_url: str, namespace: str) -> None:
     """postgresql:// and postgres:// resolve through the entry points; ?schema= is the namespace."""
     sep = "&" if "?" in postgres_url else "?"
@@ -98,14 +115,15 @@ async def test_leases_follow_the_server_clock(open_store: OpenStore) -> None:
     conn = await asyncpg.connect(store.url)
     try:
         before = await conn.fetchval("SELECT floor(extract(epoch from clock_timestamp())*1000)")
-        first = await store.claim("w1", lease_ms=300, task_id=task.task_id)
+        # Long enough that the claim below surely runs while this lease is live.
+        first = await store.claim("w1", lease_ms=2_000, task_id=task.task_id)
         after = await conn.fetchval("SELECT floor(extract(epoch from clock_timestamp())*1000)")
     finally:
         await conn.close()
     assert first is not None
-    assert before + 300 <= first.lease.expires_at <= after + 300
-    assert await store.claim("w2", lease_ms=300, task_id=task.task_id) is None
-    await anyio.sleep(0.4)
+    assert before + 2_000 <= first.lease.expires_at <= after + 2_000
+    assert await store.claim("w2", lease_ms=2_000, task_id=task.task_id) is None
+    await wait_past(store.url, first.lease.expires_at)
     second = await store.claim("w2", lease_ms=60_000, task_id=task.task_id)
     assert second is not None
     assert second.lease.generation == first.lease.generation + 1
@@ -182,11 +200,13 @@ async def test_creates_at_the_cap_never_exceed_it(open_store: OpenStore, postgre
 async def test_expired_rows_do_not_count_toward_the_cap(open_store: OpenStore) -> None:
     """At the cap, a row whose TTL has passed no longer counts, even before it is reaped."""
     store = await open_store(StoreOptions(max_rows=2))
-    await store.create(NewTask(new_task_id(), ttl_ms=100))
+    # Long enough that the refused create below surely runs while this row is live.
+    doomed = await store.create(NewTask(new_task_id(), ttl_ms=2_000))
     await store.create(NewTask(new_task_id()))
     with pytest.raises(TaskLimitReached):
-        await store.create(NewTask(new_task_id(), ttl_ms=100))
-    await anyio.sleep(0.2)
+        await store.create(NewTask(new_task_id(), ttl_ms=2_000))
+    assert doomed.expires_at is not None
+    await wait_past(store.url, doomed.expires_at)
     await store.create(NewTask(new_task_id()))
     assert await store.reap() == 1
 
@@ -208,10 +228,9 @@ async def test_per_owner_cap_counts_active_tasks(open_store: OpenStore) -> None:
 async def test_concurrent_reapers_remove_disjoint_sets(open_store: OpenStore) -> None:
     """Two reapers on separate pools together remove each expired task exactly once."""
     stores = [await open_store() for _ in range(2)]
-    for _ in range(120):
-        await stores[0].create(NewTask(new_task_id(), ttl_ms=50))
+    doomed = [await stores[0].create(NewTask(new_task_id(), ttl_ms=50)) for _ in range(120)]
     keep = await stores[0].create(NewTask(new_task_id()))
-    await anyio.sleep(0.1)
+    await wait_past(stores[0].url, max(task.expires_at or 0 for task in doomed))
     counts: list[int] = []
 
     async def reaper(store: PostgresTaskStore) -> None:
@@ -229,7 +248,7 @@ async def test_reaped_task_is_whole_or_gone_for_a_writer(open_store: OpenStore) 
     """A write racing the reaper either lands on the whole task or finds it gone."""
     store, reaper = await open_store(), await open_store()
     tasks = [await store.create(NewTask(new_task_id(), ttl_ms=150)) for _ in range(30)]
-    await anyio.sleep(0.15)
+    await wait_past(store.url, max(task.expires_at or 0 for task in tasks))
     outcomes: list[str] = []
 
     async def write(task_id: str) -> None:
