@@ -176,10 +176,11 @@ class ClaimContract(ContractBase):
         with pytest.raises(StaleLease):
             await store.renew(claimed.lease, lease_ms=LONG_LEASE_MS)
         await assert_unchanged(store, done.record)
-        short = await new_task(store, work=job(), ttl_ms=300)
+        # Long enough to claim it in time on a slow backend, short enough to wait out.
+        short = await new_task(store, work=job(), ttl_ms=1_000)
         doomed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=short.task_id)
         assert doomed is not None
-        await anyio.sleep(0.5)
+        await anyio.sleep(1.3)
         assert await store.reap() == 1
         with pytest.raises(StaleLease):
             await store.renew(doomed.lease, lease_ms=LONG_LEASE_MS)

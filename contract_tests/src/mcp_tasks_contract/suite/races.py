@@ -212,8 +212,9 @@ class RaceContract(ContractBase):
         reaper, *workers = await handles.open_many(5)
         records, leases = [], []
         for i in range(20):
-            # Claimed right after it is created, so even a slow backend claims it in time.
-            record = await new_task(reaper, work=job(), ttl_ms=300)
+            # Claimed right after it is created, with a TTL long enough that even a slow
+            # backend claims it in time.
+            record = await new_task(reaper, work=job(), ttl_ms=1_000)
             claimed = await workers[i % 4].claim(
                 "w", lease_ms=LONG_LEASE_MS, task_id=record.task_id
             )
