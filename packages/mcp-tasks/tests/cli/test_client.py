@@ -202,10 +202,11 @@ async def test_watch_waits_the_poll_interval_the_server_asks_for(
     monkeypatch.setattr(TaskHandle, "get", get)
     monkeypatch.setattr(client_module, "_sleep", sleep)
     async with tasks_client(demo_url) as client:
-        handle = await start_tool(client, "build", {})
+        # A 1 s task outlives the first poll by far more than one round trip, even when slow.
+        handle = await start_tool(client, "sleep", {"seconds": 1})
         assert isinstance(handle, TaskHandle)
         await handle.wait()
-    assert waited, "the build outlives the first poll"
+    assert waited, "the task outlives the first poll"
     assert len(waited) == len(polled) - 1, "no wait after the terminal state"
     for seconds, state in zip(waited, polled, strict=False):
         assert state.poll_interval_ms is not None
