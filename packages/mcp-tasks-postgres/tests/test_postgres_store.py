@@ -14,7 +14,6 @@ from mcp_tasks import (
     Complete,
     DuplicateTaskId,
     NewTask,
-    Outcome,
     Progress,
     StaleLease,
     StoreOptions,
@@ -129,47 +128,6 @@ async def test_leases_follow_the_server_clock(open_store: OpenStore) -> None:
     assert second.lease.generation == first.lease.generation + 1
     with pytest.raises(StaleLease):
         await store.put_status(task.task_id, Progress("late"), lease=first.lease)
-
-
-async def test_writers_on_one_revision_apply_exactly_once(open_store: OpenStore) -> None:
-    """32 writers on separate pools, all expecting revision 0: exactly one is applied."""
-    stores = [await open_store(max_connections=2) for _ in range(8)]
-    task = await stores[0].create(NewTask(new_task_id()))
-    outcomes: list[str] = []
-
-    async def write(i: int) -> None:
-        try:
-            done = await stores[i % 8].put_status(
-                task.task_id, Progress(f"w{i}"), expected_revision=0
-            )
-            outcomes.append(done.outcome.value)
-        except Exception as exc:
-            outcomes.append(type(exc).__name__)
-
-    async with anyio.create_task_group() as tg:
-        for i in range(32):
-            tg.start_soon(write, i)
-    assert outcomes.count(Outcome.APPLIED.value) == 1
-    assert outcomes.count("RevisionConflict") == 31
-    assert (await stores[0].get(task.task_id, None)).revision == 1
-
-
-async def test_claimers_take_each_task_exactly_once(open_store: OpenStore) -> None:
-    """16 claimers on separate pools over 200 tasks: every task is claimed exactly once."""
-    stores = [await open_store(max_connections=2) for _ in range(8)]
-    ids = set()
-    for _ in range(200):
-        ids.add((await stores[0].create(NewTask(new_task_id(), work=WorkSpec("job")))).task_id)
-    claimed: list[str] = []
-
-    async def claimer(i: int) -> None:
-        while (got := await stores[i % 8].claim(f"w{i}", lease_ms=60_000)) is not None:
-            claimed.append(got.record.task_id)
-
-    async with anyio.create_task_group() as tg:
-        for i in range(16):
-            tg.start_soon(claimer, i)
-    assert sorted(claimed) == sorted(ids)
 
 
 async def test_creates_at_the_cap_never_exceed_it(open_store: OpenStore, postgres_url: str) -> None:

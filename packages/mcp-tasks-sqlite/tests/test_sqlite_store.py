@@ -16,8 +16,6 @@ from mcp_tasks import (
     Complete,
     ManualClock,
     NewTask,
-    Outcome,
-    Progress,
     Retry,
     StaleLease,
     StoreOptions,
@@ -115,47 +113,6 @@ async def test_injected_clock_drives_ttl_leases_and_retries(open_store: OpenStor
     with pytest.raises(TaskNotFound):
         await store.get(task.task_id, ANY_OWNER)
     assert await store.reap() == 1
-
-
-async def test_writers_on_one_revision_apply_exactly_once(open_store: OpenStore) -> None:
-    """32 writers on 8 connections, all expecting revision 0: exactly one is applied."""
-    stores = [await open_store() for _ in range(8)]
-    task = await stores[0].create(NewTask(new_task_id()))
-    outcomes: list[str] = []
-
-    async def write(i: int) -> None:
-        try:
-            done = await stores[i % 8].put_status(
-                task.task_id, Progress(f"w{i}"), expected_revision=0
-            )
-            outcomes.append(done.outcome.value)
-        except Exception as exc:
-            outcomes.append(type(exc).__name__)
-
-    async with anyio.create_task_group() as tg:
-        for i in range(32):
-            tg.start_soon(write, i)
-    assert outcomes.count(Outcome.APPLIED.value) == 1
-    assert outcomes.count("RevisionConflict") == 31
-
-
-async def test_claimers_take_each_task_exactly_once(open_store: OpenStore) -> None:
-    """16 claimers on 8 connections over 200 tasks: every task is claimed exactly once."""
-    stores = [await open_store() for _ in range(8)]
-    ids = {
-        (await stores[0].create(NewTask(new_task_id(), work=WorkSpec("j")))).task_id
-        for _ in range(200)
-    }
-    claimed: list[str] = []
-
-    async def claimer(i: int) -> None:
-        while (got := await stores[i % 8].claim(f"w{i}", lease_ms=60_000)) is not None:
-            claimed.append(got.record.task_id)
-
-    async with anyio.create_task_group() as tg:
-        for i in range(16):
-            tg.start_soon(claimer, i)
-    assert sorted(claimed) == sorted(ids)
 
 
 async def test_creates_at_the_cap_never_exceed_it(open_store: OpenStore, db_path: Path) -> None:
