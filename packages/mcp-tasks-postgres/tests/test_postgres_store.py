@@ -226,27 +226,6 @@ async def test_reaped_task_is_whole_or_gone_for_a_writer(open_store: OpenStore) 
     assert len(outcomes) == 30
 
 
-async def test_payloads_round_trip_exactly(open_store: OpenStore) -> None:
-    """NUL characters, unicode, nesting, big integers and floats come back identical."""
-    store = await open_store()
-    payload = {
-        "nul": "a\u0000b",
-        "emoji": "\U0001f600",
-        "big": 2**63 - 1,
-        "f": 0.1,
-        "n": [{"z": None}],
-    }
-    task = await store.create(
-        NewTask(new_task_id(), status_message="\u0000", work=WorkSpec("t", payload))
-    )
-    done = await store.put_status(task.task_id, Complete(payload))
-    again = await (await open_store()).get(task.task_id, None)
-    assert again == done.record
-    assert again.result == payload
-    assert again.work is not None
-    assert again.work.input == payload
-
-
 @pytest.mark.parametrize("operation", ["get", "claim", "reap"])
 async def test_hot_paths_use_indexes(
     open_store: OpenStore, postgres_url: str, operation: str

@@ -18,6 +18,7 @@ from mcp_tasks import (
     RequireInput,
     Store,
     TaskStatus,
+    WorkSpec,
 )
 from mcp_tasks.jsonsafe import INT_MAX, INT_MIN, JSONObject, JSONValue
 from mcp_tasks_contract.suite.base import ContractBase, assert_unchanged, current, new_task
@@ -106,7 +107,8 @@ def same_json(left: object, right: object) -> bool:
 
 
 async def round_trip(writer: Store, reader: Store, value: JSONValue) -> None:
-    """``value`` through request params, a response, a result and an error's data."""
+    """``value`` through request params, a response, a result, an error's data and a
+    work descriptor's input; a string ``value`` also as a status message."""
     request: JSONObject = {"method": "elicitation/create", "params": {"value": value}}
     asking = await new_task(writer, owner="alice")
     await writer.put_status(asking.task_id, RequireInput({"q": request, "r": request}))
@@ -119,7 +121,12 @@ async def round_trip(writer: Store, reader: Store, value: JSONValue) -> None:
     seen = await reader.get(asking.task_id, "alice")
     assert seen.status is TaskStatus.COMPLETED
     assert same_json(seen.result, {"value": value})
-    failing = await new_task(writer)
+    message = value if isinstance(value, str) else None
+    failing = await new_task(writer, work=WorkSpec("job", value), status_message=message)
+    seen = await current(reader, failing.task_id)
+    assert seen.work is not None
+    assert same_json(seen.work.input, value)
+    assert seen.status_message == message
     error: JSONObject = {"code": -32000, "message": "failed", "data": value}
     await writer.put_status(failing.task_id, Fail(error))
     seen = await current(reader, failing.task_id)
