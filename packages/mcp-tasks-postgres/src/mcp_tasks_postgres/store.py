@@ -102,12 +102,6 @@ class PostgresTaskStore(SQLTaskStore):
     def __repr__(self) -> str:
         return f"PostgresTaskStore(url={mask_password(self.url)!r}, schema={self.schema!r})"
 
-    async def __aenter__(self) -> PostgresTaskStore:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
     @property
     def _sql(self) -> Statements:
         return self._statements

@@ -91,12 +91,6 @@ class SQLiteTaskStore(SQLTaskStore):
     def __repr__(self) -> str:
         return f"SQLiteTaskStore(path={str(self.path)!r}, max_rows={self.options.max_rows})"
 
-    async def __aenter__(self) -> SQLiteTaskStore:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
     @property
     def _sql(self) -> Statements:
         return self._statements

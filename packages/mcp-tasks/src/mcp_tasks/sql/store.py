@@ -11,7 +11,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from enum import Enum
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self, TypeVar
 
 from mcp_tasks import rules
 from mcp_tasks.errors import DuplicateTaskId, MCPTasksError, StoreUnavailable, TaskLimitReached
@@ -89,7 +89,17 @@ class SQLTaskStore(ABC):
         self._ready_lock = asyncio.Lock()
         self._closed = False
 
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
     # --- what a dialect provides -------------------------------------------------------
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release the store's connections. Idempotent."""
 
     @property
     @abstractmethod
