@@ -21,9 +21,11 @@ PYTEST = ("python", "-m", "pytest")
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff: lint and formatting."""
+    """ruff (lint and formatting) and import-linter (the layers and package boundaries
+    declared in pyproject.toml's [tool.importlinter])."""
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("lint-imports", "--no-cache")
 
 
 @nox.session

@@ -34,7 +34,7 @@ from mcp_tasks_sqlite import SQLiteTaskStore
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from mcp_tasks.store import Store
+    from mcp_tasks.stores.protocol import Store
 
 
 async def rate(ops: int, call: Callable[[int], Awaitable[object]]) -> float:

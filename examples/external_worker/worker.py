@@ -20,7 +20,7 @@ from jobqueue import JobQueue
 from mcp_tasks import TaskControl, TaskStatus, store_from_url
 
 if TYPE_CHECKING:
-    from mcp_tasks.jsonsafe import JSONObject
+    from mcp_tasks.domain.jsonsafe import JSONObject
 
 PUBLISH_QUESTION: JSONObject = {
     "method": "elicitation/create",

@@ -20,8 +20,8 @@ from mcp_tasks import (
 )
 
 if TYPE_CHECKING:
-    from mcp_tasks.jsonsafe import JSONObject
-    from mcp_tasks.store import Store
+    from mcp_tasks.domain.jsonsafe import JSONObject
+    from mcp_tasks.stores.protocol import Store
 
 TASKS = 1_000
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 import pytest
 
-from mcp_tasks.models import StoreOptions
+from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_postgres import PostgresTaskStore
 

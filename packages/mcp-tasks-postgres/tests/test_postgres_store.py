@@ -111,7 +111,7 @@ async def test_leases_follow_the_server_clock(open_store: OpenStore) -> None:
     """A lease's expiry is server now + lease_ms; once it passes, the task is claimable again."""
     store = await open_store()
     task = await store.create(NewTask(new_task_id(), work=WorkSpec("job")))
-    conn = await asyncpg.connect(store.url)
+    conn = await asyncpg.connect(store.dialect.connect_url)
     try:
         before = await conn.fetchval("SELECT floor(extract(epoch from clock_timestamp())*1000)")
         # Long enough that the claim below surely runs while this lease is live.
@@ -122,7 +122,7 @@ async def test_leases_follow_the_server_clock(open_store: OpenStore) -> None:
     assert first is not None
     assert before + 2_000 <= first.lease.expires_at <= after + 2_000
     assert await store.claim("w2", lease_ms=2_000, task_id=task.task_id) is None
-    await wait_past(store.url, first.lease.expires_at)
+    await wait_past(store.dialect.connect_url, first.lease.expires_at)
     second = await store.claim("w2", lease_ms=60_000, task_id=task.task_id)
     assert second is not None
     assert second.lease.generation == first.lease.generation + 1
@@ -164,7 +164,7 @@ async def test_expired_rows_do_not_count_toward_the_cap(open_store: OpenStore) -
     with pytest.raises(TaskLimitReached):
         await store.create(NewTask(new_task_id(), ttl_ms=2_000))
     assert doomed.expires_at is not None
-    await wait_past(store.url, doomed.expires_at)
+    await wait_past(store.dialect.connect_url, doomed.expires_at)
     await store.create(NewTask(new_task_id()))
     assert await store.reap() == 1
 
@@ -188,7 +188,7 @@ async def test_concurrent_reapers_remove_disjoint_sets(open_store: OpenStore) ->
     stores = [await open_store() for _ in range(2)]
     doomed = [await stores[0].create(NewTask(new_task_id(), ttl_ms=50)) for _ in range(120)]
     keep = await stores[0].create(NewTask(new_task_id()))
-    await wait_past(stores[0].url, max(task.expires_at or 0 for task in doomed))
+    await wait_past(stores[0].dialect.connect_url, max(task.expires_at or 0 for task in doomed))
     counts: list[int] = []
 
     async def reaper(store: PostgresTaskStore) -> None:
@@ -206,7 +206,7 @@ async def test_reaped_task_is_whole_or_gone_for_a_writer(open_store: OpenStore) 
     """A write racing the reaper either lands on the whole task or finds it gone."""
     store, reaper = await open_store(), await open_store()
     tasks = [await store.create(NewTask(new_task_id(), ttl_ms=150)) for _ in range(30)]
-    await wait_past(store.url, max(task.expires_at or 0 for task in tasks))
+    await wait_past(store.dialect.connect_url, max(task.expires_at or 0 for task in tasks))
     outcomes: list[str] = []
 
     async def write(task_id: str) -> None:
@@ -247,7 +247,7 @@ async def test_hot_paths_use_indexes(
                      (SELECT floor(extract(epoch from now()) * 1000)::bigint AS now_ms) n"""
         )
         await conn.execute(f"ANALYZE {schema}.tasks")
-        sql = store._sql
+        sql = store.dialect.statements
         statement, args = {
             "get": (sql.read, {"task_id": secrets.token_hex(8)}),
             "claim": (sql.claim_next, {}),

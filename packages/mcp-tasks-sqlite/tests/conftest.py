@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mcp_tasks.models import StoreOptions
+from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks_sqlite import SQLiteTaskStore
 
 if TYPE_CHECKING:

@@ -185,7 +185,7 @@ async def test_hot_paths_use_indexes(open_store: OpenStore, db_path: Path, opera
     """SQLite's planner serves get, claim and reap from indexes, never a full table scan."""
     store = await open_store()
     await store.migrate()
-    sql = store._sql
+    sql = store.dialect.statements
     statement, values = {
         "get": (sql.read, {"task_id": "x", "now": 0}),
         "claim": (sql.claim_next, {"now": 0}),

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from mcp_tasks import ManualClock, MemoryTaskStore, NewTask, TaskNotFound, system_clock
-from mcp_tasks.ids import new_task_id, new_token, redact
+from mcp_tasks.domain.ids import new_task_id, new_token, redact
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from enum import IntEnum
 
 import pytest
 
-from mcp_tasks.errors import NotJSONSafe
-from mcp_tasks.jsonsafe import (
+from mcp_tasks.domain.errors import NotJSONSafe
+from mcp_tasks.domain.jsonsafe import (
     INT_MAX,
     INT_MIN,
     MAX_DEPTH,

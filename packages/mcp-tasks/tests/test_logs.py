@@ -6,8 +6,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from mcp_tasks import StoreUnavailable, new_task_id
-from mcp_tasks.ids import redact
-from mcp_tasks.logs import log_failure
+from mcp_tasks.domain.ids import redact
+from mcp_tasks.runtime.logs import log_failure
 
 if TYPE_CHECKING:
     import pytest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from mcp_tasks.states import TERMINAL, TaskStatus, can_move
+from mcp_tasks.domain.states import TERMINAL, TaskStatus, can_move
 
 W, Q, C, F, X = (
     TaskStatus.WORKING,

@@ -13,7 +13,7 @@ from mcp_tasks_contract.handles import StoreFactory, StoreHandles
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from mcp_tasks.jsonsafe import JSONObject
+    from mcp_tasks.domain.jsonsafe import JSONObject
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ from mcp_tasks import (
     TaskStatus,
     WorkSpec,
 )
-from mcp_tasks.jsonsafe import INT_MAX, INT_MIN, JSONObject, JSONValue
+from mcp_tasks.domain.jsonsafe import INT_MAX, INT_MIN, JSONObject, JSONValue
 from mcp_tasks_contract.suite.base import ContractBase, assert_unchanged, current, new_task
 
 if TYPE_CHECKING:

@@ -60,7 +60,7 @@ from mcp_tasks_contract.suite.base import BOOM, ELICIT, LONG_LEASE_MS, ContractB
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
 
-    from mcp_tasks.rules import OwnerArg
+    from mcp_tasks.domain.rules import OwnerArg
 
 T = TypeVar("T")
 

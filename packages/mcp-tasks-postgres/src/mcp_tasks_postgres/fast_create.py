@@ -5,7 +5,7 @@ after waiting for a lock, so bumping the namespace's row counter only while it i
 cap, and inserting only when the bump happened, is atomic in one statement. Only when the
 counter says the cap could be reached (it also counts expired rows not reaped yet) must the
 exact count run, and that needs a fresh snapshot after the lock: the shared transactional
-path of :class:`~mcp_tasks.sql.store.SQLTaskStore` does it.
+path of :class:`~mcp_tasks_sql.store.SQLTaskStore` does it.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from mcp_tasks.sql.statements import WRITTEN_COLUMNS, CompiledSQL, compile_statement
+from mcp_tasks_sql.statements import WRITTEN_COLUMNS, CompiledSQL, compile_statement
 
 if TYPE_CHECKING:
     from sqlalchemy.engine.interfaces import Dialect
 
-    from mcp_tasks.sql.schema import TaskTables
+    from mcp_tasks_sql.schema import TaskTables
 
 
 def server_now(dialect: Dialect, now: sa.ColumnElement[int]) -> CompiledSQL:

@@ -1,4 +1,4 @@
-"""PostgresTaskStore: the shared SQL store on PostgreSQL, one schema per namespace.
+"""The PostgreSQL dialect of the shared SQL store, one schema per namespace.
 
 Why the Postgres specifics: the server's clock decides leases, retries and TTL (every
 node agrees on it); a read and its "now" come back in one round trip; writes need no
@@ -13,26 +13,31 @@ import asyncio
 import re
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import asyncpg
 import sqlalchemy as sa
 from asyncpg.pool import PoolConnectionProxy
 from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 
-from mcp_tasks import rules
-from mcp_tasks.errors import DuplicateTaskId, StoreUnavailable
-from mcp_tasks.sql import statements
-from mcp_tasks.sql.schema import task_tables
-from mcp_tasks.sql.store import Mode, SQLTaskStore, driver_errors_as_unavailable, values_of
+from mcp_tasks.domain import rules
+from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable
+from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks_postgres import fast_create
+from mcp_tasks_sql import (
+    Mode,
+    SQLTaskStore,
+    driver_errors_as_unavailable,
+    task_tables,
+    values_of,
+)
+from mcp_tasks_sql import statements as sql_statements
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
-    from mcp_tasks.models import NewTask, StoreOptions, TaskRecord
-    from mcp_tasks.sql.statements import CompiledSQL, Statements
-    from mcp_tasks.sql.store import Row
+    from mcp_tasks.domain.models import NewTask, StoreOptions, TaskRecord
+    from mcp_tasks_sql import CompiledSQL, Row, Statements
 
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.PostgresError,
@@ -51,7 +56,7 @@ Runner = asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy
 
 
 class _Connection:
-    """The shared :class:`~mcp_tasks.sql.store.Executor` over an asyncpg pool or connection.
+    """The shared :class:`~mcp_tasks_sql.store.Executor` over an asyncpg pool or connection.
 
     Raw asyncpg with statements compiled once: asyncpg prepares and caches each text per
     connection, so ``get`` and ``put_status`` pay only their round trips, not SQLAlchemy.
@@ -69,66 +74,65 @@ class _Connection:
         return int(status.rsplit(" ", 1)[-1])  # "UPDATE 1", "INSERT 0 1", "DELETE 3"
 
 
-class PostgresTaskStore(SQLTaskStore):
-    """A :class:`~mcp_tasks.store.Store` in PostgreSQL; ``schema`` is its namespace.
+class PostgresDialect:
+    """A :class:`~mcp_tasks_sql.SQLDialect` on one PostgreSQL schema.
 
-    Each handle owns a connection pool (created on first use). The schema, tables and
-    indexes are created on first use, or ahead of time by :meth:`migrate`.
+    Each dialect owns a connection pool (created on first use). The schema, tables and
+    indexes are created on first use, or ahead of time by ``migrate``.
     """
 
     def __init__(
         self,
         url: str,
-        options: StoreOptions | None = None,
         *,
         schema: str = DEFAULT_SCHEMA,
         min_connections: int = 1,
         max_connections: int = 10,
     ) -> None:
-        super().__init__(options)
         if not _IDENTIFIER.fullmatch(schema):
             raise ValueError("schema must be a lowercase SQL identifier ([a-z_][a-z0-9_]*)")
-        self.url, self.schema = url, schema
+        self.connect_url, self.schema = url, schema
         self._pool_sizes = (min_connections, max_connections)
         self._dialect = PGDialect_asyncpg()  # type: ignore[no-untyped-call]
         self._tables = task_tables(schema=schema)
         now = sa.literal_column(SERVER_NOW, sa.BigInteger)
-        self._statements = statements.build(self._tables, self._dialect, now)
+        self._statements = sql_statements.build(self._tables, self._dialect, now)
         self._server_now = fast_create.server_now(self._dialect, now)
         self._bump_and_insert = fast_create.bump_and_insert(self._tables, self._dialect)
         self._pool: asyncpg.Pool | None = None
         self._pool_lock = asyncio.Lock()
-
-    def __repr__(self) -> str:
-        return f"PostgresTaskStore(url={mask_password(self.url)!r}, schema={self.schema!r})"
+        self._closed = False
 
     @property
-    def _sql(self) -> Statements:
+    def url(self) -> str:
+        return mask_password(with_query(self.connect_url, schema=self.schema))
+
+    @property
+    def statements(self) -> Statements:
         return self._statements
 
-    def _with_now(self, values: dict[str, Any]) -> dict[str, Any]:
+    def with_now(self, values: dict[str, Any]) -> dict[str, Any]:
         return values  # the statements read the server's clock themselves
 
-    async def create(self, task: NewTask) -> TaskRecord:
+    async def create(self, task: NewTask, options: StoreOptions) -> TaskRecord | None:
         """Two round trips while the namespace is below its cap (see :mod:`.fast_create`);
-        the shared transaction near the cap and with a per-owner cap."""
-        if self.options.max_active_per_owner is not None:
-            return await super().create(task)
-        await self._ensure_ready()
-        async with self._session(Mode.MODIFY) as db:
+        ``None`` (the shared transaction) near the cap and with a per-owner cap."""
+        if options.max_active_per_owner is not None:
+            return None
+        async with self.session(Mode.MODIFY) as db:
             clock = await db.fetch_one(self._server_now, {})
             assert clock is not None
             record = rules.new_record(task, clock["now_ms"])
             values = values_of(record)
-            values["cap"] = self.options.max_rows
+            values["cap"] = options.max_rows
             done = await db.fetch_one(self._bump_and_insert, values)
             assert done is not None
             if done["inserted"]:
                 return record
             if done["bumped"]:  # the id exists: take the bump back (over-counting is safe)
-                await db.execute(self._sql.bump_rows, {"delta": -1})
+                await db.execute(self._statements.bump_rows, {"delta": -1})
                 raise DuplicateTaskId
-        return await super().create(task)
+        return None
 
     async def _get_pool(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -138,7 +142,7 @@ class PostgresTaskStore(SQLTaskStore):
                 if self._pool is None:
                     low, high = self._pool_sizes
                     self._pool = await asyncpg.create_pool(
-                        self.url,
+                        self.connect_url,
                         min_size=low,
                         max_size=high,
                         server_settings={"application_name": "mcp-tasks"},
@@ -147,7 +151,7 @@ class PostgresTaskStore(SQLTaskStore):
         return self._pool
 
     @asynccontextmanager
-    async def _session(self, mode: Mode) -> AsyncIterator[_Connection]:
+    async def session(self, mode: Mode) -> AsyncIterator[_Connection]:
         if self._closed:
             raise StoreUnavailable("The store is closed")
         with driver_errors_as_unavailable(DRIVER_ERRORS):
@@ -165,8 +169,8 @@ class PostgresTaskStore(SQLTaskStore):
                 async with conn.transaction():
                     yield _Connection(conn)
 
-    async def _migrate(self) -> None:
-        quoted = self._dialect.identifier_preparer.quote_schema(self.schema)
+    async def migrate(self) -> None:
+        quoted = self._quoted_schema()
         with driver_errors_as_unavailable(DRIVER_ERRORS):
             pool = await self._get_pool()
             async with pool.acquire() as conn:
@@ -182,9 +186,20 @@ class PostgresTaskStore(SQLTaskStore):
                     if await self._schema_complete(conn):
                         return
                     await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
-                    for statement in statements.ddl(self._tables, self._dialect):
+                    for statement in sql_statements.ddl(self._tables, self._dialect):
                         await conn.execute(statement)
-                    await _Connection(conn).execute(self._sql.init_counter, {})
+                    await _Connection(conn).execute(self._statements.init_counter, {})
+
+    async def drop(self) -> None:
+        """Drop the schema with every table and task in it."""
+        quoted = self._quoted_schema()
+        with driver_errors_as_unavailable(DRIVER_ERRORS):
+            pool = await self._get_pool()
+            async with pool.acquire() as conn:
+                await conn.execute(f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
+
+    def _quoted_schema(self) -> str:
+        return str(self._dialect.identifier_preparer.quote_schema(self.schema))
 
     async def _schema_complete(self, conn: PoolConnectionProxy) -> bool:
         """Whether every table and index exists and the counter row is there."""
@@ -198,7 +213,7 @@ class PostgresTaskStore(SQLTaskStore):
         )
         if found != len(names):
             return False
-        row = await _Connection(conn).fetch_one(self._sql.counter_exists, {})
+        row = await _Connection(conn).fetch_one(self._statements.counter_exists, {})
         return row is not None and row["n"] == 1
 
     async def close(self) -> None:
@@ -210,25 +225,68 @@ class PostgresTaskStore(SQLTaskStore):
                 await pool.close()
 
 
+class PostgresTaskStore(SQLTaskStore):
+    """A :class:`~mcp_tasks.stores.protocol.Store` in PostgreSQL; ``schema`` is its namespace."""
+
+    dialect: PostgresDialect
+
+    def __init__(
+        self,
+        url: str,
+        options: StoreOptions | None = None,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        min_connections: int = 1,
+        max_connections: int = 10,
+    ) -> None:
+        dialect = PostgresDialect(
+            url, schema=schema, min_connections=min_connections, max_connections=max_connections
+        )
+        super().__init__(dialect, options)
+
+    @property
+    def schema(self) -> str:
+        return self.dialect.schema
+
+
 async def _keep_session(conn: asyncpg.Connection) -> None:
     """Pool release hook: nothing to reset. The default runs a reset query (a round trip)
     on every release; this store never changes session state (no SET, LISTEN, cursors or
     session advisory locks), and asyncpg still rolls back a transaction left open."""
 
 
-def mask_password(url: str) -> str:
-    """The URL with its password (if any) replaced by ``***``: safe for logs and reprs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+class PostgresStoreBackend:
+    """Opens ``postgresql://user@host/db`` (or ``postgres://``); ``?schema=name`` picks the
+    schema, the namespace (default ``mcp_tasks``)."""
+
+    def open(self, url: str, options: StoreOptions | None = None, /) -> PostgresTaskStore:
+        connect_url, schema = _parse(url)
+        return PostgresTaskStore(connect_url, options, schema=schema)
+
+    def namespaced(self, url: str, namespace: str, /) -> str:
+        _parse(url)
+        return with_query(url, schema=namespace.lower())
+
+    async def drop(self, url: str, /) -> None:
+        connect_url, schema = _parse(url)
+        dialect = PostgresDialect(connect_url, schema=schema, max_connections=1)
+        try:
+            await dialect.drop()
+        finally:
+            await dialect.close()
+
+
+def _parse(url: str) -> tuple[str, str]:
+    """The URL asyncpg connects to (without ``schema``) and the schema."""
+    if urlsplit(url).scheme.lower() not in {"postgresql", "postgres"}:
+        raise ValueError("A Postgres store URL looks like postgresql://user@host/db")
+    return with_query(url, schema=None), query_value(url, "schema") or DEFAULT_SCHEMA
 
 
 def from_url(url: str, options: StoreOptions | None = None) -> PostgresTaskStore:
-    """``postgresql://user@host/db`` (or ``postgres://``); ``?schema=name`` picks the schema."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), DEFAULT_SCHEMA)
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
-    return PostgresTaskStore(urlunsplit(parts._replace(query=rest)), options, schema=schema)
+    """The store ``url`` names (see :class:`PostgresStoreBackend`)."""
+    return backend.open(url, options)
+
+
+#: The ``postgresql`` and ``postgres`` entry points of the ``mcp_tasks.stores`` group.
+backend = PostgresStoreBackend()

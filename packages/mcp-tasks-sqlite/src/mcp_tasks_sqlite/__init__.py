@@ -1,5 +1,11 @@
 """The SQLite Store of mcp-tasks (aiosqlite): ``sqlite:///path/to/tasks.db``."""
 
-from mcp_tasks_sqlite.store import SQLiteTaskStore, from_url
+from mcp_tasks_sqlite.store import (
+    SQLiteDialect,
+    SQLiteStoreBackend,
+    SQLiteTaskStore,
+    backend,
+    from_url,
+)
 
-__all__ = ["SQLiteTaskStore", "from_url"]
+__all__ = ["SQLiteDialect", "SQLiteStoreBackend", "SQLiteTaskStore", "backend", "from_url"]

@@ -1,4 +1,4 @@
-"""SQLiteTaskStore: the shared SQL store on one SQLite file, safe for several processes.
+"""The SQLite dialect of the shared SQL store: one SQLite file, safe for several processes.
 
 Why the SQLite specifics: WAL lets readers run beside the one writer; every write runs in
 ``BEGIN IMMEDIATE``, which takes the write lock before the first read (a deferred
@@ -13,32 +13,32 @@ import sqlite3
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import aiosqlite
 import anyio
 import sqlalchemy as sa
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
-from mcp_tasks.clock import Clock, system_clock
-from mcp_tasks.errors import StoreUnavailable
-from mcp_tasks.sql import statements
-from mcp_tasks.sql.schema import task_tables
-from mcp_tasks.sql.store import Mode, SQLTaskStore, driver_errors_as_unavailable
+from mcp_tasks.domain.clock import Clock, system_clock
+from mcp_tasks.domain.errors import StoreUnavailable
+from mcp_tasks.stores.opening import query_value, with_query
+from mcp_tasks_sql import Mode, SQLTaskStore, driver_errors_as_unavailable, task_tables
+from mcp_tasks_sql import statements as sql_statements
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
-    from mcp_tasks.models import StoreOptions
-    from mcp_tasks.sql.statements import CompiledSQL, Statements
-    from mcp_tasks.sql.store import Row
+    from mcp_tasks.domain.models import NewTask, StoreOptions, TaskRecord
+    from mcp_tasks_sql import CompiledSQL, Row, Statements
 
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
 DEFAULT_BUSY_TIMEOUT_S = 30.0
+PREFIX_PARAM = "table_prefix"
 
 
 class _Connection:
-    """The shared :class:`~mcp_tasks.sql.store.Executor` over one aiosqlite connection."""
+    """The shared :class:`~mcp_tasks_sql.Executor` over one aiosqlite connection."""
 
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self.conn = conn
@@ -56,48 +56,53 @@ class _Connection:
         return cursor.rowcount
 
 
-class SQLiteTaskStore(SQLTaskStore):
-    """A :class:`~mcp_tasks.store.Store` in one SQLite file (a real file: ``:memory:`` is
-    not shared between connections, use ``memory://`` for that).
+class SQLiteDialect:
+    """A :class:`~mcp_tasks_sql.SQLDialect` on one SQLite file and table prefix.
 
-    Each handle owns one connection; operations on a handle take turns on it, while
-    handles and processes on the same file coordinate through SQLite's own locks.
+    One connection per dialect (opened on first use); operations take turns on it, while
+    dialects and processes on the same file coordinate through SQLite's own locks.
     """
 
     def __init__(
         self,
         path: str | Path,
-        options: StoreOptions | None = None,
         *,
         clock: Clock = system_clock,
         table_prefix: str = "",
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> None:
-        super().__init__(options)
         if str(path) in ("", ":memory:"):
             raise ValueError(
                 "SQLiteTaskStore needs a file path; use memory:// for a store in memory"
             )
         self.path = Path(path)
+        self.table_prefix = table_prefix
         self._clock = clock
         self._busy_timeout_s = busy_timeout_s
         self._tables = task_tables(prefix=table_prefix)
-        self._statements = statements.build(
-            self._tables, SQLiteDialect_aiosqlite(), sa.bindparam("now", type_=sa.BigInteger)
+        self._dialect = SQLiteDialect_aiosqlite()
+        self._statements = sql_statements.build(
+            self._tables, self._dialect, sa.bindparam("now", type_=sa.BigInteger)
         )
         self._conn: aiosqlite.Connection | None = None
         self._turn = asyncio.Lock()  # one connection runs one transaction at a time
-
-    def __repr__(self) -> str:
-        return f"SQLiteTaskStore(path={str(self.path)!r}, max_rows={self.options.max_rows})"
+        self._closed = False
 
     @property
-    def _sql(self) -> Statements:
+    def url(self) -> str:
+        url = "sqlite:///" + quote(str(self.path))
+        return with_query(url, **{PREFIX_PARAM: self.table_prefix or None})
+
+    @property
+    def statements(self) -> Statements:
         return self._statements
 
-    def _with_now(self, values: dict[str, Any]) -> dict[str, Any]:
+    def with_now(self, values: dict[str, Any]) -> dict[str, Any]:
         values["now"] = self._clock()
         return values
+
+    async def create(self, task: NewTask, options: StoreOptions) -> TaskRecord | None:
+        return None  # the shared transaction is already one lock and one fsync
 
     async def _connect(self) -> aiosqlite.Connection:
         if self._conn is None:
@@ -121,7 +126,7 @@ class SQLiteTaskStore(SQLTaskStore):
         return self._conn
 
     @asynccontextmanager
-    async def _session(self, mode: Mode) -> AsyncIterator[_Connection]:
+    async def session(self, mode: Mode) -> AsyncIterator[_Connection]:
         async with self._turn:
             if self._closed:
                 raise StoreUnavailable("The store is closed")
@@ -141,13 +146,18 @@ class SQLiteTaskStore(SQLTaskStore):
                     raise
                 await conn.commit()
 
-    async def _migrate(self) -> None:
-        dialect = SQLiteDialect_aiosqlite()
-        async with self._session(Mode.TRANSACTION) as db:
-            conn = db.conn  # the DDL runs on this session's connection
-            for statement in statements.ddl(self._tables, dialect):
-                await conn.execute(statement)
-            await db.execute(self._sql.init_counter, {})
+    async def migrate(self) -> None:
+        async with self.session(Mode.TRANSACTION) as db:
+            for statement in sql_statements.ddl(self._tables, self._dialect):
+                await db.conn.execute(statement)
+            await db.execute(self._statements.init_counter, {})
+
+    async def drop(self) -> None:
+        """Drop this prefix's tables (and with them their indexes and every task)."""
+        async with self.session(Mode.TRANSACTION) as db:
+            for table in reversed(self._tables.metadata.sorted_tables):
+                drop = sa.schema.DropTable(table, if_exists=True)
+                await db.conn.execute(str(drop.compile(dialect=self._dialect)))
 
     async def close(self) -> None:
         async with self._turn:
@@ -162,10 +172,71 @@ def _probe(path: Path, timeout_s: float) -> None:
     sqlite3.connect(path, timeout=timeout_s).close()
 
 
-def from_url(url: str, options: StoreOptions | None = None) -> SQLiteTaskStore:
-    """``sqlite:///relative/tasks.db`` or ``sqlite:////absolute/tasks.db`` (SQLAlchemy's form)."""
+class SQLiteTaskStore(SQLTaskStore):
+    """A :class:`~mcp_tasks.stores.protocol.Store` in one SQLite file (a real file:
+    ``:memory:`` is not shared between connections, use ``memory://`` for that).
+
+    ``table_prefix`` is the namespace: several stores can share one file.
+    """
+
+    dialect: SQLiteDialect
+
+    def __init__(
+        self,
+        path: str | Path,
+        options: StoreOptions | None = None,
+        *,
+        clock: Clock = system_clock,
+        table_prefix: str = "",
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+    ) -> None:
+        dialect = SQLiteDialect(
+            path, clock=clock, table_prefix=table_prefix, busy_timeout_s=busy_timeout_s
+        )
+        super().__init__(dialect, options)
+
+    @property
+    def path(self) -> Path:
+        return self.dialect.path
+
+
+class SQLiteStoreBackend:
+    """Opens ``sqlite:///relative/tasks.db`` and ``sqlite:////absolute/tasks.db``
+    (SQLAlchemy's form); ``?table_prefix=NAME_`` picks the namespace within the file."""
+
+    def open(self, url: str, options: StoreOptions | None = None, /) -> SQLiteTaskStore:
+        path, prefix = _parse(url)
+        return SQLiteTaskStore(path, options, table_prefix=prefix)
+
+    def namespaced(self, url: str, namespace: str, /) -> str:
+        _parse(url)
+        return with_query(url, **{PREFIX_PARAM: f"{namespace}_"})
+
+    async def drop(self, url: str, /) -> None:
+        path, prefix = _parse(url)
+        if not await anyio.Path(path).exists():
+            return  # nothing to drop; opening would create the file
+        dialect = SQLiteDialect(path, table_prefix=prefix)
+        try:
+            await dialect.drop()
+        finally:
+            await dialect.close()
+
+
+def _parse(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
-    if parts.scheme.lower() != "sqlite" or parts.netloc:
+    if parts.scheme.lower() != "sqlite" or parts.netloc or len(parts.path) < 2:
         raise ValueError("A SQLite store URL looks like sqlite:///path/to/tasks.db")
-    path = unquote(parts.path)[1:]  # the third slash separates the empty host from the path
-    return SQLiteTaskStore(path, options)
+    prefix = query_value(url, PREFIX_PARAM) or ""
+    if not all(c.isascii() and (c.isalnum() or c == "_") for c in prefix):
+        raise ValueError(f"{PREFIX_PARAM} is letters, digits and '_'")
+    return unquote(parts.path)[1:], prefix  # the third slash separates the empty host
+
+
+def from_url(url: str, options: StoreOptions | None = None) -> SQLiteTaskStore:
+    """The store ``url`` names (see :class:`SQLiteStoreBackend`)."""
+    return backend.open(url, options)
+
+
+#: The ``sqlite`` entry point of the ``mcp_tasks.stores`` group.
+backend = SQLiteStoreBackend()

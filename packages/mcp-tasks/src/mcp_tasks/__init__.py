@@ -1,25 +1,23 @@
 """mcp-tasks: durable MCP Tasks (SEP-2663) on a pluggable Store."""
 
-from mcp_tasks.clock import Clock, ManualClock, system_clock
-from mcp_tasks.context import TaskCancelled, TaskContext, current_task_context
-from mcp_tasks.control import Deferred, TaskControl, defer
-from mcp_tasks.engine import RequestView, TaskEngine, TaskMode, ToolOptions
-from mcp_tasks.errors import (
+from mcp_tasks.adapters.sdk import TasksExtension
+from mcp_tasks.domain.clock import Clock, ManualClock, system_clock
+from mcp_tasks.domain.errors import (
     DuplicateInputKeys,
     DuplicateTaskId,
     EventIdReused,
     InvalidInputRequests,
     InvalidTransition,
     MCPTasksError,
+    MissingClientCapability,
     NotJSONSafe,
-    RevisionConflict,
     StaleLease,
     StoreUnavailable,
     TaskLimitReached,
     TaskNotFound,
 )
-from mcp_tasks.ids import new_task_id
-from mcp_tasks.models import (
+from mcp_tasks.domain.ids import new_task_id
+from mcp_tasks.domain.models import (
     Claimed,
     Complete,
     Fail,
@@ -29,21 +27,31 @@ from mcp_tasks.models import (
     Progress,
     RequireInput,
     Retry,
+    RevisionConflict,
     StatusChange,
     StoreOptions,
     TaskRecord,
     Transition,
     WorkSpec,
 )
-from mcp_tasks.notifier import LocalNotifier, Notifier
-from mcp_tasks.rules import ANY_OWNER
-from mcp_tasks.runner import Runner
-from mcp_tasks.sdk import TasksExtension
-from mcp_tasks.states import TaskStatus
-from mcp_tasks.store import STORE_OPERATIONS, Store
+from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks.engine import RequestView, TaskEngine, TaskMode, ToolOptions
+from mcp_tasks.runtime.context import TaskCancelled, TaskContext, current_task_context
+from mcp_tasks.runtime.control import Deferred, TaskControl, defer
+from mcp_tasks.runtime.notifier import LocalNotifier, Notifier
+from mcp_tasks.runtime.runner import Runner
 from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore
-from mcp_tasks.stores.urls import UnknownStoreScheme, store_from_url
-from mcp_tasks.tasks import Tasks
+from mcp_tasks.stores.opening import (
+    NamespacesNotSupported,
+    StoreBackend,
+    UnknownStoreScheme,
+    drop_namespace,
+    namespaced_url,
+    store_from_url,
+)
+from mcp_tasks.stores.protocol import STORE_OPERATIONS, Store
+from mcp_tasks.tasks import StorePinned, Tasks
 
 __all__ = [
     "ANY_OWNER",
@@ -65,6 +73,8 @@ __all__ = [
     "ManualClock",
     "MemoryBackend",
     "MemoryTaskStore",
+    "MissingClientCapability",
+    "NamespacesNotSupported",
     "NewTask",
     "NotJSONSafe",
     "Notifier",
@@ -78,7 +88,9 @@ __all__ = [
     "StaleLease",
     "StatusChange",
     "Store",
+    "StoreBackend",
     "StoreOptions",
+    "StorePinned",
     "StoreUnavailable",
     "TaskCancelled",
     "TaskContext",
@@ -97,6 +109,8 @@ __all__ = [
     "WorkSpec",
     "current_task_context",
     "defer",
+    "drop_namespace",
+    "namespaced_url",
     "new_task_id",
     "store_from_url",
     "system_clock",

@@ -4,33 +4,53 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import typing
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
-from mcp_tasks.clock import Clock, system_clock
-from mcp_tasks.context import TaskContext, current_task_context
-from mcp_tasks.control import UNSET, Deferred, TaskControl, defer, defer_slot
-from mcp_tasks.engine import Policy, Preflight, TaskEngine, TaskMode, ToolOptions
-from mcp_tasks.notifier import LocalNotifier, Notifier
-from mcp_tasks.runner import DEFAULT_LEASE_MS, DEFAULT_REAP_INTERVAL_S, Runner
-from mcp_tasks.sdk import TasksExtension, install
+from mcp_tasks.adapters.sdk import TasksExtension, install
+from mcp_tasks.domain.clock import Clock, system_clock
+from mcp_tasks.domain.errors import MCPTasksError
+from mcp_tasks.engine import Policy, Preflight, TaskEngine, TaskMode, ToolOptions, to_jsonrpc_error
+from mcp_tasks.runtime.context import TaskContext, current_task_context
+from mcp_tasks.runtime.control import UNSET, Deferred, TaskControl, defer, defer_slot
+from mcp_tasks.runtime.notifier import LocalNotifier, Notifier
+from mcp_tasks.runtime.runner import DEFAULT_LEASE_MS, DEFAULT_REAP_INTERVAL_S, Runner
 from mcp_tasks.stores.memory import MemoryTaskStore
-from mcp_tasks.stores.urls import store_from_url
+from mcp_tasks.stores.opening import URL_ENV, describe_store, store_from_url
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
     from mcp.server.mcpserver import MCPServer
 
+    from mcp_tasks.adapters.fastmcp import FastMCPTasksExtension
     from mcp_tasks.engine import TtlOption
-    from mcp_tasks.integrations.fastmcp import FastMCPTasksExtension
-    from mcp_tasks.store import Store
+    from mcp_tasks.stores.protocol import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_collectors: list[list[Tasks]] = []
+
+
+class StorePinned(MCPTasksError):
+    """This Tasks was built with a store of its own; another cannot replace it."""
+
+
+@contextmanager
+def collect_tasks() -> Iterator[list[Tasks]]:
+    """Collect every :class:`Tasks` built inside the block (``mcp-tasks serve`` finds the
+    Tasks of the app it imports this way, without reading any server's internals)."""
+    found: list[Tasks] = []
+    _collectors.append(found)
+    try:
+        yield found
+    finally:
+        _collectors.remove(found)
 
 
 class Tasks:
@@ -49,8 +69,8 @@ class Tasks:
     (``Starlette(lifespan=tasks.lifespan)``); to combine it with a lifespan of your own,
     nest ``async with tasks.running():``. Entering it twice is harmless.
 
-    ``store`` is a :class:`~mcp_tasks.store.Store`, a store URL (``"sqlite:///tasks.db"``,
-    built with :func:`~mcp_tasks.stores.urls.store_from_url`) or ``None`` (a private
+    ``store`` is a :class:`~mcp_tasks.stores.protocol.Store`, a store URL (``"sqlite:///tasks.db"``,
+    built with :func:`~mcp_tasks.stores.opening.store_from_url`) or ``None`` (a private
     in-memory store). Who closes it: ``close_store=True`` closes the store when the
     outermost :meth:`running` exits; ``False`` leaves it open. The default closes a store
     Tasks built from a URL and leaves a store you passed to you (you opened it, you close
@@ -75,11 +95,17 @@ class Tasks:
         reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
         clock: Clock = system_clock,
     ) -> None:
+        #: Whether the app chose the store itself (a Store or URL passed in).
+        self.store_pinned = store is not None
+        if store is None and os.environ.get(URL_ENV):
+            store = os.environ[URL_ENV]
         if isinstance(store, str):
             self.store: Store = store_from_url(store)
         else:
             self.store = store if store is not None else MemoryTaskStore()
         self.close_store = isinstance(store, str) if close_store is None else close_store
+        #: Whether an adapter serves this Tasks (extension(), install(), tool(), …).
+        self.attached = False
         self.notifier: Notifier = notifier if notifier is not None else LocalNotifier()
         self.runner = Runner(
             self.store,
@@ -97,8 +123,35 @@ class Tasks:
             clock=clock,
         )
 
+        for found in _collectors:
+            found.append(self)
+
     def __repr__(self) -> str:
         return f"Tasks(store={self.store!r}, close_store={self.close_store})"
+
+    @property
+    def store_description(self) -> str:
+        """The store as a URL (password masked) where it has one, else its repr."""
+        return describe_store(self.store)
+
+    def use_store(self, store: Store | str, *, close_store: bool | None = None) -> None:
+        """Serve from ``store`` instead: for whoever runs an app that did not pin its store.
+
+        Call it before the app starts. The store it replaces is not closed (it was never
+        used). ``close_store`` as in the constructor.
+
+        Raises:
+            StorePinned: the app built this Tasks with a store of its own.
+            RuntimeError: the Tasks is already running.
+        """
+        if self.store_pinned:
+            raise StorePinned(f"The app pins its task store to {self.store_description}")
+        if self.runner.running:
+            raise RuntimeError("use_store() must be called before the Tasks starts running")
+        new = store_from_url(store) if isinstance(store, str) else store
+        self.store = self.runner.store = self.engine.store = new
+        self.close_store = isinstance(store, str) if close_store is None else close_store
+        self.store_pinned = True
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -126,19 +179,23 @@ class Tasks:
 
     def extension(self) -> TasksExtension:
         """The ``MCPServer`` extension: ``MCPServer(extensions=[tasks.extension()])``."""
+        self.attached = True
         return TasksExtension(self.engine)
 
     def install(self, server: Server[Any]) -> TasksExtension:
         """Serve the extension on a low-level ``Server`` (after its ``tools/call`` handler is
         set); declare task tools with :meth:`register`."""
+        self.attached = True
         return install(self.engine, server)
 
     def fastmcp_extension(self) -> FastMCPTasksExtension:
         """The FastMCP extension: ``mcp.add_extension(tasks.fastmcp_extension())`` runs
         ``@mcp.tool(task=True)`` tools on this Store (needs the ``fastmcp`` extra)."""
-        from mcp_tasks.integrations.fastmcp import FastMCPTasksExtension  # noqa: PLC0415
+        # Imported here: fastmcp is an optional dependency (the ``fastmcp`` extra).
+        from mcp_tasks.adapters.fastmcp import FastMCPTasksExtension  # noqa: PLC0415
 
-        return FastMCPTasksExtension(self)
+        self.attached = True
+        return FastMCPTasksExtension(self.engine, self.running)
 
     def control(self) -> TaskControl:
         """A :class:`TaskControl` on this Store that also wakes this node's waiters."""
@@ -229,12 +286,17 @@ def with_task_context(fn: Callable[..., Any], *, manual: bool = False) -> Callab
         context = current_task_context() or TaskContext(arguments=kwargs)
         for parameter in injected:
             kwargs[parameter] = context
-        if inspect.iscoroutinefunction(fn):
-            result = await fn(**kwargs)
-        else:  # a plain function must not block the event loop (contextvars carry over)
-            result = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
-            if inspect.isawaitable(result):
-                result = await result
+        try:
+            if inspect.iscoroutinefunction(fn):
+                result = await fn(**kwargs)
+            else:  # a plain function must not block the event loop (contextvars carry over)
+                result = await anyio.to_thread.run_sync(functools.partial(fn, **kwargs))
+                if inspect.isawaitable(result):
+                    result = await result
+        except MCPTasksError as error:
+            # The SDK passes JSON-RPC errors through and turns anything else into a tool
+            # error: a task error the body did not handle answers as JSON-RPC.
+            raise to_jsonrpc_error(error) from None
         if isinstance(result, Deferred):
             slot = defer_slot.get()
             if slot is None:

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mcp_tasks.cli._serving import running
-from mcp_tasks.demo import demo_server
+from mcp_tasks.cli.demo_tools import demo_server
 from mcp_tasks.stores.memory import MemoryTaskStore
+from mcp_tasks.testing import running
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

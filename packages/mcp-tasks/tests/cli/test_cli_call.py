@@ -13,9 +13,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import MemoryBackend, TaskContext, Tasks, TaskStatus
-from mcp_tasks.cli._serving import running
-from mcp_tasks.demo import demo_server
+from mcp_tasks.cli.demo_tools import demo_server
 from mcp_tasks.stores.memory import MemoryTaskStore
+from mcp_tasks.testing import running
 
 pytestmark = pytest.mark.anyio
 

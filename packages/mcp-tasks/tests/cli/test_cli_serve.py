@@ -13,8 +13,8 @@ import anyio
 import httpx2 as httpx
 import pytest
 
-from mcp_tasks.cli._serving import free_socket
 from mcp_tasks.client import TaskHandle, start_tool, tasks_client
+from mcp_tasks.testing import free_socket
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -118,4 +118,4 @@ def test_serve_refuses_an_sdk_app_without_tasks(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode != 0
-    assert "does not enable the tasks extension" in run.stderr
+    assert "does not enable mcp-tasks" in run.stderr

@@ -13,7 +13,6 @@ from mcp.shared.exceptions import MCPError
 
 import mcp_tasks.client as client_module
 from mcp_tasks import Tasks
-from mcp_tasks.cli._serving import running
 from mcp_tasks.client import (
     TASKS_EXTENSION,
     TaskFailed,
@@ -24,6 +23,7 @@ from mcp_tasks.client import (
     tasks_client,
 )
 from mcp_tasks.stores.memory import MemoryTaskStore
+from mcp_tasks.testing import running
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientRequestContext

@@ -10,8 +10,8 @@ import mcp_types as types
 import pytest
 from mcp.client.client import Client
 
-from mcp_tasks.cli._serving import running
 from mcp_tasks.client import TaskHandle, start_tool, tasks_client
+from mcp_tasks.testing import running
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientRequestContext

@@ -13,8 +13,8 @@ import anyio
 import mcp_types as types
 import pytest
 
-from mcp_tasks.cli._serving import running
 from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
+from mcp_tasks.testing import running
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientRequestContext

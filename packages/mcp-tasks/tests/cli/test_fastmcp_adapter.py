@@ -19,9 +19,9 @@ from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import ANY_OWNER, Tasks, current_task_context
-from mcp_tasks.cli._serving import running
 from mcp_tasks.client import TASKS_EXTENSION, TaskHandle, TaskState, start_tool, tasks_client
 from mcp_tasks.stores.memory import MemoryTaskStore
+from mcp_tasks.testing import running
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -9,7 +9,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import MemoryTaskStore, NewTask, RequestView, RequireInput, Tasks
-from mcp_tasks.rules import ANY_OWNER
+from mcp_tasks.domain.rules import ANY_OWNER
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from protocol_http import RawClient, serve
 
 from mcp_tasks import RequestView, TaskContext, Tasks
-from mcp_tasks.rules import ANY_OWNER
+from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_postgres import PostgresTaskStore
 from mcp_tasks_sqlite import SQLiteTaskStore
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from mcp_tasks.store import Store
+    from mcp_tasks.stores.protocol import Store
 
 __all__ = ["postgres_url"]
 

@@ -19,14 +19,14 @@ from mcp_tasks import (
     Tasks,
     current_task_context,
 )
+from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.engine import ToolOptions
-from mcp_tasks.rules import ANY_OWNER
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
-    from mcp_tasks.context import RunningTaskContext
-    from mcp_tasks.models import StatusChange
+    from mcp_tasks.domain.models import StatusChange
+    from mcp_tasks.runtime.context import RunningTaskContext
 
 pytestmark = pytest.mark.anyio
 

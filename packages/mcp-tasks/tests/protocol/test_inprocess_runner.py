@@ -18,12 +18,12 @@ from mcp_tasks import (
     TaskStatus,
     WorkSpec,
 )
-from mcp_tasks.context import RunningTaskContext
-from mcp_tasks.notifier import LocalNotifier
-from mcp_tasks.rules import ANY_OWNER
+from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.runtime.context import RunningTaskContext
+from mcp_tasks.runtime.notifier import LocalNotifier
 
 if TYPE_CHECKING:
-    from mcp_tasks.models import StatusChange
+    from mcp_tasks.domain.models import StatusChange
 
 pytestmark = pytest.mark.anyio
 

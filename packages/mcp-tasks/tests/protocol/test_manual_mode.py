@@ -16,11 +16,11 @@ from mcp_tasks import (
     TaskStatus,
     defer,
 )
-from mcp_tasks.control import defer_slot
 from mcp_tasks.engine import ToolOptions
+from mcp_tasks.runtime.control import defer_slot
 
 if TYPE_CHECKING:
-    from mcp_tasks.control import Deferred
+    from mcp_tasks.runtime.control import Deferred
 
 pytestmark = pytest.mark.anyio
 

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from mcp_tasks import MemoryTaskStore, NewTask, StoreUnavailable, TaskNotFound, Tasks
-from mcp_tasks.demo import demo_server
-from mcp_tasks.rules import ANY_OWNER
+from mcp_tasks.cli.demo_tools import demo_server
+from mcp_tasks.domain.rules import ANY_OWNER
 
 if TYPE_CHECKING:
-    from mcp_tasks.store import Store
+    from mcp_tasks.stores.protocol import Store
 
 pytestmark = pytest.mark.anyio
 

@@ -6,6 +6,7 @@ import re
 from dataclasses import replace
 
 from mcp_tasks import TaskStatus
+from mcp_tasks.domain.models import TaskRecord
 from mcp_tasks.engine.wire import (
     MIN_POLL_INTERVAL_MS,
     create_task_result,
@@ -13,7 +14,6 @@ from mcp_tasks.engine.wire import (
     poll_interval_ms,
     rfc3339,
 )
-from mcp_tasks.models import TaskRecord
 
 T0 = 1_767_225_600_123  # 2026-01-01T00:00:00.123Z
 

@@ -1,66 +1,53 @@
-"""Store factories for `mcp-tasks contract`: a store URL made namespace-aware, per scheme."""
+"""Store factories for `mcp-tasks contract`: one namespace of the target store per test."""
 
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore
-from mcp_tasks.stores.urls import store_from_url
+from mcp_tasks.stores.opening import (
+    NamespacesNotSupported,
+    drop_namespace,
+    namespaced_url,
+    store_from_url,
+    with_query,
+)
 
 if TYPE_CHECKING:
-    from mcp_tasks.models import StoreOptions
-    from mcp_tasks.store import Store
-
-
-def namespaced_url(url: str, namespace: str, scratch: Path) -> str:
-    """`url` pointed at `namespace`: a SQLite file in `scratch`, a Postgres schema, or a
-    `namespace` query parameter for other schemes (a third-party store may honour it)."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme == "sqlite":
-        return f"sqlite:///{scratch / (namespace + '.db')}"
-    key = "schema" if scheme in {"postgresql", "postgres"} else "namespace"
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != key]
-    return urlunsplit(parts._replace(query=urlencode([*query, (key, namespace)])))
+    from mcp_tasks.domain.models import StoreOptions
+    from mcp_tasks.stores.protocol import Store
 
 
 class UrlStoreFactory:
     """An async `(namespace, options) -> Store` factory for the contract suite.
 
-    SQLite files go to `scratch` (a folder the caller removes); Postgres schemas it created
-    are dropped by `aclose()`.
+    Each namespace is the backend's own (a memory name, a SQLite table prefix, a Postgres
+    schema: :func:`~mcp_tasks.stores.opening.namespaced_url`), dropped by `aclose()`. A
+    `sqlite://` URL without a path uses a file in `scratch`. A store without namespaces gets
+    a `?namespace=` query parameter, which a third-party store may honour.
     """
 
     def __init__(self, url: str, scratch: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme.lower() == "sqlite" and len(parts.path) < 2:
+            url = f"sqlite:///{Path(scratch) / 'contract.db'}"
         self.url = url
-        self.scheme = urlsplit(url).scheme.lower()
-        self.scratch = Path(scratch)
-        self._backends: dict[str, MemoryBackend] = {}
-        self._namespaces: set[str] = set()
+        self._dropped_by_us: list[str] = []
 
     async def __call__(self, namespace: str, options: StoreOptions) -> Store:
-        self._namespaces.add(namespace)
-        if self.scheme == "memory":
-            # Handles on one namespace share their tasks, like connections to one database.
-            backend = self._backends.setdefault(namespace, MemoryBackend())
-            return MemoryTaskStore(options, backend=backend)
-        return store_from_url(namespaced_url(self.url, namespace, self.scratch), options)
+        try:
+            url = namespaced_url(self.url, namespace)
+        except NamespacesNotSupported:
+            return store_from_url(with_query(self.url, namespace=namespace), options)
+        if url not in self._dropped_by_us:
+            self._dropped_by_us.append(url)
+        return store_from_url(url, options)
 
     async def aclose(self) -> None:
-        if self.scheme not in {"postgresql", "postgres"} or not self._namespaces:
-            return
-        import asyncpg  # noqa: PLC0415 - only present with the postgres extra
-
-        parts = urlsplit(self.url)
-        conn = await asyncpg.connect(urlunsplit(parts._replace(query="")))
-        try:
-            for namespace in self._namespaces:  # generated names: letters, digits, "_"
-                await conn.execute(f'DROP SCHEMA IF EXISTS "{namespace}" CASCADE')
-        finally:
-            await conn.close()
+        for url in self._dropped_by_us:
+            await drop_namespace(url)
 
 
 def module_factory(spec: str) -> Any:

@@ -7,10 +7,10 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from mcp_tasks.stores.urls import URL_ENV, store_from_url
+from mcp_tasks.stores.opening import URL_ENV, store_from_url
 
 if TYPE_CHECKING:
-    from mcp_tasks.store import Store
+    from mcp_tasks.stores.protocol import Store
 
 DEFAULT_STORE_URL = "sqlite:///./mcp-tasks.db"
 

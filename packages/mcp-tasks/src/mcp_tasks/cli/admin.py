@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcp_tasks.cli._stores import open_store
-from mcp_tasks.errors import MCPTasksError, StoreUnavailable, TaskNotFound
-from mcp_tasks.ids import new_task_id
-from mcp_tasks.models import NewTask
-from mcp_tasks.rules import ANY_OWNER
-from mcp_tasks.store import STORE_OPERATIONS
+from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable, TaskNotFound
+from mcp_tasks.domain.ids import new_task_id
+from mcp_tasks.domain.models import NewTask
+from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.stores.protocol import STORE_OPERATIONS
 
 if TYPE_CHECKING:
     import argparse
 
-    from mcp_tasks.store import Store
+    from mcp_tasks.stores.protocol import Store
 
 # Capabilities a Store may add beyond the protocol, found by attribute name.
 OPTIONAL_CAPABILITIES = {

@@ -13,9 +13,10 @@ from pathlib import Path
 DESCRIPTION = """Run the mcp-tasks contract suite (mcp_tasks_contract.StoreContract) against STORE:
 a store URL or `module:factory`, an async factory
 `async def open_store(namespace: str, options: StoreOptions) -> Store`.
-Each test gets a fresh namespace: memory:// a fresh backend, sqlite:// a file in a temporary
-folder (the URL's path is not used), postgresql:// a `?schema=`, other schemes a
-`?namespace=` query parameter (write a factory if your store names namespaces otherwise).
+Each test gets a fresh namespace of the store, dropped afterwards: memory://NAME, a SQLite
+`?table_prefix=` (sqlite:// without a path: a file in a temporary folder), a Postgres
+`?schema=`; a third-party store without namespaces gets a `?namespace=` query parameter
+(write a factory if your store names namespaces otherwise).
 Extra arguments after `--` go to pytest (e.g. `-- -k create -x`)."""
 
 TEST_MODULE = '''\

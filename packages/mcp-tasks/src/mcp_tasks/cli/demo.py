@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 import anyio
 import mcp_types as types
 
-from mcp_tasks.cli._serving import running
 from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
-from mcp_tasks.stores.urls import store_from_url
+from mcp_tasks.stores.opening import store_from_url
+from mcp_tasks.testing import running
 
 if TYPE_CHECKING:
     import argparse
@@ -76,7 +76,7 @@ def embedded_store_url(folder: Path) -> str:
 
 async def tour(out: TextIO, store_url: str) -> bool:
     # The server side loads only for the commands that serve.
-    from mcp_tasks.demo import demo_server  # noqa: PLC0415
+    from mcp_tasks.cli.demo_tools import demo_server  # noqa: PLC0415
 
     show = Tour(out)
     server = demo_server(store_from_url(store_url), log_level="WARNING")

@@ -19,19 +19,19 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcp_tasks.cli._stores import open_store
-from mcp_tasks.errors import TaskNotFound
-from mcp_tasks.ids import new_task_id
-from mcp_tasks.models import Complete, NewTask, Outcome, Progress, WorkSpec
-from mcp_tasks.rules import ANY_OWNER
-from mcp_tasks.states import TaskStatus
+from mcp_tasks.domain.errors import TaskNotFound
+from mcp_tasks.domain.ids import new_task_id
+from mcp_tasks.domain.models import Complete, NewTask, Outcome, Progress, WorkSpec
+from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.domain.states import TaskStatus
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Awaitable, Callable, Sequence
 
-    from mcp_tasks.jsonsafe import JSONObject
-    from mcp_tasks.models import TaskRecord
-    from mcp_tasks.store import Store
+    from mcp_tasks.domain.jsonsafe import JSONObject
+    from mcp_tasks.domain.models import TaskRecord
+    from mcp_tasks.stores.protocol import Store
 
 LEASE_MS = 60_000
 CANCEL_EVERY = 5  # every 5th task is cancelled by "the client" before any worker runs

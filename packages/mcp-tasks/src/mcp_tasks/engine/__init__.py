@@ -9,6 +9,7 @@ from mcp_tasks.engine.core import (
     TtlOption,
     result_to_change,
 )
+from mcp_tasks.engine.errors import to_jsonrpc_error
 from mcp_tasks.engine.policy import Policy, TaskMode
 from mcp_tasks.engine.request import RequestView
 from mcp_tasks.engine.wire import EXTENSION_ID
@@ -25,4 +26,5 @@ __all__ = [
     "ToolOptions",
     "TtlOption",
     "result_to_change",
+    "to_jsonrpc_error",
 ]

@@ -11,23 +11,29 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-from mcp_tasks.clock import Clock, system_clock
-from mcp_tasks.context import INPUT_CAPABILITY, TaskContext
-from mcp_tasks.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
+from mcp_tasks.domain.clock import Clock, system_clock
+from mcp_tasks.domain.errors import (
+    MCPTasksError,
+    NotJSONSafe,
+    StoreUnavailable,
+    TaskLimitReached,
+    TaskNotFound,
+)
+from mcp_tasks.domain.ids import new_task_id, redact
+from mcp_tasks.domain.models import Complete, Fail, NewTask, StatusChange, TaskRecord
 from mcp_tasks.engine import errors
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
-from mcp_tasks.errors import NotJSONSafe, StoreUnavailable, TaskLimitReached, TaskNotFound
-from mcp_tasks.ids import new_task_id, redact
-from mcp_tasks.logs import log_failure
-from mcp_tasks.models import Complete, Fail, NewTask, StatusChange, TaskRecord
-from mcp_tasks.runner import Runner, RunnerNotStarted, tool_work
+from mcp_tasks.runtime.context import INPUT_CAPABILITY, TaskContext
+from mcp_tasks.runtime.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
+from mcp_tasks.runtime.logs import log_failure
+from mcp_tasks.runtime.runner import Runner, RunnerNotStarted, tool_work
 
 if TYPE_CHECKING:
-    from mcp_tasks.context import RunningTaskContext
     from mcp_tasks.engine.request import RequestView
-    from mcp_tasks.notifier import Notifier
-    from mcp_tasks.store import Store
+    from mcp_tasks.runtime.context import RunningTaskContext
+    from mcp_tasks.runtime.notifier import Notifier
+    from mcp_tasks.stores.protocol import Store
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +69,7 @@ class ToolOptions:
     poll_interval_ms: int | None = None
     preflight: Preflight | None = None
     manual: bool = False
-    """Run the tool inline; it returns :func:`~mcp_tasks.control.defer` to make a task."""
+    """Run the tool inline; it returns :func:`~mcp_tasks.runtime.control.defer` to make a task."""
 
     def __post_init__(self) -> None:
         check_policy(self.mode)
@@ -208,6 +214,8 @@ class TaskEngine:
         token = context.bind()
         try:
             return await call_next()
+        except MCPTasksError as error:  # from a tool the SDK does not wrap (low-level Server)
+            raise errors.to_jsonrpc_error(error) from None
         finally:
             context.unbind(token)
 
@@ -222,13 +230,13 @@ class TaskEngine:
     async def _create(self, task: NewTask) -> TaskRecord:
         try:
             record = await self.store.create(task)
-        except TaskLimitReached:
-            raise errors.task_limit_reached() from None
+        except TaskLimitReached as exc:
+            raise errors.to_jsonrpc_error(exc) from None
         except StoreUnavailable as exc:
             log_failure(
                 logger, "creating a task failed: the store is unavailable", exc, task.task_id
             )
-            raise errors.internal_error("Task store unavailable") from None
+            raise errors.to_jsonrpc_error(exc) from None
         # created_at was stamped during the call: the estimate errs by one round trip at most.
         self._store_offset_ms = record.created_at - self._local_clock()
         logger.debug("created task %s", redact(task.task_id))
@@ -265,6 +273,9 @@ class TaskEngine:
                 return to_change(await call_next())
             except MCPError as exc:
                 return Fail(exc.error.model_dump(by_alias=True, mode="json", exclude_none=True))
+            except MCPTasksError as exc:  # from a tool the SDK does not wrap (low-level Server)
+                mapped = errors.to_jsonrpc_error(exc).error
+                return Fail(mapped.model_dump(by_alias=True, mode="json", exclude_none=True))
 
         try:
             await self.runner.start(
@@ -278,7 +289,7 @@ class TaskEngine:
             what = "claiming a new task failed: the store is unavailable"
             log_failure(logger, what, exc, record.task_id)
             await self._fail_quietly(record.task_id, "Task store unavailable")
-            raise errors.internal_error("Task store unavailable") from None
+            raise errors.to_jsonrpc_error(exc) from None
         # The create was durable before we answer: a tasks/get on any node resolves it now.
         return create_task_result(record, self.clock())
 
@@ -376,13 +387,13 @@ class TaskEngine:
                 await self.store.update(task_id, request.owner, responses)
             else:
                 await self.store.cancel(task_id, request.owner)
-        except TaskNotFound:
-            raise errors.task_not_found() from None
+        except TaskNotFound as exc:
+            raise errors.to_jsonrpc_error(exc) from None
         except NotJSONSafe:
             raise errors.invalid_params("inputResponses must be JSON") from None
         except StoreUnavailable as exc:
             log_failure(logger, f"{method} failed: the store is unavailable", exc, task_id)
-            raise errors.internal_error("Task store unavailable") from None
+            raise errors.to_jsonrpc_error(exc) from None
         await self.notifier.publish(task_id)
         return dict(ACK)
 

@@ -1,4 +1,7 @@
-"""The JSON-RPC errors the engine answers with; no message ever names a task id."""
+"""The JSON-RPC errors the engine answers with; no message ever names a task id.
+
+:func:`to_jsonrpc_error` is the one place a domain error becomes a JSON-RPC error.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,15 @@ from mcp_types import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
 )
 
+from mcp_tasks.domain.errors import (
+    InvalidInputRequests,
+    MCPTasksError,
+    MissingClientCapability,
+    NotJSONSafe,
+    StoreUnavailable,
+    TaskLimitReached,
+    TaskNotFound,
+)
 from mcp_tasks.engine.wire import EXTENSION_ID
 
 NOT_FOUND_MESSAGE: Final = "Failed to retrieve task: Task not found"
@@ -56,3 +68,21 @@ def internal_error(message: str = "Internal error") -> MCPError:
 def method_not_found() -> MCPError:
     """-32601."""
     return MCPError(code=METHOD_NOT_FOUND, message="Method not found")
+
+
+def to_jsonrpc_error(error: MCPTasksError) -> MCPError:
+    """The JSON-RPC error a domain error answers as (the engine's gates may answer a more
+    specific message where they know the context, e.g. which parameter was not JSON)."""
+    match error:
+        case MissingClientCapability(required=required):
+            return missing_capability(required)
+        case TaskNotFound():
+            return task_not_found()
+        case TaskLimitReached():
+            return task_limit_reached()
+        case StoreUnavailable():
+            return internal_error("Task store unavailable")
+        case NotJSONSafe() | InvalidInputRequests():
+            return invalid_params(str(error))
+        case _:
+            return internal_error()

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
-from mcp_tasks.states import TaskStatus
+from mcp_tasks.domain.states import TaskStatus
 
 if TYPE_CHECKING:
-    from mcp_tasks.jsonsafe import JSONObject, JSONValue
-    from mcp_tasks.models import TaskRecord
+    from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue
+    from mcp_tasks.domain.models import TaskRecord
 
 #: The extension's identifier: the capability key and the reserved label.
 EXTENSION_ID: Final = "io.modelcontextprotocol/tasks"

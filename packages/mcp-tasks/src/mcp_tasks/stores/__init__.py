@@ -1,1 +1,1 @@
-"""Store implementations that ship in the core distribution, and lookup by URL."""
+"""Stores: the Store protocol, the in-memory reference store, and opening a store by URL."""

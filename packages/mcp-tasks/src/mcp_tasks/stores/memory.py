@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Self
+from urllib.parse import urlsplit
 
-from mcp_tasks import rules
-from mcp_tasks.clock import Clock, system_clock
-from mcp_tasks.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
-from mcp_tasks.models import (
+from mcp_tasks.domain import rules
+from mcp_tasks.domain.clock import Clock, system_clock
+from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
+from mcp_tasks.domain.models import (
     Claimed,
     Lease,
     NewTask,
@@ -29,7 +30,7 @@ from mcp_tasks.models import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from mcp_tasks.rules import OwnerArg
+    from mcp_tasks.domain.rules import OwnerArg
 
 
 @dataclass
@@ -37,10 +38,12 @@ class MemoryBackend:
     """The state several store handles share: the "server" of the memory store."""
 
     tasks: dict[str, TaskRecord] = field(default_factory=dict)
+    name: str | None = None
+    """The namespace in ``memory://NAME`` that every store of that URL shares."""
 
 
 class MemoryTaskStore:
-    """A :class:`~mcp_tasks.store.Store` kept in this process's memory."""
+    """A :class:`~mcp_tasks.stores.protocol.Store` kept in this process's memory."""
 
     def __init__(
         self,
@@ -55,7 +58,12 @@ class MemoryTaskStore:
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"MemoryTaskStore(max_rows={self.options.max_rows})"
+        return f"MemoryTaskStore(url={self.url!r}, max_rows={self.options.max_rows})"
+
+    @property
+    def url(self) -> str:
+        """``memory://NAME`` for a named (shared) backend; ``memory://`` for a private one."""
+        return f"memory://{self._backend.name or ''}"
 
     async def __aenter__(self) -> Self:
         return self
@@ -173,6 +181,38 @@ class MemoryTaskStore:
         self._closed = True
 
 
-def from_url(url: str, options: StoreOptions | None = None) -> MemoryTaskStore:
-    """``memory://``: a fresh, empty in-process store."""
-    return MemoryTaskStore(options)
+class MemoryStoreBackend:
+    """Opens ``memory://`` (a fresh private store each time) and ``memory://NAME``: every
+    store of one NAME in this process shares its tasks, like connections to one database,
+    until the name is dropped."""
+
+    def __init__(self) -> None:
+        self._named: dict[str, MemoryBackend] = {}
+
+    def open(self, url: str, options: StoreOptions | None = None, /) -> MemoryTaskStore:
+        name = _name_of(url)
+        if not name:
+            return MemoryTaskStore(options)
+        shared = self._named.setdefault(name, MemoryBackend(name=name))
+        return MemoryTaskStore(options, backend=shared)
+
+    def namespaced(self, url: str, namespace: str, /) -> str:
+        _name_of(url)
+        return f"memory://{namespace}"
+
+    async def drop(self, url: str, /) -> None:
+        name = _name_of(url)
+        shared = self._named.pop(name, None)
+        if shared is not None:
+            shared.tasks.clear()
+
+
+def _name_of(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "memory" or parts.path not in ("", "/") or parts.query:
+        raise ValueError("A memory store URL looks like memory:// or memory://NAME")
+    return parts.netloc
+
+
+#: The ``memory`` entry point of the ``mcp_tasks.stores`` group.
+backend = MemoryStoreBackend()

@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel
 
-from mcp_tasks.errors import TaskNotFound
-from mcp_tasks.jsonsafe import ensure_object
-from mcp_tasks.models import Complete, Fail, Progress, RequireInput, TaskRecord, Transition
-from mcp_tasks.rules import ANY_OWNER
-from mcp_tasks.states import TaskStatus
+from mcp_tasks.domain.errors import TaskNotFound
+from mcp_tasks.domain.jsonsafe import ensure_object
+from mcp_tasks.domain.models import Complete, Fail, Progress, RequireInput, TaskRecord, Transition
+from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.domain.states import TaskStatus
 
 if TYPE_CHECKING:
-    from mcp_tasks.jsonsafe import JSONObject, JSONValue
-    from mcp_tasks.notifier import Notifier
-    from mcp_tasks.store import Store
+    from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue
+    from mcp_tasks.runtime.notifier import Notifier
+    from mcp_tasks.stores.protocol import Store
 
 
 class Unset:

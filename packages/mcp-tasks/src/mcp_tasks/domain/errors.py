@@ -2,7 +2,8 @@
 
 Each class's docstring is its default message. Driver exceptions never leak: a
 backend wraps them in :class:`StoreUnavailable` with the driver error as ``__cause__``.
-No message ever contains a task id (ids are bearer capabilities).
+No message ever contains a task id (ids are bearer capabilities). One error of the set,
+:class:`~mcp_tasks.domain.models.RevisionConflict`, lives beside the record it carries.
 """
 
 from __future__ import annotations
@@ -10,9 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
-    from mcp_tasks.models import TaskRecord
+    from collections.abc import Iterable, Mapping
 
 
 class MCPTasksError(Exception):
@@ -36,14 +35,6 @@ class TaskLimitReached(MCPTasksError):
 
 class StaleLease(MCPTasksError):
     """The lease is no longer valid: superseded, expired, or the task is final or gone."""
-
-
-class RevisionConflict(MCPTasksError):
-    """The task changed since the expected revision."""
-
-    def __init__(self, current: TaskRecord, message: str | None = None) -> None:
-        super().__init__(message)
-        self.current = current
 
 
 class EventIdReused(MCPTasksError):
@@ -72,3 +63,13 @@ class NotJSONSafe(MCPTasksError, TypeError):
 
 class StoreUnavailable(MCPTasksError):
     """The task store is unavailable; nothing was written."""
+
+
+class MissingClientCapability(MCPTasksError):
+    """Missing required client capability."""
+
+    def __init__(self, required: Mapping[str, object] | None = None) -> None:
+        super().__init__()
+        #: The client capabilities the request lacked; ``None``: the tasks extension itself
+        #: (only a task can wait for input).
+        self.required = dict(required) if required is not None else None

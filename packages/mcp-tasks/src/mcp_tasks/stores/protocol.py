@@ -3,7 +3,7 @@
 A Store needs no base class: anything that satisfies :class:`Store` is one. The rules
 below are normative and are proven, rule by rule (``S-…`` ids), by the shared contract
 suite (the ``mcp-tasks-contract`` distribution). The pure functions of
-:mod:`mcp_tasks.rules` compute every write; a backend only persists atomically.
+:mod:`mcp_tasks.domain.rules` compute every write; a backend only persists atomically.
 
 There is deliberately no way to list, scan or count tasks (S-NOLIST): task ids are
 bearer capabilities.
@@ -16,8 +16,15 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from mcp_tasks.models import Claimed, Lease, NewTask, StatusChange, TaskRecord, Transition
-    from mcp_tasks.rules import OwnerArg
+    from mcp_tasks.domain.models import (
+        Claimed,
+        Lease,
+        NewTask,
+        StatusChange,
+        TaskRecord,
+        Transition,
+    )
+    from mcp_tasks.domain.rules import OwnerArg
 
 #: The operations every Store implements (the structural test checks this list).
 STORE_OPERATIONS: tuple[str, ...] = (
@@ -38,8 +45,8 @@ STORE_OPERATIONS: tuple[str, ...] = (
 class Store(Protocol):
     """Durable task state. Every method is atomic; on failure nothing is half-written.
 
-    Errors are those of :mod:`mcp_tasks.errors` only; backend failures MUST surface as
-    :class:`~mcp_tasks.errors.StoreUnavailable` with the driver error as ``__cause__``.
+    Errors are those of :mod:`mcp_tasks.domain.errors` only; backend failures MUST surface as
+    :class:`~mcp_tasks.domain.errors.StoreUnavailable` with the driver error as ``__cause__``.
     Times are the store's clock, in epoch milliseconds.
     """
 
@@ -98,7 +105,7 @@ class Store(Protocol):
         expected_revision: int | None = None,
         event_id: str | None = None,
     ) -> Transition:
-        """A worker's write (S-PUT), checked as :func:`mcp_tasks.rules.apply_put` says.
+        """A worker's write (S-PUT), checked as :func:`mcp_tasks.domain.rules.apply_put` says.
 
         Raises:
             TaskNotFound: unknown or expired.

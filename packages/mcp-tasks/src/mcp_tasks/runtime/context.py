@@ -6,18 +6,19 @@ import logging
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Final
 
-from mcp_tasks.ids import redact
-from mcp_tasks.jsonsafe import ensure_object
-from mcp_tasks.models import Lease, Progress, RequireInput
-from mcp_tasks.rules import ANY_OWNER
-from mcp_tasks.states import TaskStatus
+from mcp_tasks.domain.errors import MissingClientCapability
+from mcp_tasks.domain.ids import redact
+from mcp_tasks.domain.jsonsafe import ensure_object
+from mcp_tasks.domain.models import Lease, Progress, RequireInput
+from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.domain.states import TaskStatus
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from mcp_tasks.jsonsafe import JSONObject, JSONValue
-    from mcp_tasks.notifier import Notifier
-    from mcp_tasks.store import Store
+    from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue
+    from mcp_tasks.runtime.notifier import Notifier
+    from mcp_tasks.stores.protocol import Store
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,8 @@ class TaskCancelled(BaseException):
 
 class TaskContext:
     """The handle a tool body gets. Outside a task (a synchronous call) progress is a
-    no-op and asking for input answers -32021, since only a task can wait for input.
+    no-op and asking for input raises :class:`MissingClientCapability` (answered -32021),
+    since only a task can wait for input.
     """
 
     def __init__(
@@ -103,9 +105,7 @@ class TaskContext:
     ) -> dict[str, JSONValue]:
         """Ask the client (``input_required``) and wait for every answer; keys are unique
         over the task's life. Returns key → the client's result (e.g. an ``ElicitResult``)."""
-        from mcp_tasks.engine.errors import missing_capability  # noqa: PLC0415 (import cycle)
-
-        raise missing_capability()
+        raise MissingClientCapability
 
     async def elicit(
         self, key: str, message: str, schema: Mapping[str, Any] | None = None
@@ -167,9 +167,7 @@ class RunningTaskContext(TaskContext):
         for request in requests.values():
             needed = INPUT_CAPABILITY.get(str(request.get("method")))
             if needed is not None and self._client_capabilities.get(needed) is None:
-                from mcp_tasks.engine.errors import missing_capability  # noqa: PLC0415
-
-                raise missing_capability({needed: {}})
+                raise MissingClientCapability({needed: {}})
 
     def mark_cancelled(self) -> None:
         self._cancelled = True

@@ -8,10 +8,11 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_tasks import TaskContext, Tasks
+from mcp_tasks.runtime.context import TaskContext  # noqa: TC001 (tool hints resolve at runtime)
+from mcp_tasks.tasks import Tasks
 
 if TYPE_CHECKING:
-    from mcp_tasks.store import Store
+    from mcp_tasks.stores.protocol import Store
 
 BUILD_STEPS = ("Fetching sources", "Compiling", "Running tests", "Packaging")
 CONFIRM_SCHEMA: dict[str, Any] = {
@@ -25,13 +26,13 @@ POLL_INTERVAL_MS = 200
 
 
 def demo_server(
-    store: Store,
+    store: Store | str,
     *,
     step_seconds: float = STEP_SECONDS,
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO",
 ) -> MCPServer:
-    """An MCPServer with Tasks on `store` and the three demo tools; it owns `store` and
-    closes it at shutdown."""
+    """An MCPServer with Tasks on `store` (a Store or URL) and the three demo tools; it owns
+    `store` and closes it at shutdown."""
     tasks = Tasks(store=store, close_store=True)
     mcp = MCPServer(
         "mcp-tasks-demo",

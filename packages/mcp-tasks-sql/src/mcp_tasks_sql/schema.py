@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from mcp_tasks.states import TERMINAL, TaskStatus
+from mcp_tasks.domain.states import TERMINAL, TaskStatus
 
 ACTIVE: tuple[TaskStatus, ...] = (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED)
 TERMINAL_STATUSES: tuple[TaskStatus, ...] = tuple(sorted(TERMINAL))

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeAlias, cast
 
-from mcp_tasks.errors import NotJSONSafe
+from mcp_tasks.domain.errors import NotJSONSafe
 
 JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 JSONObject: TypeAlias = "dict[str, JSONValue]"

@@ -15,8 +15,8 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CallToolRequestParams, Reque
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
+from mcp_tasks.adapters.ownership import current_owner
 from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, RequestView
-from mcp_tasks.ownership import current_owner
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext

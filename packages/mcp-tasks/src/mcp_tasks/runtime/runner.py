@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import anyio.abc
 
-from mcp_tasks.context import RunningTaskContext, TaskCancelled
-from mcp_tasks.errors import MCPTasksError, StaleLease, TaskNotFound
-from mcp_tasks.ids import redact
-from mcp_tasks.logs import log_failure
-from mcp_tasks.models import Claimed, Complete, Fail, StatusChange, WorkSpec
-from mcp_tasks.rules import ANY_OWNER
+from mcp_tasks.domain.errors import MCPTasksError, StaleLease, TaskNotFound
+from mcp_tasks.domain.ids import redact
+from mcp_tasks.domain.models import Claimed, Complete, Fail, StatusChange, WorkSpec
+from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.runtime.context import RunningTaskContext, TaskCancelled
+from mcp_tasks.runtime.logs import log_failure
 
 if TYPE_CHECKING:
-    from mcp_tasks.notifier import Notifier, Subscription
-    from mcp_tasks.store import Store
+    from mcp_tasks.runtime.notifier import Notifier, Subscription
+    from mcp_tasks.stores.protocol import Store
 
 logger = logging.getLogger(__name__)
 

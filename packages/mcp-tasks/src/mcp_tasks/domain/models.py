@@ -1,7 +1,7 @@
 """The task aggregate and the values a Store takes and returns.
 
 Times are integer milliseconds since the Unix epoch on the Store's clock; the wire
-layer renders them as RFC 3339. Every JSON payload has passed :mod:`mcp_tasks.jsonsafe`.
+layer renders them as RFC 3339. Every JSON payload has passed :mod:`mcp_tasks.domain.jsonsafe`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from mcp_tasks.errors import InvalidInputRequests, NotJSONSafe
-from mcp_tasks.jsonsafe import JSONObject, JSONValue, ensure_json, ensure_object
+from mcp_tasks.domain.errors import InvalidInputRequests, MCPTasksError, NotJSONSafe
+from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue, ensure_json, ensure_object
 
 if TYPE_CHECKING:
-    from mcp_tasks.states import TaskStatus
+    from mcp_tasks.domain.states import TaskStatus
 
 # Methods a task may ask its client through inputRequests (SEP-2663 InputRequest).
 INPUT_METHODS: Final = frozenset({"elicitation/create", "sampling/createMessage", "roots/list"})
@@ -137,9 +137,17 @@ class TaskRecord:
         return self.owner is None or self.owner == owner
 
 
+class RevisionConflict(MCPTasksError):
+    """The task changed since the expected revision."""
+
+    def __init__(self, current: TaskRecord, message: str | None = None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
 @dataclass(frozen=True, slots=True)
 class NewTask:
-    """What ``Store.create`` takes. The engine mints ``task_id`` (see :mod:`mcp_tasks.ids`)."""
+    """What ``Store.create`` takes. The engine mints ``task_id`` (:mod:`mcp_tasks.domain.ids`)."""
 
     task_id: str
     owner: str | None = None

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mcp_tasks.jsonsafe import JSONObject, JSONValue, dumps, loads
-from mcp_tasks.models import Claim, RecordedEvent, TaskRecord, WorkSpec
-from mcp_tasks.states import TaskStatus
+from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue, dumps, loads
+from mcp_tasks.domain.models import Claim, RecordedEvent, TaskRecord, WorkSpec
+from mcp_tasks.domain.states import TaskStatus
 
 if TYPE_CHECKING:
-    from mcp_tasks.sql.store import Row
+    from mcp_tasks_sql.connection import Row
 
 
 def to_row(record: TaskRecord) -> dict[str, Any]:

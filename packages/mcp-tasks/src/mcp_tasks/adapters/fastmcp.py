@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -25,6 +25,8 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CallToolRequestParams, Reque
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
+from mcp_tasks.adapters.ownership import current_owner
+from mcp_tasks.domain.errors import MCPTasksError
 from mcp_tasks.engine import (
     EXTENSION_ID,
     TASK_METHODS,
@@ -32,8 +34,8 @@ from mcp_tasks.engine import (
     TaskMode,
     ToolOptions,
     result_to_change,
+    to_jsonrpc_error,
 )
-from mcp_tasks.ownership import current_owner
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -45,8 +47,11 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
     from pydantic import BaseModel
 
-    from mcp_tasks.models import StatusChange
-    from mcp_tasks.tasks import Tasks
+    from mcp_tasks.domain.models import StatusChange
+    from mcp_tasks.engine import TaskEngine
+
+    #: What runs the runner and reaper while the server lives (``Tasks.running``).
+    Running = Callable[[], AbstractAsyncContextManager[None]]
 
 __all__ = ["FastMCPTasksExtension", "tool_options"]
 
@@ -109,29 +114,31 @@ def fastmcp_result_to_change(outcome: object) -> StatusChange:
 
 
 class FastMCPTasksExtension(ServerExtension):
-    """`io.modelcontextprotocol/tasks` for FastMCP, backed by a `Tasks` (Store, runner)."""
+    """`io.modelcontextprotocol/tasks` for FastMCP: an engine (Store, runner) and what runs
+    its runner (`Tasks.fastmcp_extension()` builds one from a `Tasks`)."""
 
     identifier = EXTENSION_ID
 
-    def __init__(self, tasks: Tasks) -> None:
-        self._tasks = tasks
+    def __init__(self, engine: TaskEngine, running: Running) -> None:
+        self._engine = engine
+        self._running = running
 
     def __repr__(self) -> str:
-        return f"FastMCPTasksExtension({self._tasks!r})"
+        return f"FastMCPTasksExtension({self._engine!r})"
 
     def clone(self) -> FastMCPTasksExtension:
         # The Store and runner are shared state, never deep-copied.
-        return FastMCPTasksExtension(self._tasks)
+        return FastMCPTasksExtension(self._engine, self._running)
 
     def settings(self) -> dict[str, Any]:
         return {}  # the extension defines no settings: an empty object means support
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         """Run the task runner and reaper while the server lives."""
-        return _running_in_own_task(self._tasks)
+        return _running_in_own_task(self._running)
 
     def methods(self) -> Sequence[MethodBinding]:
-        engine = self._tasks.engine
+        engine = self._engine
 
         def handler(method: str) -> Any:
             async def handle(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
@@ -168,11 +175,13 @@ class FastMCPTasksExtension(ServerExtension):
             try:
                 return await call_next()
             except FastMCPError as error:
+                if isinstance(error.__cause__, MCPTasksError):  # e.g. input the client lacks
+                    raise to_jsonrpc_error(error.__cause__) from None
                 return types.CallToolResult(
                     content=[types.TextContent(type="text", text=str(error))], is_error=True
                 )
 
-        result = await self._tasks.engine.handle_tool_call(
+        result = await self._engine.handle_tool_call(
             request_view_of_context(rc),
             name=params.name,
             arguments=params.arguments,
@@ -189,8 +198,8 @@ class FastMCPTasksExtension(ServerExtension):
 
 
 @asynccontextmanager
-async def _running_in_own_task(tasks: Tasks) -> AsyncIterator[None]:
-    """`tasks.running()`, entered and exited in an asyncio task of its own.
+async def _running_in_own_task(running: Running) -> AsyncIterator[None]:
+    """`running()` (the runner and reaper), entered and exited in an asyncio task of its own.
 
     Why: FastMCP (4.1.6, `LifespanMixin._lifespan_manager`) exits extension lifespans from
     an `AsyncExitStack` inside a shielding cancel scope it opens at shutdown, and it offers
@@ -205,7 +214,7 @@ async def _running_in_own_task(tasks: Tasks) -> AsyncIterator[None]:
     started, stop = asyncio.Event(), asyncio.Event()
 
     async def own() -> None:
-        async with tasks.running():
+        async with running():
             started.set()
             await stop.wait()
 

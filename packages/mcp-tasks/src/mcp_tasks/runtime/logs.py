@@ -9,7 +9,7 @@ from __future__ import annotations
 import traceback
 from typing import TYPE_CHECKING
 
-from mcp_tasks.ids import redact
+from mcp_tasks.domain.ids import redact
 
 if TYPE_CHECKING:
     import logging

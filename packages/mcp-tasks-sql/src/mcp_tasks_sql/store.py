@@ -2,68 +2,29 @@
 
 A dialect subclass supplies connections (:meth:`SQLTaskStore._session`), the compiled
 statements and how its clock reaches them; everything the Store contract decides is
-computed by :mod:`mcp_tasks.rules` here, never re-derived per dialect.
+computed by :mod:`mcp_tasks.domain.rules` here, never re-derived per dialect.
 """
 
 from __future__ import annotations
 
 import asyncio
-from abc import ABC, abstractmethod
-from contextlib import contextmanager
-from enum import Enum
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self, TypeVar
 
-from mcp_tasks import rules
-from mcp_tasks.errors import DuplicateTaskId, MCPTasksError, StoreUnavailable, TaskLimitReached
-from mcp_tasks.models import Claimed, Lease, Outcome, StoreOptions, Transition
-from mcp_tasks.sql.codec import from_row, to_row
+from mcp_tasks.domain import rules
+from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
+from mcp_tasks.domain.models import Claimed, Lease, Outcome, StoreOptions, Transition
+from mcp_tasks_sql.codec import from_row, to_row
+from mcp_tasks_sql.connection import Executor, Mode, Row
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Mapping
     from contextlib import AbstractAsyncContextManager
 
-    from mcp_tasks.models import NewTask, StatusChange, TaskRecord
-    from mcp_tasks.rules import OwnerArg
-    from mcp_tasks.sql.statements import CompiledSQL, Statements
+    from mcp_tasks.domain.models import NewTask, StatusChange, TaskRecord
+    from mcp_tasks.domain.rules import OwnerArg
+    from mcp_tasks_sql.statements import Statements
 
 R = TypeVar("R")
-
-
-class Row(Protocol):
-    """A driver's result row, read by column name (``sqlite3.Row``, ``asyncpg.Record``)."""
-
-    def __getitem__(self, key: str, /) -> Any: ...
-
-
-class Executor(Protocol):
-    """Runs compiled statements on one connection (or pool) of a dialect's raw driver."""
-
-    async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
-        """The first row, or ``None``."""
-        ...
-
-    async def execute(self, sql: CompiledSQL, values: Mapping[str, Any]) -> int:
-        """Run a write; the number of rows it touched."""
-        ...
-
-
-class Mode(Enum):
-    """What a session is for; each dialect maps these onto its own locking."""
-
-    READ = "read"  # one statement, no transaction
-    MODIFY = "modify"  # read then compare-and-set; the CAS guards it
-    TRANSACTION = "transaction"  # several statements that must commit together
-
-
-@contextmanager
-def driver_errors_as_unavailable(errors: tuple[type[BaseException], ...]) -> Iterator[None]:
-    """Driver failures surface as :class:`StoreUnavailable` with the driver error as cause."""
-    try:
-        yield
-    except MCPTasksError:
-        raise
-    except errors as exc:
-        raise StoreUnavailable from exc
 
 
 def values_of(record: TaskRecord) -> dict[str, Any]:
@@ -78,16 +39,70 @@ def record_of(row: Row | None) -> TaskRecord | None:
     return from_row(row)
 
 
-class SQLTaskStore(ABC):
-    """A :class:`~mcp_tasks.store.Store` on a SQL database; dialects subclass it."""
+class SQLDialect(Protocol):
+    """What a SQL database brings to :class:`SQLTaskStore`: connections, the compiled
+    statements of its namespace, its clock and its DDL. The store decides everything else.
+
+    ``mcp-tasks-sqlite`` and ``mcp-tasks-postgres`` are the two implementations; a dialect
+    for another database implements this and runs the contract suite.
+    """
+
+    @property
+    def url(self) -> str:
+        """The URL that opens this namespace again (a password masked)."""
+        ...
+
+    @property
+    def statements(self) -> Statements:
+        """The compiled statements of this namespace (:func:`~mcp_tasks_sql.statements.build`)."""
+        ...
+
+    def session(self, mode: Mode) -> AbstractAsyncContextManager[Executor]:
+        """A connection for ``mode``; commits on success, rolls back on any exception, and
+        raises driver failures (and use after :meth:`close`) as :class:`StoreUnavailable`."""
+        ...
+
+    def with_now(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` plus whatever the statements need to know the store's clock."""
+        ...
+
+    async def migrate(self) -> None:
+        """Create the schema, tables, indexes and counter row if missing (idempotent)."""
+        ...
+
+    async def create(self, task: NewTask, options: StoreOptions) -> TaskRecord | None:
+        """A dialect's own faster ``create``, or ``None`` to run the shared one.
+
+        Raises what :meth:`SQLTaskStore.create` raises."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections; every later session raises StoreUnavailable. Idempotent."""
+        ...
+
+
+class SQLTaskStore:
+    """A :class:`~mcp_tasks.stores.protocol.Store` on a SQL database, built from a dialect."""
 
     options: StoreOptions
 
-    def __init__(self, options: StoreOptions | None) -> None:
+    def __init__(self, dialect: SQLDialect, options: StoreOptions | None = None) -> None:
+        self.dialect = dialect
         self.options = options or StoreOptions()
+        self._sql = dialect.statements
+        self._session = dialect.session
+        self._with_now = dialect.with_now
         self._ready = False
         self._ready_lock = asyncio.Lock()
         self._closed = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(url={self.url!r}, max_rows={self.options.max_rows})"
+
+    @property
+    def url(self) -> str:
+        """The URL that opens this store's namespace again (a password masked)."""
+        return self.dialect.url
 
     async def __aenter__(self) -> Self:
         return self
@@ -95,29 +110,10 @@ class SQLTaskStore(ABC):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    # --- what a dialect provides -------------------------------------------------------
-
-    @abstractmethod
     async def close(self) -> None:
         """Release the store's connections. Idempotent."""
-
-    @property
-    @abstractmethod
-    def _sql(self) -> Statements:
-        """The compiled statements of this store's namespace."""
-
-    @abstractmethod
-    def _session(self, mode: Mode) -> AbstractAsyncContextManager[Executor]:
-        """A connection for ``mode``; commits on success, rolls back on any exception, and
-        raises driver failures as :class:`StoreUnavailable`."""
-
-    @abstractmethod
-    def _with_now(self, values: dict[str, Any]) -> dict[str, Any]:
-        """``values`` plus whatever the statements need to know the store's clock."""
-
-    @abstractmethod
-    async def _migrate(self) -> None:
-        """Create the schema, tables, indexes and counter row if missing (idempotent)."""
+        self._closed = True
+        await self.dialect.close()
 
     # --- schema ------------------------------------------------------------------------
 
@@ -127,7 +123,7 @@ class SQLTaskStore(ABC):
         if self._closed:
             raise StoreUnavailable("The store is closed")
         async with self._ready_lock:
-            await self._migrate()
+            await self.dialect.migrate()
             self._ready = True
 
     async def _ensure_ready(self) -> None:
@@ -136,7 +132,7 @@ class SQLTaskStore(ABC):
         if not self._ready:
             async with self._ready_lock:
                 if not self._ready:
-                    await self._migrate()
+                    await self.dialect.migrate()
                     self._ready = True
 
     # --- the Store operations -------------------------------------------------------------
@@ -144,6 +140,9 @@ class SQLTaskStore(ABC):
     async def create(self, task: NewTask) -> TaskRecord:
         await self._ensure_ready()
         sql, options = self._sql, self.options
+        fast = await self.dialect.create(task, options)
+        if fast is not None:
+            return fast
         async with self._session(Mode.TRANSACTION) as db:
             # Locks the namespace's counter row until commit: creates serialise here, so the
             # caps are checked and the row inserted atomically under READ COMMITTED.

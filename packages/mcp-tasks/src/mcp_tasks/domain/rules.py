@@ -11,17 +11,16 @@ import hashlib
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
-from mcp_tasks.errors import (
+from mcp_tasks.domain.errors import (
     DuplicateInputKeys,
     EventIdReused,
     InvalidTransition,
-    RevisionConflict,
     StaleLease,
     TaskNotFound,
 )
-from mcp_tasks.ids import new_token
-from mcp_tasks.jsonsafe import JSONValue, dumps, ensure_json
-from mcp_tasks.models import (
+from mcp_tasks.domain.ids import new_token
+from mcp_tasks.domain.jsonsafe import JSONValue, dumps, ensure_json
+from mcp_tasks.domain.models import (
     RECENT_EVENTS_KEPT,
     Claim,
     Claimed,
@@ -34,12 +33,13 @@ from mcp_tasks.models import (
     RecordedEvent,
     RequireInput,
     Retry,
+    RevisionConflict,
     StatusChange,
     TaskRecord,
     Transition,
     change_to_json,
 )
-from mcp_tasks.states import TaskStatus, can_move
+from mcp_tasks.domain.states import TaskStatus, can_move
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

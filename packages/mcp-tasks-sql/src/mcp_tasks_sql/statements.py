@@ -5,9 +5,10 @@ and compiling a Core statement per call costs more than the round trip on the ho
 (``get``, ``put_status``), so each statement is compiled exactly once per store.
 
 Where the database must select rows itself (claim candidates, reaping, the caps), the
-``WHERE`` clauses mirror :func:`mcp_tasks.rules.claimable`, :func:`~mcp_tasks.rules.is_reapable`,
-:func:`~mcp_tasks.rules.counts_toward_cap` and :func:`~mcp_tasks.rules.is_active` exactly;
-keep them in step with those functions.
+``WHERE`` clauses re-state :func:`~mcp_tasks.domain.rules.claimable`,
+:func:`~mcp_tasks.domain.rules.is_reapable`, :func:`~mcp_tasks.domain.rules.counts_toward_cap`
+and :func:`~mcp_tasks.domain.rules.is_active`; a property test per dialect checks each one
+against its rule on the real database.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from mcp_tasks.sql.schema import ACTIVE, TERMINAL_STATUSES, TaskTables, status_in
+from mcp_tasks_sql.schema import ACTIVE, TERMINAL_STATUSES, TaskTables, status_in
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -1,0 +1,23 @@
+"""The SQL layer the SQL stores share: one SQLAlchemy Core table definition, its statements
+compiled once per dialect, the row codec, and :class:`SQLTaskStore`, built from a public
+:class:`SQLDialect` (``mcp-tasks-sqlite`` and ``mcp-tasks-postgres`` provide one each)."""
+
+from mcp_tasks_sql.connection import Executor, Mode, Row, driver_errors_as_unavailable
+from mcp_tasks_sql.schema import TaskTables, task_tables
+from mcp_tasks_sql.statements import CompiledSQL, Statements
+from mcp_tasks_sql.store import SQLDialect, SQLTaskStore, record_of, values_of
+
+__all__ = [
+    "CompiledSQL",
+    "Executor",
+    "Mode",
+    "Row",
+    "SQLDialect",
+    "SQLTaskStore",
+    "Statements",
+    "TaskTables",
+    "driver_errors_as_unavailable",
+    "record_of",
+    "task_tables",
+    "values_of",
+]

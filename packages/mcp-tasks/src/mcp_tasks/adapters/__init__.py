@@ -1,0 +1,2 @@
+"""Adapters: the engine plugged into the official MCP SDK (``sdk``), FastMCP (``fastmcp``,
+needs the ``fastmcp`` extra) and ASGI servers (``asgi``)."""

@@ -1,1 +1,0 @@
-"""Adapters for third-party MCP frameworks; each imports its framework only when used."""
