@@ -1,8 +1,9 @@
 """The rule catalogue: every Store contract rule id and the one-line property it names.
 
-Ids follow ``store-contract.md``: ``S-…`` for the operations, ``INV-…`` for the invariants
-the stateful test checks after every step. Every contract test carries
-``@pytest.mark.rule(...)`` with the ids it proves; a meta-test keeps both sides in step.
+Ids follow the repository's ``docs/store-contract.md``, which states each rule in full:
+``S-…`` for the operations, ``INV-…`` for the invariants the stateful test checks after
+every step. Every contract test carries ``@pytest.mark.rule(...)`` with the ids it proves;
+meta-tests keep the tests, this catalogue and the document in step.
 """
 
 from __future__ import annotations
