@@ -4,12 +4,12 @@
     uv run mcp-tasks call http://127.0.0.1:8000/mcp slow_sum 'numbers=[1, 2, 3]'
 
 Needs the `fastmcp` extra (`pip install "mcp-tasks[fastmcp]"`). The store comes from
-$MCP_TASKS_STORE_URL (memory:// when unset).
+$MCP_TASKS_STORE_URL, else a private memory store (`Tasks()` pins none, so
+`mcp-tasks serve --store URL` can hand it one).
 """
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import anyio
@@ -17,9 +17,9 @@ from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.utilities.tasks import TaskConfig
 
-from mcp_tasks import Tasks, current_task_context, store_from_url
+from mcp_tasks import Tasks, current_task_context
 
-tasks = Tasks(store=store_from_url(os.environ.get("MCP_TASKS_STORE_URL") or "memory://"))
+tasks = Tasks()
 mcp = FastMCP("fastmcp-with-mcp-tasks")
 mcp.add_extension(tasks.fastmcp_extension())
 

@@ -3,13 +3,13 @@
     uv run python examples/lowlevel_server.py                  # http://127.0.0.1:8000/mcp
     uv run mcp-tasks call http://127.0.0.1:8000/mcp checksum text=hello
 
-The store comes from $MCP_TASKS_STORE_URL (memory:// when unset).
+The app leaves the store to whoever runs it (`Tasks()` pins none): `mcp-tasks serve --store URL`
+hands it one; run directly, it uses $MCP_TASKS_STORE_URL, else a private memory store.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -17,12 +17,12 @@ import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel import Server
 
-from mcp_tasks import Tasks, current_task_context, store_from_url
+from mcp_tasks import Tasks, current_task_context
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-tasks = Tasks(store=store_from_url(os.environ.get("MCP_TASKS_STORE_URL") or "memory://"))
+tasks = Tasks()
 
 CHECKSUM = types.Tool(
     name="checksum",

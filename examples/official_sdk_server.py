@@ -4,21 +4,20 @@
     cd examples && uv run mcp-tasks serve official_sdk_server:mcp --store sqlite:///tasks.db
     uv run mcp-tasks call http://127.0.0.1:8000/mcp build ref=main
 
-The store comes from $MCP_TASKS_STORE_URL (memory:// when unset).
+The app leaves the store to whoever runs it (`Tasks()` pins none): `mcp-tasks serve --store URL`
+hands it one; run directly, it uses $MCP_TASKS_STORE_URL, else a private memory store.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import TaskContext, Tasks, store_from_url
+from mcp_tasks import TaskContext, Tasks
 
 tasks = Tasks(
-    store=store_from_url(os.environ.get("MCP_TASKS_STORE_URL") or "memory://"),
     default_ttl_ms=3_600_000,
 )
 mcp: MCPServer[Any] = MCPServer("builder", extensions=[tasks.extension()], lifespan=tasks.lifespan)

@@ -1,11 +1,24 @@
-"""store_from_url: stores by URL scheme, and the exact install line for a missing extra."""
+"""Opening stores by URL: schemes, namespaces, dropping, the install line for a missing extra."""
 
 from __future__ import annotations
 
 import pytest
 
-from mcp_tasks import MemoryTaskStore, StoreOptions, UnknownStoreScheme, store_from_url
+from mcp_tasks import (
+    ANY_OWNER,
+    MemoryTaskStore,
+    NamespacesNotSupported,
+    NewTask,
+    StoreOptions,
+    TaskNotFound,
+    UnknownStoreScheme,
+    drop_namespace,
+    namespaced_url,
+    new_task_id,
+    store_from_url,
+)
 from mcp_tasks.stores import opening
+from mcp_tasks.stores.opening import describe_store
 
 
 @pytest.fixture
@@ -87,3 +100,78 @@ def test_no_install_line_names_an_extra_that_does_not_exist(url: str) -> None:
     with pytest.raises(UnknownStoreScheme) as caught:
         store_from_url(url)
     assert "pip install" not in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_a_named_memory_store_is_shared_until_dropped() -> None:
+    """memory://NAME: every store of that URL shares its tasks (like connections to one
+    database); memory:// alone is private; drop_namespace empties and forgets the name."""
+    first, second = store_from_url("memory://shared-ns"), store_from_url("memory://shared-ns")
+    private = store_from_url("memory://")
+    task = await first.create(NewTask(task_id=new_task_id()))
+    assert await second.get(task.task_id, ANY_OWNER) == task
+    with pytest.raises(TaskNotFound):
+        await private.get(task.task_id, ANY_OWNER)
+    await drop_namespace("memory://shared-ns")
+    with pytest.raises(TaskNotFound):
+        await second.get(task.task_id, ANY_OWNER)
+    with pytest.raises(TaskNotFound):
+        await store_from_url("memory://shared-ns").get(task.task_id, ANY_OWNER)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("memory://", "memory://ns1"),
+        ("memory://other", "memory://ns1"),
+        ("sqlite:///tasks.db", "sqlite:///tasks.db?table_prefix=ns1_"),
+        ("sqlite:////abs/t.db?table_prefix=x_", "sqlite:////abs/t.db?table_prefix=ns1_"),
+        ("postgresql://u@h/db", "postgresql://u@h/db?schema=ns1"),
+        (
+            "postgresql://u@h/db?schema=a&sslmode=disable",
+            "postgresql://u@h/db?sslmode=disable&schema=ns1",
+        ),
+    ],
+)
+def test_the_namespace_is_part_of_the_url(url: str, expected: str) -> None:
+    """Each backend names its namespace in the URL: a memory name, a SQLite table prefix, a
+    Postgres schema; the rest of the URL is kept."""
+    assert namespaced_url(url, "ns1") == expected
+
+
+@pytest.mark.parametrize("namespace", ["", "a-b", "x;drop", "ü"])
+def test_a_namespace_is_letters_digits_and_underscores(namespace: str) -> None:
+    with pytest.raises(ValueError, match="letters, digits and '_'"):
+        namespaced_url("memory://", namespace)
+
+
+def test_a_store_is_described_by_its_url_with_the_password_masked() -> None:
+    store = store_from_url("postgresql://me:secret@db.example:5432/app?schema=jobs")
+    assert describe_store(store) == "postgresql://me:***@db.example:5432/app?schema=jobs"
+    assert "secret" not in repr(store)
+
+
+class _Entry:
+    """An entry point as importlib.metadata gives it (only what store_from_url reads)."""
+
+    def __init__(self, loaded: object) -> None:
+        self._loaded = loaded
+
+    def load(self) -> object:
+        return self._loaded
+
+
+def test_a_plain_factory_entry_point_still_opens_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A third-party store may register a bare URL → Store factory; it opens as before, and
+    has no namespaces to point at or drop."""
+    opened: list[str] = []
+
+    def factory(url: str, options: StoreOptions | None = None) -> MemoryTaskStore:
+        opened.append(url)
+        return MemoryTaskStore(options)
+
+    monkeypatch.setattr(opening, "entry_points", lambda **_: [_Entry(factory)])
+    assert isinstance(store_from_url("thirdparty://x"), MemoryTaskStore)
+    assert opened == ["thirdparty://x"]
+    with pytest.raises(NamespacesNotSupported):
+        namespaced_url("thirdparty://x", "ns")

@@ -119,3 +119,97 @@ def test_serve_refuses_an_sdk_app_without_tasks(tmp_path: Path) -> None:
     )
     assert run.returncode != 0
     assert "does not enable mcp-tasks" in run.stderr
+
+
+PINNED_APP = """
+from mcp.server.mcpserver import MCPServer
+from mcp_tasks import Tasks
+
+tasks = Tasks(store="sqlite:///pinned.db")
+mcp = MCPServer("pinned", extensions=[tasks.extension()], lifespan=tasks.lifespan)
+
+
+@tasks.tool(mcp, mode="optional")
+async def echo(text: str) -> str:
+    return text
+"""
+
+UNPINNED_APP = PINNED_APP.replace('Tasks(store="sqlite:///pinned.db")', "Tasks()")
+
+
+def refused(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_tasks.cli", "serve", *args, "--port", "1"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_serve_refuses_a_store_other_than_the_one_the_app_pins(tmp_path: Path) -> None:
+    """An app that pins its store is not silently served from another: serve exits 2 with
+    one line naming the pinned store, and creates nothing."""
+    (tmp_path / "pinned_app.py").write_text(PINNED_APP)
+    run = refused("pinned_app:mcp", "--store", "sqlite:///other.db", cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr.count("\n") == 1
+    assert run.stderr.startswith("mcp-tasks serve: pinned_app:mcp pins its task store to ")
+    assert "sqlite:///pinned.db" in run.stderr
+    assert not (tmp_path / "other.db").exists()
+    assert not (tmp_path / "pinned.db").exists()
+
+
+def _banner_and_status(*args: str, cwd: Path, tool: str) -> tuple[str, str]:
+    """Serve, run `tool` once as a task, stop; the banner line and the task's final status."""
+
+    async def call(url: str) -> str:
+        await wait_until_up(url)
+        async with tasks_client(url) as client:
+            handle = await start_tool(client, tool, {"text": "hi"})
+            assert isinstance(handle, TaskHandle)
+            return (await handle.wait()).status
+
+    with free_socket() as sock:
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "mcp_tasks.cli", "serve", *args, "--port", str(port)]
+    process = subprocess.Popen(command, cwd=cwd, stderr=subprocess.PIPE, text=True)
+    try:
+        status = anyio.run(call, f"http://127.0.0.1:{port}/mcp")
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+    banner = next(line for line in stderr.splitlines() if line.startswith("mcp-tasks: serving"))
+    return banner, status
+
+
+def test_serve_hands_its_store_to_an_app_that_pins_none(tmp_path: Path) -> None:
+    """`Tasks()` takes the --store store: the task lands in that file, the banner names it."""
+    (tmp_path / "unpinned_app.py").write_text(UNPINNED_APP)
+    banner, status = _banner_and_status(
+        "unpinned_app:mcp", "--store", "sqlite:///handed.db", cwd=tmp_path, tool="echo"
+    )
+    assert status == "completed"
+    assert banner.endswith("(store: sqlite:///handed.db)")
+    assert (tmp_path / "handed.db").exists()
+
+
+def test_serve_without_store_names_the_store_the_app_pins(tmp_path: Path) -> None:
+    """No --store: a pinned app is served from its own store, and the banner says which."""
+    (tmp_path / "pinned_app.py").write_text(PINNED_APP)
+    banner, status = _banner_and_status("pinned_app:mcp", cwd=tmp_path, tool="echo")
+    assert status == "completed"
+    assert banner.endswith("(store: sqlite:///pinned.db)")
+    assert (tmp_path / "pinned.db").exists()
+    assert not (tmp_path / "mcp-tasks.db").exists()  # serve's own default was not opened
+
+
+def test_serve_accepts_the_pinned_store_named_again(tmp_path: Path) -> None:
+    """--store naming the very store the app pins is no conflict."""
+    (tmp_path / "pinned_app.py").write_text(PINNED_APP)
+    banner, status = _banner_and_status(
+        "pinned_app:mcp", "--store", "sqlite:///pinned.db", cwd=tmp_path, tool="echo"
+    )
+    assert status == "completed"
+    assert banner.endswith("(store: sqlite:///pinned.db)")

@@ -156,7 +156,11 @@ def with_query(url: str, **values: str | None) -> str:
     parts = urlsplit(url)
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in values]
     query += [(k, v) for k, v in values.items() if v is not None]
-    return urlunsplit(parts._replace(query=urlencode(query)))
+    # Not urlunsplit: it turns sqlite:///tasks.db (an empty host) into sqlite:/tasks.db.
+    text = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    if query:
+        text += "?" + urlencode(query)
+    return text + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def query_value(url: str, key: str) -> str | None:
