@@ -50,3 +50,62 @@ def test_no_module_imports_another_modules_private_names() -> None:
     """Every cross-module import in mcp_tasks names a public name of a public module, and
     adapters take engine names from ``mcp_tasks.engine``, not from its ``core`` module."""
     assert _violations() == []
+
+
+# Public by convention although spelled with an underscore: namedtuple's API, and the
+# type of argparse's subparsers (the CLI's annotations; argparse has no public name for it).
+UNDERSCORED_PUBLIC = frozenset({"_replace", "_asdict", "_fields", "_make", "_SubParsersAction"})
+SOURCE_ROOTS = sorted(PACKAGE_ROOT.parents[2].glob("*/src"))
+
+
+def _private_reads(path: Path) -> list[str]:
+    """`obj._name` on anything but self/cls, and getattr(obj, "_name"), in one file."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute):
+            name = node.attr
+            owner = node.value
+            if (
+                name.startswith("_")
+                and not name.startswith("__")
+                and name not in UNDERSCORED_PUBLIC
+                and not (isinstance(owner, ast.Name) and owner.id in {"self", "cls"})
+            ):
+                found.append(f"{path.name}:{node.lineno} reads .{name}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"getattr", "hasattr", "setattr"}
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and str(node.args[1].value).startswith("_")
+        ):
+            found.append(f"{path.name}:{node.lineno} {node.func.id}(…, {node.args[1].value!r})")
+    return found
+
+
+def test_no_source_reads_a_private_attribute_of_another_object() -> None:
+    """No module of any of our distributions reads another object's private attributes —
+    in particular none of the MCP SDK's or FastMCP's (`_lowlevel_server`, `_extensions`):
+    every seam we use is public, so SDK upgrades cannot break us silently."""
+    assert len(SOURCE_ROOTS) >= 4, SOURCE_ROOTS  # mcp-tasks, -sql, -sqlite, -postgres
+    found = [
+        problem
+        for root in SOURCE_ROOTS
+        for path in root.rglob("*.py")
+        for problem in _private_reads(path)
+    ]
+    assert found == []
+
+
+def test_the_private_attribute_check_finds_one() -> None:
+    """The check above can fail: it sees the reads serve used to make."""
+    probe = PACKAGE_ROOT.parent / "_probe_private_reads.py"
+    try:
+        probe.write_text("x = app._lowlevel_server\ny = getattr(app, '_extensions', {})\n")
+        assert _private_reads(probe) == [
+            "_probe_private_reads.py:1 reads ._lowlevel_server",
+            "_probe_private_reads.py:2 getattr(…, '_extensions')",
+        ]
+    finally:
+        probe.unlink()

@@ -1,8 +1,8 @@
-"""The store logic both SQL dialects share: read, apply the pure rules, compare-and-set.
+"""The store logic every SQL dialect shares: read, apply the pure rules, compare-and-set.
 
-A dialect subclass supplies connections (:meth:`SQLTaskStore._session`), the compiled
-statements and how its clock reaches them; everything the Store contract decides is
-computed by :mod:`mcp_tasks.domain.rules` here, never re-derived per dialect.
+A :class:`SQLDialect` supplies connections, the compiled statements and how its clock
+reaches them; everything the Store contract decides is computed by
+:mod:`mcp_tasks.domain.rules` here, never re-derived per dialect.
 """
 
 from __future__ import annotations
