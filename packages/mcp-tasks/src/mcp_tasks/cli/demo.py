@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import anyio
 import mcp_types as types
 
+from mcp_tasks.cli.demo_tools import demo_server
 from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
 from mcp_tasks.stores.opening import store_from_url
 from mcp_tasks.testing import running
@@ -75,9 +76,6 @@ def embedded_store_url(folder: Path) -> str:
 
 
 async def tour(out: TextIO, store_url: str) -> bool:
-    # The server side loads only for the commands that serve.
-    from mcp_tasks.cli.demo_tools import demo_server  # noqa: PLC0415
-
     show = Tour(out)
     server = demo_server(store_from_url(store_url), log_level="WARNING")
     scheme = store_url.split(":", 1)[0]

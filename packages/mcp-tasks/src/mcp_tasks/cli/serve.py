@@ -14,6 +14,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app, is_fastmcp
 from mcp_tasks.cli._stores import resolve_store_url
+from mcp_tasks.cli.demo_tools import demo_server
 from mcp_tasks.stores.opening import describe_store, store_from_url
 from mcp_tasks.tasks import Tasks, collect_tasks
 
@@ -78,8 +79,6 @@ def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
         ServeError: APP pins a store other than ``store_flag``, or does not enable tasks.
     """
     if spec is None:
-        from mcp_tasks.cli.demo_tools import demo_server  # noqa: PLC0415 (server side only)
-
         store = store_from_url(resolve_store_url(store_flag, for_serving=True))
         return Prepared(demo_server(store), [describe_store(store)])
     with collect_tasks() as created:
