@@ -3,7 +3,7 @@
     uv run python examples/conformance_server.py --store memory:// --port 8765
 
 Serves Streamable HTTP at ``http://127.0.0.1:PORT/mcp`` with the seven fixture tools of
-the runner's tasks scenarios (see ``design/conformance.md`` §5.1).
+the runner's tasks scenarios (see ``docs/architecture.md``, "The conformance runner").
 """
 
 from __future__ import annotations

@@ -357,7 +357,7 @@ class TaskEngine:
     async def handle_tasks_method(
         self, request: RequestView, method: str, params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        """Answer ``tasks/get|update|cancel``, gates in the order of architecture decision 3:
+        """Answer ``tasks/get|update|cancel``, gates ordered as docs/architecture.md decision 3:
         capability (-32021) → routing header (-32020) → params (-32602) → lookup (-32602).
         ``tasks/list``, ``tasks/result`` and every legacy-era request: -32601."""
         if method not in TASK_METHODS or not request.is_modern:

@@ -1,7 +1,8 @@
 """Failure logging that never prints a task id, even from a driver error's own text.
 
 Driver errors may quote query arguments (asyncpg's ``DataError`` does), so a traceback of
-a store failure can carry a task id; ids are bearer capabilities (architecture decision 1).
+a store failure can carry a task id; ids are bearer capabilities (docs/architecture.md,
+decision 1).
 """
 
 from __future__ import annotations
