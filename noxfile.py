@@ -18,6 +18,13 @@ nox.options.sessions = [
 
 PYTEST = ("python", "-m", "pytest")
 
+# Each backend runs the shared contract suite from its own package's tests, in a file named
+# test_contract_<backend>.py; the contract-* sessions run those files, and the tests session
+# leaves them out by that name, so no contract suite runs twice. pytest anchors the glob at
+# the working directory (nox runs at the root), and fnmatch's * spans folders; the suite's
+# own meta-tests (contract_tests/tests/meta/test_contract_doc.py) are not under packages/.
+CONTRACT_RUNS = "packages/*/test_contract_*.py"
+
 
 @nox.session
 def lint(session: nox.Session) -> None:
@@ -36,14 +43,25 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit and integration tests of the packages (the contract suite runs per backend)."""
-    session.run(*PYTEST, "packages", "contract_tests/tests/meta", *session.posargs)
+    """Unit and integration tests of the packages, and the contract suite's own meta-tests.
+
+    Not the contract suite's runs against the backends: the contract-* sessions run those.
+    """
+    session.run(
+        *PYTEST,
+        "packages",
+        "contract_tests/tests",
+        f"--ignore-glob={CONTRACT_RUNS}",
+        *session.posargs,
+    )
 
 
 @nox.session(name="contract-memory")
 def contract_memory(session: nox.Session) -> None:
     """The shared contract suite against the memory store."""
-    session.run(*PYTEST, "contract_tests/tests/test_memory.py", *session.posargs)
+    session.run(
+        *PYTEST, "packages/mcp-tasks/tests/stores/test_contract_memory.py", *session.posargs
+    )
 
 
 @nox.session
@@ -59,14 +77,18 @@ def conformance(session: nox.Session) -> None:
 @nox.session(name="contract-sqlite")
 def contract_sqlite(session: nox.Session) -> None:
     """The shared contract suite against the SQLite store (a real file per namespace)."""
-    session.run(*PYTEST, "contract_tests/tests/test_sqlite.py", *session.posargs)
+    session.run(
+        *PYTEST, "packages/mcp-tasks-sqlite/tests/test_contract_sqlite.py", *session.posargs
+    )
 
 
 @nox.session(name="contract-postgres")
 def contract_postgres(session: nox.Session) -> None:
     """The shared contract suite against the Postgres store (MCP_TASKS_TEST_POSTGRES_URL,
     else an embedded server; fails in CI when neither is there)."""
-    session.run(*PYTEST, "contract_tests/tests/test_postgres.py", *session.posargs)
+    session.run(
+        *PYTEST, "packages/mcp-tasks-postgres/tests/test_contract_postgres.py", *session.posargs
+    )
 
 
 @nox.session

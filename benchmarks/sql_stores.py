@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING
 import aiosqlite
 import asyncpg
 
-from mcp_tasks import ANY_OWNER, NewTask, Progress, StoreOptions, new_task_id
+from mcp_tasks import (
+    ANY_OWNER,
+    NewTask,
+    Progress,
+    StoreOptions,
+    drop_namespace,
+    namespaced_url,
+    new_task_id,
+)
 from mcp_tasks_contract.servers import POSTGRES_URL_ENV, embedded_postgres
 from mcp_tasks_postgres import PostgresTaskStore
 from mcp_tasks_sqlite import SQLiteTaskStore
@@ -104,11 +112,11 @@ async def bench_postgres(url: str, ops: int, rows: int) -> dict[str, float]:
             results["raw update"] = await rate(
                 ops, lambda i: conn.execute(update_sql, task_id, f'{{"step":{i}}}')
             )
-            await conn.execute(f"DROP SCHEMA {schema} CASCADE")
         finally:
             await conn.close()
     finally:
         await store.close()
+        await drop_namespace(namespaced_url(url, schema))
     return results
 
 

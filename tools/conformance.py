@@ -93,8 +93,9 @@ def stores() -> dict[str, str]:
     if postgres and importlib.util.find_spec("mcp_tasks_postgres") is not None:
         # A fresh schema each run (dropped afterwards): the server may be shared, and rows
         # left in a fixed schema by earlier runs would count toward the store's row cap.
-        sep = "&" if "?" in postgres else "?"
-        found["postgres"] = f"{postgres}{sep}schema={CONFORMANCE_SCHEMA}"
+        from mcp_tasks import namespaced_url  # noqa: PLC0415 (the backend is installed)
+
+        found["postgres"] = namespaced_url(postgres, CONFORMANCE_SCHEMA)
     return found
 
 
@@ -102,17 +103,9 @@ def drop_schema(url: str) -> None:
     """Drop this run's Postgres schema; ``url`` is the store URL ``stores()`` built."""
     import asyncio  # noqa: PLC0415 (only when Postgres ran)
 
-    import asyncpg  # noqa: PLC0415
+    from mcp_tasks import drop_namespace  # noqa: PLC0415
 
-    async def drop() -> None:
-        server = url.rpartition("schema=")[0][:-1]  # without its ?/& and the schema
-        conn = await asyncpg.connect(server)
-        try:
-            await conn.execute(f"DROP SCHEMA IF EXISTS {CONFORMANCE_SCHEMA} CASCADE")
-        finally:
-            await conn.close()
-
-    asyncio.run(drop())
+    asyncio.run(drop_namespace(url))
 
 
 def free_port() -> int:

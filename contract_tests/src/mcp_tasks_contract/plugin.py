@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.register_assert_rewrite("mcp_tasks_contract.suite")
+pytest.register_assert_rewrite("mcp_tasks_contract.suite", "mcp_tasks_contract.population")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -61,6 +61,10 @@ RULES: Final[dict[str, str]] = {
     "S-OPS": "a store implements every operation of the Store protocol with its signature",
     "S-JSON": "JSON-safe results, errors, requests and responses round-trip exactly; "
     "anything else is rejected at the boundary with nothing written",
+    "S-CLOSE": "close is idempotent, and a closed handle refuses every other operation with "
+    "StoreUnavailable, writing nothing",
+    "S-CALLER": "a non-positive lease_ms to claim or renew raises ValueError, never "
+    "StoreUnavailable, and writes nothing",
     "S-DURABLE": "closing and reopening a handle loses no acknowledged write and keeps "
     "live claims valid",
     # invariants (checked after every step of the stateful test)

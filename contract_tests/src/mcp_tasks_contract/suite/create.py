@@ -9,6 +9,7 @@ import pytest
 
 from mcp_tasks import (
     ANY_OWNER,
+    Complete,
     DuplicateTaskId,
     NewTask,
     StoreOptions,
@@ -107,8 +108,8 @@ class CreateContract(ContractBase):
 
     @pytest.mark.rule("S-CREATE.2")
     async def test_per_owner_cap_counts_only_active_tasks(self, handles: StoreHandles) -> None:
-        """max_active_per_owner refuses a third active task of one owner, not another owner's,
-        and a finished task makes room again."""
+        """max_active_per_owner refuses a third active task of one owner, not another owner's;
+        ownerless tasks are a group of their own; a finished task makes room again."""
         store = await handles.open(StoreOptions(max_active_per_owner=2))
         first = await new_task(store, owner="alice")
         await new_task(store, owner="alice")
@@ -121,6 +122,12 @@ class CreateContract(ContractBase):
         await store.cancel(first.task_id, "alice")
         await store.create(refused)
         assert (await store.get(refused.task_id, "alice")).status is TaskStatus.WORKING
+
+        ownerless = [await new_task(store), await new_task(store)]
+        with pytest.raises(TaskLimitReached):
+            await new_task(store)
+        await store.put_status(ownerless[0].task_id, Complete({"ok": True}))
+        await new_task(store)
 
     @pytest.mark.rule("S-CREATE.3")
     async def test_created_task_is_visible_on_another_handle(self, handles: StoreHandles) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from mcp_tasks import Outcome, Progress
+from mcp_tasks_contract.population import TASKS, assert_survived, populate, snapshot
 from mcp_tasks_contract.suite.base import LONG_LEASE_MS, ContractBase, current, job, new_task
 from mcp_tasks_contract.suite.reap import one_of_each_status
 
@@ -43,3 +44,15 @@ class DurableContract(ContractBase):
         assert (replay.outcome, replay.revision) == (Outcome.DUPLICATE, noted.revision)
         applied = await second.put_status(leased.task_id, Progress("after"), lease=renewed)
         assert applied.outcome is Outcome.APPLIED
+
+    @pytest.mark.rule("S-DURABLE")
+    async def test_a_thousand_tasks_survive_reopening(self, handles: StoreHandles) -> None:
+        """1 000 tasks, 200 in each status, with owners, TTLs, payloads, live claims and
+        partly answered input, are all identical on a new handle after close, and their
+        claims can still be renewed at the same generation."""
+        first = await handles.open()
+        ids, leases = await populate(first)
+        assert len(ids) == TASKS
+        before = await snapshot(first, ids)
+        await first.close()
+        await assert_survived(await handles.open(), before, leases)

@@ -10,14 +10,13 @@ from contextlib import asynccontextmanager, closing
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import asyncpg
 import httpx2 as httpx
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from protocol_http import RawClient, serve
 
-from mcp_tasks import RequestView, TaskContext, Tasks
+from mcp_tasks import RequestView, TaskContext, Tasks, drop_namespace, namespaced_url
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_postgres import PostgresTaskStore
@@ -47,11 +46,7 @@ async def postgres_store(url: str) -> AsyncIterator[PostgresTaskStore]:
         yield store
     finally:
         await store.close()
-        conn = await asyncpg.connect(url)
-        try:
-            await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        finally:
-            await conn.close()
+        await drop_namespace(namespaced_url(url, schema))
 
 
 @pytest.fixture

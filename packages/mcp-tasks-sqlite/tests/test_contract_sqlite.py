@@ -6,12 +6,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mcp_tasks import StoreUnavailable
 from mcp_tasks_contract import StoreContract, StoreFactory
 from mcp_tasks_sqlite import SQLiteTaskStore
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
     from pathlib import Path
 
     from mcp_tasks import Store, StoreOptions
@@ -23,16 +21,8 @@ class TestSQLiteStore(StoreContract):
     stateful_max_examples = 20  # each example opens files and fsyncs every write
 
     @pytest.fixture
-    async def store(self, tmp_path: Path) -> AsyncIterator[StoreFactory]:
-        opened: list[Store] = []
-
+    def store(self, tmp_path: Path) -> StoreFactory:
         async def open_store(namespace: str, options: StoreOptions) -> Store:
-            handle = SQLiteTaskStore(tmp_path / f"{namespace}.db", options)
-            opened.append(handle)
-            return handle
+            return SQLiteTaskStore(tmp_path / f"{namespace}.db", options)
 
-        yield open_store
-        # The suite closes every handle it opened (a closed handle refuses work).
-        for handle in opened:
-            with pytest.raises(StoreUnavailable):
-                await handle.reap()
+        return open_store  # pytest's tmp_path removes the files

@@ -1,0 +1,91 @@
+"""The Postgres store's schema: migrate under an advisory lock, indexes for the hot paths,
+and the row counter the cap reads."""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING
+
+import anyio
+import asyncpg
+import pytest
+
+from mcp_tasks import (
+    DuplicateTaskId,
+    NewTask,
+    StoreOptions,
+    TaskLimitReached,
+    new_task_id,
+)
+
+if TYPE_CHECKING:
+    from conftest import OpenStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_migrate_is_idempotent_and_safe_concurrently(open_store: OpenStore) -> None:
+    """migrate() from several handles at once, and again, leaves one working schema."""
+    stores = [await open_store() for _ in range(4)]
+    async with anyio.create_task_group() as tg:
+        for store in stores:
+            tg.start_soon(store.migrate)
+    await stores[0].migrate()
+    task = await stores[1].create(NewTask(new_task_id()))
+    assert (await stores[2].get(task.task_id, None)).revision == 0
+
+
+@pytest.mark.parametrize("operation", ["get", "claim", "reap"])
+async def test_hot_paths_use_indexes(
+    open_store: OpenStore, postgres_url: str, operation: str
+) -> None:
+    """With thousands of rows the planner serves get, claim and reap from indexes, not scans."""
+    store = await open_store()
+    await store.migrate()
+    schema = store.schema
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        # 20 000 tasks of every kind, created just now, of which 20 have expired.
+        await conn.execute(
+            f"""INSERT INTO {schema}.tasks SELECT md5(i::text), NULL,
+                CASE WHEN i % 3 = 0 THEN 'completed' ELSE 'working' END, 0, now_ms, now_ms,
+                CASE WHEN i % 2 = 0 THEN 3600000 END,
+                CASE WHEN i % 1000 = 0 THEN 1 WHEN i % 2 = 0 THEN now_ms + 3600000 END,
+                i % 5 = 0, NULL, 0, NULL, 0, '{{}}'
+                FROM generate_series(1, 20000) i,
+                     (SELECT floor(extract(epoch from now()) * 1000)::bigint AS now_ms) n"""
+        )
+        await conn.execute(f"ANALYZE {schema}.tasks")
+        sql = store.dialect.statements
+        statement, args = {
+            "get": (sql.read, {"task_id": secrets.token_hex(8)}),
+            "claim": (sql.claim_next, {}),
+            "reap": (sql.reap, {"retention": 3_600_000, "limit": 500}),
+        }[operation]
+        plan = "\n".join(
+            r[0] for r in await conn.fetch("EXPLAIN " + statement.text, *statement.args(args))
+        )
+    finally:
+        await conn.close()
+    assert "Seq Scan on tasks" not in plan, plan
+    assert "Index" in plan, plan
+
+
+async def test_duplicate_creates_leave_the_row_counter_exact(
+    open_store: OpenStore, postgres_url: str
+) -> None:
+    """A refused duplicate id takes its counter bump back: the counter stays the row count."""
+    store = await open_store(StoreOptions(max_rows=2))
+    first = await store.create(NewTask(new_task_id()))
+    for _ in range(3):
+        with pytest.raises(DuplicateTaskId):
+            await store.create(NewTask(first.task_id))
+    await store.create(NewTask(new_task_id()))
+    with pytest.raises(TaskLimitReached):
+        await store.create(NewTask(new_task_id()))
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        counted = await conn.fetchval(f"SELECT n_rows FROM {store.schema}.task_rows")
+        assert counted == await conn.fetchval(f"SELECT count(*) FROM {store.schema}.tasks") == 2
+    finally:
+        await conn.close()
