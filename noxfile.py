@@ -10,6 +10,7 @@ nox.options.sessions = [
     "lint",
     "typecheck",
     "tests",
+    "packaging",
     "contract-memory",
     "contract-sqlite",
     "contract-postgres",
@@ -38,6 +39,17 @@ def typecheck(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Unit and integration tests of the packages (the contract suite runs per backend)."""
     session.run(*PYTEST, "packages", "contract_tests/tests/meta", *session.posargs)
+
+
+@nox.session
+def packaging(session: nox.Session) -> None:
+    """Every distribution's wheel, installed in a fresh venv: demo and contract run there.
+
+    tests/packaging builds each wheel, installs `mcp-tasks[sqlite,postgres]` and
+    `mcp-tasks-contract` with ours from those wheels and third-party ones from the package
+    index, then runs `mcp-tasks demo` and `mcp-tasks contract memory://` outside the clone.
+    """
+    session.run(*PYTEST, "tests/packaging", *session.posargs)
 
 
 @nox.session(name="contract-memory")
