@@ -47,7 +47,8 @@ def packaging(session: nox.Session) -> None:
 
     tests/packaging builds each wheel, installs `mcp-tasks[sqlite,postgres]` and
     `mcp-tasks-contract` with ours from those wheels and third-party ones from the package
-    index, then runs `mcp-tasks demo` and `mcp-tasks contract memory://` outside the clone.
+    index, then runs `mcp-tasks demo` and `mcp-tasks contract memory://` outside the clone;
+    and checks that every extra of mcp-tasks named anywhere exists.
     """
     session.run(*PYTEST, "tests/packaging", *session.posargs)
 
