@@ -10,6 +10,7 @@ nox.options.sessions = [
     "lint",
     "typecheck",
     "tests",
+    "packaging",
     "contract-memory",
     "contract-sqlite",
     "contract-postgres",
@@ -54,6 +55,18 @@ def tests(session: nox.Session) -> None:
         f"--ignore-glob={CONTRACT_RUNS}",
         *session.posargs,
     )
+
+
+@nox.session
+def packaging(session: nox.Session) -> None:
+    """Every distribution's wheel, installed in a fresh venv: demo and contract run there.
+
+    tests/packaging builds each wheel, installs `mcp-tasks[sqlite,postgres]` and
+    `mcp-tasks-contract` with ours from those wheels and third-party ones from the package
+    index, then runs `mcp-tasks demo` and `mcp-tasks contract memory://` outside the clone;
+    and checks that every extra of mcp-tasks named anywhere exists.
+    """
+    session.run(*PYTEST, "tests/packaging", *session.posargs)
 
 
 @nox.session(name="contract-memory")
