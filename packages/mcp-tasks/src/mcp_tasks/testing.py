@@ -5,13 +5,17 @@ What the project's own tests use, public for anyone testing a server or a Store 
     async with running(app) as url:           # an MCPServer, low-level Server or FastMCP
         async with tasks_client(url) as client:   # declares the tasks extension
             handle = await start_tool(client, "build", {"ref": "main"})
+
+``running_asgi`` serves any ASGI app (a Starlette app with ``tasks.lifespan``), and
+:class:`RawClient` speaks JSON-RPC by hand, so a test sees exact bytes, codes and statuses.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
@@ -20,9 +24,30 @@ from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app
 from mcp_tasks.client import start_tool, tasks_client
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Mapping
+    from contextlib import AbstractAsyncContextManager
 
-__all__ = ["MCP_PATH", "free_socket", "running", "start_tool", "tasks_client"]
+    import httpx2 as httpx
+
+__all__ = [
+    "MCP_PATH",
+    "PROTOCOL",
+    "TASKS",
+    "WITH_TASKS",
+    "RawClient",
+    "decode",
+    "free_socket",
+    "running",
+    "running_asgi",
+    "start_tool",
+    "tasks_client",
+]
+
+#: The protocol revision the tasks extension speaks, and its identifier.
+PROTOCOL = "2026-07-28"
+TASKS = "io.modelcontextprotocol/tasks"
+#: Client capabilities that declare the tasks extension (and form elicitation).
+WITH_TASKS: dict[str, Any] = {"elicitation": {}, "extensions": {TASKS: {}}}
 
 
 def free_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
@@ -34,18 +59,26 @@ def free_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
-@asynccontextmanager
-async def running(app: object, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
-    """Serve ``app`` over Streamable HTTP in this process for the duration of the block
-    (its lifespan included); yields the ``/mcp`` URL.
+def running(
+    app: object, host: str = "127.0.0.1", port: int = 0
+) -> AbstractAsyncContextManager[str]:
+    """Serve ``app`` (an MCPServer, low-level Server or FastMCP) over Streamable HTTP in this
+    process for the duration of the block, its lifespan included; yields the ``/mcp`` URL.
 
     Raises:
         RuntimeError: the server failed to start, or its lifespan failed to shut down
             cleanly (uvicorn only logs that; a test must not mistake it for a clean stop).
     """
+    return running_asgi(asgi_app(app), host, port)
+
+
+@asynccontextmanager
+async def running_asgi(app: Any, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+    """Serve an ASGI app that mounts MCP at ``/mcp`` (as :func:`running` does); yields the
+    ``/mcp`` URL. Raises as :func:`running` does."""
     sock = free_socket(host, port)
     bound_port = sock.getsockname()[1]
-    config = uvicorn.Config(asgi_app(app), log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", ws="none")
     server = uvicorn.Server(config)
     try:
         async with anyio.create_task_group() as tg:
@@ -63,3 +96,72 @@ async def running(app: object, host: str = "127.0.0.1", port: int = 0) -> AsyncI
     lifespan = getattr(server, "lifespan", None)
     if getattr(lifespan, "shutdown_failed", False) or getattr(lifespan, "error_occurred", False):
         raise RuntimeError("the HTTP server's lifespan failed to shut down cleanly")
+
+
+class RawClient:
+    """JSON-RPC over HTTP by hand, with the 2026-07-28 envelope and routing headers, so a
+    test sees exact bytes, codes and statuses (the SDK's client would validate them away)."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, *, token: str | None = None) -> None:
+        self.http = http
+        self.url = url
+        self.token = token
+        self._next_id = 0
+
+    async def post(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        capabilities: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        request_id: int | None = None,
+        name: str | None = None,
+    ) -> httpx.Response:
+        """Send one request: ``_meta`` carries the protocol version and ``capabilities``
+        (default :data:`WITH_TASKS`); ``Mcp-Name`` is ``name``, else the tool name or taskId;
+        ``headers`` override any header."""
+        if request_id is None:
+            self._next_id += 1
+            request_id = self._next_id
+        body_params = dict(params or {})
+        body_params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+            "io.modelcontextprotocol/clientCapabilities": dict(
+                WITH_TASKS if capabilities is None else capabilities
+            ),
+        }
+        sent = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": PROTOCOL,
+            "mcp-method": method,
+        }
+        routed = name if name is not None else body_params.get("name") or body_params.get("taskId")
+        if isinstance(routed, str):
+            sent["mcp-name"] = routed
+        if self.token is not None:
+            sent["authorization"] = f"Bearer {self.token}"
+        sent.update(headers or {})
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
+        return await self.http.post(self.url, content=json.dumps(body), headers=sent)
+
+    async def call(self, method: str, params: Mapping[str, Any] | None = None, **kw: Any) -> Any:
+        """The decoded JSON-RPC response object (``result`` or ``error``)."""
+        return decode(await self.post(method, params, **kw))
+
+
+def decode(response: httpx.Response) -> Any:
+    """The JSON-RPC response in a JSON or SSE (``text/event-stream``) HTTP response.
+
+    Raises:
+        ValueError: an event stream carried no response.
+    """
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in response.text.splitlines():
+            if line.startswith("data: "):
+                message = json.loads(line[6:])
+                if "id" in message:
+                    return message
+        raise ValueError("no response in the event stream")
+    return response.json()

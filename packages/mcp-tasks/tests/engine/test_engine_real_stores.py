@@ -14,10 +14,10 @@ import httpx2 as httpx
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from protocol_http import RawClient, serve
 
 from mcp_tasks import RequestView, TaskContext, Tasks, drop_namespace, namespaced_url
 from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.testing import RawClient, running_asgi
 from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_postgres import PostgresTaskStore
 from mcp_tasks_sqlite import SQLiteTaskStore
@@ -103,7 +103,7 @@ def build_server(tasks: Tasks) -> MCPServer[Any]:
 @asynccontextmanager
 async def http_client(tasks: Tasks) -> AsyncIterator[RawClient]:
     app = build_server(tasks).streamable_http_app()
-    async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+    async with running_asgi(app) as url, httpx.AsyncClient(timeout=10) as http:
         yield RawClient(http, url)
 
 

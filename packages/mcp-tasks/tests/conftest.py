@@ -1,4 +1,4 @@
-"""Fixtures of the client, CLI, FastMCP adapter and example tests: real servers on free ports."""
+"""Fixtures shared by the tests of mcp-tasks: real servers on free ports."""
 
 from __future__ import annotations
 

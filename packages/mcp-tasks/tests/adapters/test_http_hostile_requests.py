@@ -12,9 +12,9 @@ import anyio
 import httpx2 as httpx
 import pytest
 from mcp.server.mcpserver import MCPServer
-from protocol_http import PROTOCOL, WITH_TASKS, RawClient, decode, serve
 
 from mcp_tasks import MemoryBackend, MemoryTaskStore, TaskContext, Tasks
+from mcp_tasks.testing import PROTOCOL, WITH_TASKS, RawClient, decode, running_asgi
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -67,7 +67,7 @@ async def running() -> AsyncIterator[tuple[RawClient, MemoryBackend]]:
     backend = MemoryBackend()
     tasks = Tasks(store=MemoryTaskStore(backend=backend))
     app = build_server(tasks).streamable_http_app()
-    async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+    async with running_asgi(app) as url, httpx.AsyncClient(timeout=10) as http:
         yield RawClient(http, url), backend
 
 

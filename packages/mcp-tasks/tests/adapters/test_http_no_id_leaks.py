@@ -16,9 +16,9 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from protocol_http import RawClient, serve
 
 from mcp_tasks import ManualClock, MemoryBackend, MemoryTaskStore, TaskContext, Tasks
+from mcp_tasks.testing import RawClient, running_asgi
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -128,7 +128,7 @@ class Recorder:
 @asynccontextmanager
 async def running(tasks: Tasks) -> AsyncIterator[Recorder]:
     app = build_server(tasks).streamable_http_app()
-    async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+    async with running_asgi(app) as url, httpx.AsyncClient(timeout=10) as http:
         yield Recorder(RawClient(http, url, token="alice"))
 
 

@@ -17,10 +17,10 @@ from mcp_types import (
     RequestParams,
     Result,
 )
-from protocol_http import serve
 from pydantic import ConfigDict
 
 from mcp_tasks import TaskContext, Tasks
+from mcp_tasks.testing import running_asgi
 
 pytestmark = pytest.mark.anyio
 
@@ -140,7 +140,7 @@ async def test_official_client_runs_a_task_to_completion() -> None:
 
     tasks = Tasks()
     async with (
-        serve(build(tasks).streamable_http_app()) as url,
+        running_asgi(build(tasks).streamable_http_app()) as url,
         Client(url, extensions=[extension], elicitation_callback=elicit) as client,
     ):
         result = await client.call_tool("trip", {"days": 3})

@@ -9,9 +9,9 @@ import httpx2 as httpx
 import pytest
 from mcp.server.lowlevel.server import Server
 from mcp_types import CallToolRequestParams, CallToolResult, TextContent
-from protocol_http import RawClient, serve
 
 from mcp_tasks import Tasks, current_task_context
+from mcp_tasks.testing import RawClient, running_asgi
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -40,7 +40,7 @@ async def test_install_serves_the_extension_on_a_lowlevel_server() -> None:
     the handler's result; an undeclared call and an unregistered tool stay synchronous."""
     tasks = Tasks()
     async with (
-        serve(build(tasks).streamable_http_app()) as url,
+        running_asgi(build(tasks).streamable_http_app()) as url,
         httpx.AsyncClient(timeout=10) as http,
     ):
         client = RawClient(http, url)

@@ -9,11 +9,11 @@ import anyio
 import httpx2 as httpx
 import pytest
 from mcp.server.mcpserver import MCPServer
-from protocol_http import RawClient, serve
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from mcp_tasks import TaskContext, Tasks
+from mcp_tasks.testing import RawClient, running_asgi
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -39,7 +39,7 @@ async def test_mounted_server_runs_tasks_with_a_composed_lifespan() -> None:
             yield
 
     app = Starlette(routes=[Mount("/api", app=inner)], lifespan=lifespan)
-    async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+    async with running_asgi(app) as url, httpx.AsyncClient(timeout=10) as http:
         client = RawClient(http, url.replace("/mcp", "/api/mcp"))
         created = (await client.call("tools/call", {"name": "double", "arguments": {"n": 21}}))[
             "result"

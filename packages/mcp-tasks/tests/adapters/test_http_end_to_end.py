@@ -13,9 +13,9 @@ import pytest
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
-from protocol_http import RawClient, decode, serve
 
 from mcp_tasks import ManualClock, MemoryTaskStore, StoreOptions, TaskContext, Tasks
+from mcp_tasks.testing import RawClient, decode, running_asgi
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -101,7 +101,7 @@ async def running(
 ) -> AsyncIterator[tuple[RawClient, Probe]]:
     probe = Probe()
     app = build_server(tasks, probe, auth=auth).streamable_http_app()
-    async with serve(app) as url, httpx.AsyncClient(timeout=10) as http:
+    async with running_asgi(app) as url, httpx.AsyncClient(timeout=10) as http:
         yield RawClient(http, url, token=token), probe
 
 
