@@ -8,7 +8,9 @@ Where the database must select rows itself (claim candidates, reaping, the caps)
 ``WHERE`` clauses re-state :func:`~mcp_tasks.domain.rules.claimable`,
 :func:`~mcp_tasks.domain.rules.is_reapable`, :func:`~mcp_tasks.domain.rules.counts_toward_cap`
 and :func:`~mcp_tasks.domain.rules.is_active`. Those clauses live in one place,
-:class:`Predicates` (built by :func:`predicates`), and :func:`build` takes them from there.
+:class:`Predicates` (built by :func:`predicates`), and :func:`build` takes them from there;
+:func:`mcp_tasks_sql.testing.check_predicates` checks each one against its rule on a real
+database, and every dialect's tests run it.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class Predicates:
 
     Each is a boolean SQL expression over one row of the task table at the store's ``now``;
     it must select exactly the rows whose record the rule accepts at that ``now``.
+    :func:`mcp_tasks_sql.testing.check_predicates` checks that for every field here.
     """
 
     claimable: sa.ColumnElement[bool]
