@@ -48,6 +48,7 @@ from mcp_tasks.domain import rules
 from mcp_tasks.domain.models import Claim, TaskRecord, WorkSpec
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks_sql.connection import Mode
+from mcp_tasks_sql.schema import ACTIVE, TERMINAL_STATUSES
 from mcp_tasks_sql.statements import Predicates, compile_statement, predicates
 from mcp_tasks_sql.store import values_of
 
@@ -74,6 +75,8 @@ RULES: Final[Mapping[str, Callable[[TaskRecord, int, int], bool]]] = {
 
 #: How far from their edges the generated instants and durations stray (one hour).
 SPREAD_MS: Final = 3_600_000
+
+_JOB: Final = WorkSpec("job")
 
 
 @dataclass(frozen=True)
@@ -115,8 +118,10 @@ def _describe(record: TaskRecord, case: PredicateCase) -> str:
 
 def _near(edge: int) -> st.SearchStrategy[int]:
     """An instant on ``edge``, one millisecond either side, or anywhere within the spread."""
-    return st.sampled_from((edge - 1, edge, edge + 1)) | st.integers(
-        edge - SPREAD_MS, edge + SPREAD_MS
+    return st.one_of(
+        st.just(edge),
+        st.sampled_from((edge - 1, edge + 1)),
+        st.integers(edge - SPREAD_MS, edge + SPREAD_MS),
     )
 
 
@@ -125,24 +130,28 @@ def _maybe(strategy: st.SearchStrategy[int]) -> st.SearchStrategy[int | None]:
 
 
 @st.composite
-def _records(draw: st.DrawFn, index: int, now: int, retention: int) -> TaskRecord:
-    """A record whose every selection column sits on, beside or away from its edge.
+def _records(draw: st.DrawFn, now: int, retention: int) -> TaskRecord:
+    """A record whose every selection column is ``None`` or sits on, beside or away from its
+    edge: ``now`` (``now - retention`` for the last update, which only reaping reads).
 
     ``ttl_ms`` and ``expires_at`` vary independently (the store always sets both or
     neither), so the predicates are checked on every row, not only on rows a store writes.
+    Active statuses and work come twice as often as terminal statuses and no work: the
+    claim predicate has the most conditions, and a row must pass all but one of them for a
+    wrong edge in that one to show.
     """
-    last_updated_at = draw(_near(now - retention) | _near(now))
+    last_updated_at = draw(_near(now - retention))
     claim_expires_at = draw(_maybe(_near(now)))
     return TaskRecord(
-        task_id=f"r{index}",
+        task_id="",  # each batch numbers its records
         owner=draw(st.sampled_from((None, "alice", "bob"))),
-        status=draw(st.sampled_from(tuple(TaskStatus))),
+        status=draw(st.sampled_from((*ACTIVE, *ACTIVE, *TERMINAL_STATUSES))),
         revision=draw(st.integers(0, 3)),
         created_at=last_updated_at - draw(st.integers(0, SPREAD_MS)),
         last_updated_at=last_updated_at,
         ttl_ms=draw(_maybe(st.integers(1, SPREAD_MS))),
         expires_at=draw(_maybe(_near(now))),
-        work=draw(st.sampled_from((None, WorkSpec("job")))),
+        work=draw(st.sampled_from((_JOB, _JOB, None))),
         retry_at=draw(_maybe(_near(now))),
         generation=0 if claim_expires_at is None else 1,
         claim=None if claim_expires_at is None else Claim("worker", "token", claim_expires_at),
@@ -155,16 +164,19 @@ def predicate_cases(draw: st.DrawFn, max_records: int = 10) -> PredicateCase:
     retention that is 0, 1 ms, an hour or anything up to ``2**40`` ms."""
     now = draw(st.integers(2**31, 2**43))
     retention = draw(st.sampled_from((0, 1, SPREAD_MS)) | st.integers(0, 2**40))
-    size = draw(st.integers(1, max_records))
-    records = tuple(draw(_records(i, now, retention)) for i in range(size))
-    return PredicateCase(now, retention, records)
+    records = draw(st.lists(_records(now, retention), min_size=1, max_size=max_records))
+    return PredicateCase(now, retention, tuple(_numbered(records)))
+
+
+def _numbered(records: list[TaskRecord]) -> list[TaskRecord]:
+    return [replace(record, task_id=f"r{i}") for i, record in enumerate(records)]
 
 
 def _edge_case() -> PredicateCase:
     """Every edge the predicates decide on, each on and beside it: run first, every time."""
     now, retention = 1_700_000_000_000, SPREAD_MS
-    job, working, terminal = WorkSpec("job"), TaskStatus.WORKING, TaskStatus.COMPLETED
-    base = TaskRecord("", None, working, 0, now - 10, now - 10, None, None, work=job)
+    working, terminal = TaskStatus.WORKING, TaskStatus.COMPLETED
+    base = TaskRecord("", None, working, 0, now - 10, now - 10, None, None, work=_JOB)
     at_retention = now - retention
 
     def claim(expires_at: int) -> Claim:
@@ -184,8 +196,7 @@ def _edge_case() -> PredicateCase:
         replace(base, status=TaskStatus.CANCELLED, last_updated_at=at_retention, ttl_ms=5),
         replace(base, last_updated_at=at_retention),  # not terminal: never reaped by retention
     ]
-    records = tuple(replace(r, task_id=f"r{i}") for i, r in enumerate(variants))
-    return PredicateCase(now, retention, records)
+    return PredicateCase(now, retention, tuple(_numbered(variants)))
 
 
 EDGE_CASE: Final = _edge_case()
