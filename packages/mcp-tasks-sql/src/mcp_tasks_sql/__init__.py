@@ -4,19 +4,21 @@ compiled once per dialect, the row codec, and :class:`SQLTaskStore`, built from 
 
 from mcp_tasks_sql.connection import Executor, Mode, Row, driver_errors_as_unavailable
 from mcp_tasks_sql.schema import TaskTables, task_tables
-from mcp_tasks_sql.statements import CompiledSQL, Statements
+from mcp_tasks_sql.statements import CompiledSQL, Predicates, Statements, predicates
 from mcp_tasks_sql.store import SQLDialect, SQLTaskStore, record_of, values_of
 
 __all__ = [
     "CompiledSQL",
     "Executor",
     "Mode",
+    "Predicates",
     "Row",
     "SQLDialect",
     "SQLTaskStore",
     "Statements",
     "TaskTables",
     "driver_errors_as_unavailable",
+    "predicates",
     "record_of",
     "task_tables",
     "values_of",

@@ -7,8 +7,10 @@ and compiling a Core statement per call costs more than the round trip on the ho
 Where the database must select rows itself (claim candidates, reaping, the caps), the
 ``WHERE`` clauses re-state :func:`~mcp_tasks.domain.rules.claimable`,
 :func:`~mcp_tasks.domain.rules.is_reapable`, :func:`~mcp_tasks.domain.rules.counts_toward_cap`
-and :func:`~mcp_tasks.domain.rules.is_active`; a property test per dialect checks each one
-against its rule on the real database.
+and :func:`~mcp_tasks.domain.rules.is_active`. Those clauses live in one place,
+:class:`Predicates` (built by :func:`predicates`), and :func:`build` takes them from there;
+:func:`mcp_tasks_sql.testing.check_predicates` checks each one against its rule on a real
+database, and every dialect's tests run it.
 """
 
 from __future__ import annotations
@@ -77,6 +79,58 @@ class Statements:
     counter_exists: CompiledSQL
 
 
+@dataclass(frozen=True, slots=True)
+class Predicates:
+    """The ``WHERE`` clauses that re-state a rule of :mod:`mcp_tasks.domain.rules` in SQL.
+
+    Each is a boolean SQL expression over one row of the task table at the store's ``now``;
+    it must select exactly the rows whose record the rule accepts at that ``now``.
+    :func:`mcp_tasks_sql.testing.check_predicates` checks that for every field here.
+    """
+
+    claimable: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.claimable`: non-terminal, has work, due
+    (``retry_at``), unexpired, and no live claim. The claim statements select by it."""
+
+    reapable: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.is_reapable`: expired by TTL, or with no TTL
+    and terminal for at least the retention (the bind parameter ``retention``, in ms).
+    The reap statement deletes by it."""
+
+    unexpired: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.counts_toward_cap`: not expired. The exact
+    count at the row cap counts by it."""
+
+    active: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.is_active`: not terminal and not expired.
+    The per-owner cap counts by it (with the owner condition beside it)."""
+
+
+def predicates(tables: TaskTables, now: sa.ColumnElement[int]) -> Predicates:
+    """The rule predicates over ``tables`` at ``now`` (see :func:`build` for ``now``)."""
+    c = tables.tasks.c
+    unexpired = sa.or_(c.expires_at.is_(None), c.expires_at > now)
+    return Predicates(
+        claimable=sa.and_(
+            status_in(c.status, ACTIVE),
+            c.has_work,
+            sa.or_(c.retry_at.is_(None), c.retry_at <= now),
+            sa.or_(c.expires_at.is_(None), c.expires_at > now),
+            sa.or_(c.claim_expires_at.is_(None), c.claim_expires_at <= now),
+        ),
+        reapable=sa.or_(
+            sa.and_(c.expires_at.is_not(None), c.expires_at <= now),
+            sa.and_(
+                c.ttl_ms.is_(None),
+                status_in(c.status, TERMINAL_STATUSES),
+                c.last_updated_at <= now - sa.bindparam("retention", type_=sa.BigInteger),
+            ),
+        ),
+        unexpired=unexpired,
+        active=sa.and_(status_in(c.status, ACTIVE), unexpired),
+    )
+
+
 def compile_statement(statement: sa.ClauseElement, dialect: Dialect) -> CompiledSQL:
     """Compile once; positional parameters in the dialect's own style (``?`` or ``$n``)."""
     compiled = cast("SQLCompiler", statement.compile(dialect=dialect))
@@ -90,46 +144,28 @@ def build(tables: TaskTables, dialect: Dialect, now: sa.ColumnElement[int]) -> S
     ``now`` is the store's clock as SQL: a bind parameter named ``now`` on SQLite (the
     injectable clock), the server's clock expression on Postgres. Statements that decide
     by time return it as ``now_ms`` so the rules run on the very instant the SQL used.
+    Claims, reaping and the caps select rows by :func:`predicates` of ``tables`` and ``now``.
     """
     t, c = tables.tasks, tables.tasks.c
     now_ms = now.label("now_ms")
     one = sa.select(sa.literal_column("1").label("one")).subquery("one")
     insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
 
-    # Mirrors rules.claimable: non-terminal, has work, due, unexpired, no live claim.
-    claimable = sa.and_(
-        status_in(c.status, ACTIVE),
-        c.has_work,
-        sa.or_(c.retry_at.is_(None), c.retry_at <= now),
-        sa.or_(c.expires_at.is_(None), c.expires_at > now),
-        sa.or_(c.claim_expires_at.is_(None), c.claim_expires_at <= now),
-    )
+    where = predicates(tables, now)
     claim_next = (
         sa.select(now_ms, t)
-        .where(claimable)
+        .where(where.claimable)
         .order_by(c.created_at, c.task_id)  # rules.claim_order
         .limit(1)
         .with_for_update(skip_locked=True)
     )
-    # Mirrors rules.is_reapable: expired by TTL, or no TTL and terminal past the retention.
-    reapable = sa.or_(
-        sa.and_(c.expires_at.is_not(None), c.expires_at <= now),
-        sa.and_(
-            c.ttl_ms.is_(None),
-            status_in(c.status, TERMINAL_STATUSES),
-            c.last_updated_at <= now - sa.bindparam("retention", type_=sa.BigInteger),
-        ),
-    )
     doomed = (
         sa.select(c.task_id)
-        .where(reapable)
+        .where(where.reapable)
         .limit(sa.bindparam("limit", type_=sa.Integer))
         .with_for_update(skip_locked=True)
     )
-    # Mirrors rules.counts_toward_cap (not expired) and rules.is_active (and not terminal).
-    unexpired = sa.or_(c.expires_at.is_(None), c.expires_at > now)
     count = sa.select(sa.func.count().label("n")).select_from(t)
-    active = sa.and_(status_in(c.status, ACTIVE), unexpired)
     counter = tables.counter
 
     def compiled(statement: sa.ClauseElement) -> CompiledSQL:
@@ -163,11 +199,11 @@ def build(tables: TaskTables, dialect: Dialect, now: sa.ColumnElement[int]) -> S
             .values(n_rows=counter.c.n_rows + sa.bindparam("delta", type_=sa.BigInteger))
             .returning(counter.c.n_rows, now_ms)
         ),
-        count_live=compiled(count.where(unexpired)),
+        count_live=compiled(count.where(where.unexpired)),
         count_active_of_owner=compiled(
-            count.where(c.owner == sa.bindparam("owner", type_=sa.Text), active)
+            count.where(c.owner == sa.bindparam("owner", type_=sa.Text), where.active)
         ),
-        count_active_ownerless=compiled(count.where(c.owner.is_(None), active)),
+        count_active_ownerless=compiled(count.where(c.owner.is_(None), where.active)),
         claim_next=compiled(claim_next),
         claim_one=compiled(claim_next.where(c.task_id == sa.bindparam("task_id", type_=sa.Text))),
         reap=compiled(sa.delete(t).where(c.task_id.in_(doomed.scalar_subquery()))),

@@ -1,0 +1,305 @@
+"""For a SQL dialect's tests: the SQL predicates select exactly what the rules accept.
+
+**Import this module from tests only.** It needs Hypothesis, a test dependency that
+mcp-tasks-sql does not install; no module of the SQL layer or of a backend imports it
+(``nox -s lint`` checks that with import-linter).
+
+:class:`~mcp_tasks_sql.statements.Predicates` re-state rules of :mod:`mcp_tasks.domain.rules`
+in SQL so that the database can select claim candidates, rows to reap and rows under the
+caps. :func:`check_predicates` writes random records as rows into a real database and
+checks, for each predicate, that ``SELECT task_id … WHERE predicate`` selects exactly the
+records the rule accepts, at the same ``now``. A dialect runs it on a fresh namespace::
+
+    @pytest.mark.anyio
+    async def test_sql_predicates_agree_with_the_rules(tmp_path: Path) -> None:
+        dialect = MyDialect(tmp_path / "db", table_prefix="p_")
+        try:
+            await check_predicates(dialect, task_tables(prefix="p_"), MySQLAlchemyDialect())
+        finally:
+            await dialect.close()
+
+**The clock.** The check evaluates the predicates with ``now`` as a bind parameter it
+chooses, whatever the dialect's ``now`` is in production (the injected clock as a bind
+parameter on SQLite; the server's clock expression on Postgres). It still checks the
+production predicates: :func:`~mcp_tasks_sql.statements.build` and this check both take
+them from :func:`~mcp_tasks_sql.statements.predicates`, so every comparison, ``NULL``
+test, status list and the ``retention`` arithmetic run as production runs them, on the
+same column types, and only the leaf ``now`` differs (a ``BIGINT`` value either way). A
+chosen ``now`` is what lets records sit exactly on the edges (a claim, a TTL or a retry
+at ``now``, one millisecond before, one after): a server clock moves between writing the
+rows and reading them. That a dialect's ``now`` expression is its store clock in epoch
+milliseconds is left to the dialect's own tests (for Postgres, the server-clock tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Final
+
+import anyio.from_thread
+import anyio.to_thread
+import sqlalchemy as sa
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from mcp_tasks.domain import rules
+from mcp_tasks.domain.models import Claim, TaskRecord, WorkSpec
+from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks_sql.connection import Mode
+from mcp_tasks_sql.schema import ACTIVE, TERMINAL_STATUSES
+from mcp_tasks_sql.statements import Predicates, compile_statement, predicates
+from mcp_tasks_sql.store import values_of
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from hypothesis.vendor.pretty import RepresentationPrinter
+    from sqlalchemy.engine.interfaces import Dialect
+
+    from mcp_tasks_sql.schema import TaskTables
+    from mcp_tasks_sql.statements import CompiledSQL
+    from mcp_tasks_sql.store import SQLDialect
+
+__all__ = ["EDGE_CASE", "RULES", "PredicateCase", "check_predicates", "predicate_cases"]
+
+#: Each predicate of :class:`~mcp_tasks_sql.statements.Predicates` and the rule it
+#: re-states, as ``rule(record, now, terminal_retention_ms)``.
+RULES: Final[Mapping[str, Callable[[TaskRecord, int, int], bool]]] = {
+    "claimable": lambda record, now, _retention: rules.claimable(record, now),
+    "reapable": rules.is_reapable,
+    "unexpired": lambda record, now, _retention: rules.counts_toward_cap(record, now),
+    "active": lambda record, now, _retention: rules.is_active(record, now),
+}
+
+#: How far from their edges the generated instants and durations stray (one hour).
+SPREAD_MS: Final = 3_600_000
+
+_JOB: Final = WorkSpec("job")
+
+
+@dataclass(frozen=True)
+class PredicateCase:
+    """Records, a ``now`` and a terminal retention: one batch the check writes and selects."""
+
+    now: int
+    retention: int
+    records: tuple[TaskRecord, ...]
+
+    def __repr__(self) -> str:
+        # TaskRecord's repr hides its fields (it is made for logs); a failing case must not.
+        rows = "".join(f"\n    {i}: {_describe(r, self)}," for i, r in enumerate(self.records))
+        return f"PredicateCase(now={self.now}, retention={self.retention}, records=[{rows}\n])"
+
+    def _repr_pretty_(self, printer: RepresentationPrinter, cycle: bool) -> None:
+        printer.text(repr(self))  # how Hypothesis prints a falsifying example
+
+
+def _describe(record: TaskRecord, case: PredicateCase) -> str:
+    """The fields a predicate looks at, instants relative to ``now`` (or the retention edge)."""
+
+    def at(value: int | None, edge: int, name: str) -> str:
+        if value is None:
+            return "None"
+        offset = value - edge
+        return f"{name}{offset:+d}" if abs(offset) <= SPREAD_MS else str(value)
+
+    now, retention_edge = case.now, case.now - case.retention
+    claim = record.claim
+    return (
+        f"status={record.status.value} work={'yes' if record.work is not None else 'no'}"
+        f" retry_at={at(record.retry_at, now, 'now')}"
+        f" expires_at={at(record.expires_at, now, 'now')} ttl_ms={record.ttl_ms}"
+        f" claim_expires_at={at(None if claim is None else claim.expires_at, now, 'now')}"
+        f" last_updated_at={at(record.last_updated_at, retention_edge, 'now-retention')}"
+    )
+
+
+def _near(edge: int) -> st.SearchStrategy[int]:
+    """An instant on ``edge``, one millisecond either side, or anywhere within the spread."""
+    return st.one_of(
+        st.just(edge),
+        st.sampled_from((edge - 1, edge + 1)),
+        st.integers(edge - SPREAD_MS, edge + SPREAD_MS),
+    )
+
+
+def _maybe(strategy: st.SearchStrategy[int]) -> st.SearchStrategy[int | None]:
+    return st.none() | strategy
+
+
+@st.composite
+def _records(draw: st.DrawFn, now: int, retention: int) -> TaskRecord:
+    """A record whose every selection column is ``None`` or sits on, beside or away from its
+    edge: ``now`` (``now - retention`` for the last update, which only reaping reads).
+
+    ``ttl_ms`` and ``expires_at`` vary independently (the store always sets both or
+    neither), so the predicates are checked on every row, not only on rows a store writes.
+    Active statuses and work come twice as often as terminal statuses and no work: the
+    claim predicate has the most conditions, and a row must pass all but one of them for a
+    wrong edge in that one to show.
+    """
+    last_updated_at = draw(_near(now - retention))
+    claim_expires_at = draw(_maybe(_near(now)))
+    return TaskRecord(
+        task_id="",  # each batch numbers its records
+        owner=draw(st.sampled_from((None, "alice", "bob"))),
+        status=draw(st.sampled_from((*ACTIVE, *ACTIVE, *TERMINAL_STATUSES))),
+        revision=draw(st.integers(0, 3)),
+        created_at=last_updated_at - draw(st.integers(0, SPREAD_MS)),
+        last_updated_at=last_updated_at,
+        ttl_ms=draw(_maybe(st.integers(1, SPREAD_MS))),
+        expires_at=draw(_maybe(_near(now))),
+        work=draw(st.sampled_from((_JOB, _JOB, None))),
+        retry_at=draw(_maybe(_near(now))),
+        generation=0 if claim_expires_at is None else 1,
+        claim=None if claim_expires_at is None else Claim("worker", "token", claim_expires_at),
+    )
+
+
+@st.composite
+def predicate_cases(draw: st.DrawFn, max_records: int = 10) -> PredicateCase:
+    """Batches of 1 to ``max_records`` records around a ``now`` beyond 32 bits and a
+    retention that is 0, 1 ms, an hour or anything up to ``2**40`` ms."""
+    now = draw(st.integers(2**31, 2**43))
+    retention = draw(st.sampled_from((0, 1, SPREAD_MS)) | st.integers(0, 2**40))
+    records = draw(st.lists(_records(now, retention), min_size=1, max_size=max_records))
+    return PredicateCase(now, retention, tuple(_numbered(records)))
+
+
+def _numbered(records: list[TaskRecord]) -> list[TaskRecord]:
+    return [replace(record, task_id=f"r{i}") for i, record in enumerate(records)]
+
+
+def _edge_case() -> PredicateCase:
+    """Every edge the predicates decide on, each on and beside it: run first, every time."""
+    now, retention = 1_700_000_000_000, SPREAD_MS
+    working, terminal = TaskStatus.WORKING, TaskStatus.COMPLETED
+    base = TaskRecord("", None, working, 0, now - 10, now - 10, None, None, work=_JOB)
+    at_retention = now - retention
+
+    def claim(expires_at: int) -> Claim:
+        return Claim("worker", "token", expires_at)
+
+    variants = [
+        replace(base, retry_at=now),  # due exactly now: claimable
+        replace(base, retry_at=now + 1),  # due in 1 ms: not claimable
+        replace(base, ttl_ms=5, expires_at=now),  # expired exactly now: reapable, not counted
+        replace(base, ttl_ms=5, expires_at=now + 1),  # expires in 1 ms: claimable, active
+        replace(base, claim=claim(now), generation=1),  # claim ended exactly now: claimable
+        replace(base, claim=claim(now + 1), generation=1),  # claim live 1 ms more
+        replace(base, status=TaskStatus.INPUT_REQUIRED),  # active, claimable
+        replace(base, work=None),  # manual: never claimable
+        replace(base, status=terminal, last_updated_at=at_retention),  # retained exactly: reap
+        replace(base, status=TaskStatus.FAILED, last_updated_at=at_retention + 1),  # kept 1 ms
+        replace(base, status=TaskStatus.CANCELLED, last_updated_at=at_retention, ttl_ms=5),
+        replace(base, last_updated_at=at_retention),  # not terminal: never reaped by retention
+    ]
+    return PredicateCase(now, retention, tuple(_numbered(variants)))
+
+
+EDGE_CASE: Final = _edge_case()
+
+
+def _compile(tables: TaskTables, sql_dialect: Dialect) -> dict[str, CompiledSQL]:
+    """Per predicate: ``SELECT task_id … WHERE task_id = :task_id AND <predicate>``."""
+    names = {field.name for field in dataclasses.fields(Predicates)}
+    if names != set(RULES):
+        raise AssertionError(
+            f"Predicates and RULES name different predicates: {sorted(names ^ set(RULES))}"
+        )
+    c = tables.tasks.c
+    where = predicates(tables, sa.bindparam("now", type_=sa.BigInteger))
+    task = c.task_id == sa.bindparam("task_id", type_=sa.Text)
+    return {
+        name: compile_statement(sa.select(c.task_id).where(task, getattr(where, name)), sql_dialect)
+        for name in RULES
+    }
+
+
+class _RollBack(Exception):
+    """Not an error: how a batch leaves no rows behind (a session rolls back on any)."""
+
+    def __init__(self, selected: dict[str, frozenset[int]]) -> None:
+        super().__init__()
+        self.selected = selected
+
+
+async def _select(
+    dialect: SQLDialect, checks: Mapping[str, CompiledSQL], case: PredicateCase
+) -> dict[str, frozenset[int]]:
+    """Write the case's records as rows in one transaction, select by each predicate at the
+    case's ``now``, and roll back: which records (by index) each predicate selected."""
+    batch = secrets.token_hex(4)
+    ids = [f"predicates-{batch}-{i}" for i in range(len(case.records))]
+    values = {"now": case.now, "retention": case.retention}
+    try:
+        async with dialect.session(Mode.TRANSACTION) as db:
+            for task_id, record in zip(ids, case.records, strict=True):
+                row = values_of(replace(record, task_id=task_id))
+                if await db.execute(dialect.statements.insert, row) != 1:
+                    raise AssertionError(f"inserting {task_id} wrote no row")
+            selected: dict[str, frozenset[int]] = {}
+            for name, select in checks.items():
+                hits = [await db.fetch_one(select, {**values, "task_id": i}) for i in ids]
+                selected[name] = frozenset(n for n, hit in enumerate(hits) if hit is not None)
+            raise _RollBack(selected)
+    except _RollBack as done:
+        return done.selected
+
+
+def _compare(case: PredicateCase, selected: Mapping[str, frozenset[int]]) -> None:
+    wrong: list[str] = []
+    for name, rule in RULES.items():
+        accepted = {i for i, r in enumerate(case.records) if rule(r, case.now, case.retention)}
+        for i in sorted(accepted ^ selected[name]):
+            wrong.append(
+                f"Predicates.{name} {'missed' if i in accepted else 'wrongly selected'}"
+                f" record {i}: {_describe(case.records[i], case)}"
+            )
+    if wrong:
+        raise AssertionError(
+            f"SQL predicates disagree with their rules at now={case.now},"
+            f" retention={case.retention}:\n  " + "\n  ".join(wrong)
+        )
+
+
+async def check_predicates(
+    dialect: SQLDialect,
+    tables: TaskTables,
+    sql_dialect: Dialect,
+    *,
+    max_examples: int = 75,
+    max_records: int = 10,
+    hypothesis_settings: settings | None = None,
+) -> None:
+    """Check every :class:`~mcp_tasks_sql.statements.Predicates` field against its rule
+    (:data:`RULES`) on ``dialect``'s real database; raises :class:`AssertionError` with
+    the smallest disagreeing batch Hypothesis finds.
+
+    ``dialect`` is open on a fresh namespace whose tables are ``tables``; ``sql_dialect``
+    is the SQLAlchemy dialect its statements compile for. The check migrates the
+    namespace, then for :data:`EDGE_CASE` and ``max_examples`` generated batches of up
+    to ``max_records`` records inserts the rows in one transaction (through
+    ``dialect.statements.insert`` and the row codec), selects by each predicate with the
+    batch's ``now`` (see the module's note on the clock) and rolls back, so the namespace
+    stays empty. Hypothesis runs in a worker thread and calls back into this event loop.
+    ``hypothesis_settings`` replaces the defaults (``max_examples``, no deadline).
+    """
+    await dialect.migrate()
+    checks = _compile(tables, sql_dialect)
+    outcomes = {name: set[bool]() for name in RULES}
+
+    def agrees(case: PredicateCase) -> None:
+        selected = anyio.from_thread.run(_select, dialect, checks, case)
+        _compare(case, selected)
+        for name, picked in selected.items():
+            outcomes[name].update(i in picked for i in range(len(case.records)))
+
+    config = hypothesis_settings or settings(max_examples=max_examples, deadline=None)
+    test = config(example(EDGE_CASE)(given(predicate_cases(max_records))(agrees)))
+    await anyio.to_thread.run_sync(test)
+    vacuous = sorted(name for name, seen in outcomes.items() if seen != {True, False})
+    if vacuous:
+        raise AssertionError(f"predicates never both selected and not: {vacuous}")
