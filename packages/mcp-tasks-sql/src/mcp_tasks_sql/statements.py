@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from mcp_tasks_sql.schema import ACTIVE, TERMINAL_STATUSES, TaskTables, status_in
+from mcp_tasks_sql.schema import ACTIVE, CLAIMABLE, TERMINAL_STATUSES, TaskTables, status_in
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -96,9 +96,9 @@ def build(tables: TaskTables, dialect: Dialect, now: sa.ColumnElement[int]) -> S
     one = sa.select(sa.literal_column("1").label("one")).subquery("one")
     insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
 
-    # Mirrors rules.claimable: non-terminal, has work, due, unexpired, no live claim.
+    # Mirrors rules.claimable: a claim is legal, has work, due, unexpired, no live claim.
     claimable = sa.and_(
-        status_in(c.status, ACTIVE),
+        status_in(c.status, CLAIMABLE),
         c.has_work,
         sa.or_(c.retry_at.is_(None), c.retry_at <= now),
         sa.or_(c.expires_at.is_(None), c.expires_at > now),
