@@ -6,9 +6,16 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from mcp_tasks.domain.states import TERMINAL, TaskStatus
+from mcp_tasks.domain.states import LIVE, TERMINAL, Event, TaskStatus, statuses_allowing
 
-ACTIVE: tuple[TaskStatus, ...] = (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED)
+# The status lists the SQL selects on, all read from the status machine. Their order is
+# part of the SQL text (the partial indexes below must match the queries' predicates), so
+# each is built in a fixed order: declaration order, or sorted.
+#: Non-terminal: what the per-owner cap counts (rules.is_active).
+ACTIVE: tuple[TaskStatus, ...] = LIVE
+#: The statuses a claim is legal in (rules.claimable).
+CLAIMABLE: tuple[TaskStatus, ...] = statuses_allowing(Event.CLAIM)
+#: Terminal: what the retention reaps (rules.is_reapable).
 TERMINAL_STATUSES: tuple[TaskStatus, ...] = tuple(sorted(TERMINAL))
 
 
@@ -57,13 +64,13 @@ def task_tables(*, schema: str | None = None, prefix: str = "") -> TaskTables:
         sa.Column("payload", sa.Text, nullable=False),
     )
     c = tasks.c
-    # Claims without a task id: the oldest eligible task among active tasks with work.
+    # Claims without a task id: the oldest eligible task among claimable tasks with work.
     sa.Index(
         f"{name}_claim_ix",
         c.created_at,
         c.task_id,
-        postgresql_where=sa.and_(c.has_work, status_in(c.status, ACTIVE)),
-        sqlite_where=sa.and_(c.has_work, status_in(c.status, ACTIVE)),
+        postgresql_where=sa.and_(c.has_work, status_in(c.status, CLAIMABLE)),
+        sqlite_where=sa.and_(c.has_work, status_in(c.status, CLAIMABLE)),
     )
     # Reaping by TTL, and counting unexpired rows at the cap.
     sa.Index(f"{name}_expires_ix", c.expires_at)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from mcp_tasks_sql.schema import ACTIVE, TERMINAL_STATUSES, TaskTables, status_in
+from mcp_tasks_sql.schema import ACTIVE, CLAIMABLE, TERMINAL_STATUSES, TaskTables, status_in
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -89,7 +89,7 @@ class Predicates:
     """
 
     claimable: sa.ColumnElement[bool]
-    """Re-states :func:`mcp_tasks.domain.rules.claimable`: non-terminal, has work, due
+    """Re-states :func:`mcp_tasks.domain.rules.claimable`: a claim is legal, has work, due
     (``retry_at``), unexpired, and no live claim. The claim statements select by it."""
 
     reapable: sa.ColumnElement[bool]
@@ -112,7 +112,7 @@ def predicates(tables: TaskTables, now: sa.ColumnElement[int]) -> Predicates:
     unexpired = sa.or_(c.expires_at.is_(None), c.expires_at > now)
     return Predicates(
         claimable=sa.and_(
-            status_in(c.status, ACTIVE),
+            status_in(c.status, CLAIMABLE),
             c.has_work,
             sa.or_(c.retry_at.is_(None), c.retry_at <= now),
             sa.or_(c.expires_at.is_(None), c.expires_at > now),

@@ -3,6 +3,18 @@
 Every backend reads a record, asks these functions what the write is, and persists the
 answer atomically (compare-and-set, a transaction, a Lua script). Backends never
 re-derive a rule, so they cannot drift apart.
+
+Legality is the status machine's alone (:mod:`mcp_tasks.domain.states`): each write names
+its :class:`~mcp_tasks.domain.states.Event` and takes the next status from
+:func:`~mcp_tasks.domain.states.next_status`. When the table has no entry, the write
+changes nothing, and what the caller sees is decided here, once per kind of write:
+
+* a worker's ``put_status`` and a client's ``cancel`` (:func:`_decide`): a terminal task
+  ignores the write (outcome ``unchanged``); a live task refuses it
+  (:class:`~mcp_tasks.domain.errors.InvalidTransition`);
+* a client's ``update``: the answers are ignored (outcome ``unchanged``);
+* ``claim``: the task is not claimable;
+* ``renew``: :class:`~mcp_tasks.domain.errors.StaleLease` (the worker must stop).
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ from mcp_tasks.domain.models import (
     Transition,
     change_to_json,
 )
-from mcp_tasks.domain.states import TaskStatus, can_move
+from mcp_tasks.domain.states import Event, TaskStatus, next_status
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -136,34 +148,49 @@ def apply_update(
     input_responses: Mapping[str, object],
     now: int,
 ) -> Transition:
-    """``tasks/update``: accept answers to outstanding keys; ignore every other key."""
+    """``tasks/update``: accept answers to outstanding keys; ignore every other key.
+
+    Answering none of the outstanding keys is no event at all; an answer the status
+    machine does not allow is ignored. Either way the outcome is ``unchanged``.
+    """
     current = visible(record, owner, now)
-    if current.status is not TaskStatus.INPUT_REQUIRED:
+    outstanding = current.input_requests
+    keys = [key for key in input_responses if key in outstanding]
+    if not keys:
         return _unchanged(current)
-    answered = {
-        key: ensure_json(value, "input response")
-        for key, value in input_responses.items()
-        if key in current.input_requests
-    }
-    if not answered:
+    event = Event.ANSWER_ALL if outstanding.keys() <= set(keys) else Event.ANSWER_SOME
+    status = next_status(current.status, event)
+    if status is None:
         return _unchanged(current)
-    remaining = {k: v for k, v in current.input_requests.items() if k not in answered}
-    status = TaskStatus.INPUT_REQUIRED if remaining else TaskStatus.WORKING
+    answered = {key: ensure_json(input_responses[key], "input response") for key in keys}
     return _applied(
         current,
         now,
         status=status,
-        input_requests=remaining,
+        input_requests={k: v for k, v in outstanding.items() if k not in answered},
         input_responses={**current.input_responses, **answered},
     )
+
+
+def _decide(status: TaskStatus, event: Event) -> TaskStatus | None:
+    """The next status for a worker's write or a cancel; ``None``: ignore the write.
+
+    With no entry in the table, a terminal task ignores the write and a live task refuses
+    it with :class:`InvalidTransition`.
+    """
+    target = next_status(status, event)
+    if target is None and not status.is_terminal:
+        raise InvalidTransition(f"'{event}' is not legal while the task is '{status}'")
+    return target
 
 
 def apply_cancel(record: TaskRecord | None, owner: OwnerArg, now: int) -> Transition:
     """``tasks/cancel``: non-terminal → cancelled at once; terminal → acknowledged, unchanged."""
     current = visible(record, owner, now)
-    if current.status.is_terminal:
+    status = _decide(current.status, Event.CANCEL)
+    if status is None:
         return _unchanged(current)
-    return _applied(current, now, status=TaskStatus.CANCELLED, input_requests={})
+    return _applied(current, now, status=status, input_requests={})
 
 
 def fingerprint(change: StatusChange) -> str:
@@ -180,7 +207,8 @@ def apply_put(
     expected_revision: int | None = None,
     event_id: str | None = None,
 ) -> Transition:
-    """A worker's write, checked in this order: lookup, event id, lease, revision, finality.
+    """A worker's write, checked in this order: lookup, event id, lease, revision, the
+    status machine (:func:`_decide`), then the change itself.
 
     The event id is checked first so that a replay of a write that was applied is always
     recognised, even after the task finished or the lease moved on.
@@ -196,10 +224,11 @@ def apply_put(
     check_write_lease(current, lease, now)
     if expected_revision is not None and expected_revision != current.revision:
         raise RevisionConflict(current)
-    if current.status.is_terminal:
+    status = _decide(current.status, put_event(current, change))
+    if status is None:
         return _unchanged(current)
 
-    write = _change(current, change, now)
+    write = _change(current, change, status, now)
     if event_id is None or write.outcome is not Outcome.APPLIED:
         return write
     events = (*current.recent_events, RecordedEvent(event_id, digest, write.record.revision))
@@ -218,47 +247,66 @@ def check_write_lease(record: TaskRecord, lease: Lease | None, now: int) -> None
         raise StaleLease
 
 
-def _change(current: TaskRecord, change: StatusChange, now: int) -> Transition:
+def put_event(record: TaskRecord, change: StatusChange) -> Event:
+    """The event a worker's change is; a ``Retry`` with no delay left is a ``FAIL``."""
+    match change:
+        case Progress():
+            return Event.PROGRESS
+        case RequireInput():
+            return Event.REQUIRE_INPUT
+        case Complete():
+            return Event.COMPLETE
+        case Fail():
+            return Event.FAIL
+        case Retry():
+            return Event.FAIL if _retry_delay(record) is None else Event.RETRY
+
+
+def _retry_delay(record: TaskRecord) -> int | None:
+    """The delay before the next attempt, or ``None`` when no retry is left."""
+    delays = record.work.retry_delays_ms if record.work is not None else ()
+    return delays[record.attempt] if record.attempt < len(delays) else None
+
+
+def _change(current: TaskRecord, change: StatusChange, status: TaskStatus, now: int) -> Transition:
+    """Write ``change``, which the status machine allowed, moving the task to ``status``."""
     message = current.status_message
     match change:
         case Progress(status_message=text):
-            return _applied(current, now, status_message=text)
+            return _applied(current, now, status=status, status_message=text)
         case RequireInput(requests=requests, status_message=text):
-            if current.status is not TaskStatus.WORKING:
-                raise InvalidTransition("Input can only be requested while the task is working")
             reused = current.used_input_keys & requests.keys()
             if reused:
                 raise DuplicateInputKeys(reused)
             return _applied(
                 current,
                 now,
-                status=TaskStatus.INPUT_REQUIRED,
+                status=status,
                 input_requests=dict(requests),
                 used_input_keys=current.used_input_keys | requests.keys(),
                 status_message=text if text is not None else message,
             )
         case Complete(result=result, status_message=text):
-            _require_move(current.status, TaskStatus.COMPLETED)
             return _applied(
                 current,
                 now,
-                status=TaskStatus.COMPLETED,
+                status=status,
                 result=result,
                 input_requests={},
                 status_message=text if text is not None else message,
             )
         case Fail(error=error, status_message=text):
-            return _failed(current, now, error, text)
+            return _failed(current, status, now, error, text)
         case Retry(error=error, status_message=text):
-            delays = current.work.retry_delays_ms if current.work is not None else ()
-            if current.attempt >= len(delays):
-                return _failed(current, now, error, text)
+            delay = _retry_delay(current)
+            if delay is None:  # the FAIL event
+                return _failed(current, status, now, error, text)
             return _applied(
                 current,
                 now,
-                status=TaskStatus.WORKING,
+                status=status,
                 attempt=current.attempt + 1,
-                retry_at=now + delays[current.attempt],
+                retry_at=now + delay,
                 claim=None,
                 input_requests={},
                 status_message=text if text is not None else message,
@@ -266,29 +314,28 @@ def _change(current: TaskRecord, change: StatusChange, now: int) -> Transition:
 
 
 def _failed(
-    current: TaskRecord, now: int, error: dict[str, JSONValue], text: str | None
+    current: TaskRecord,
+    status: TaskStatus,
+    now: int,
+    error: dict[str, JSONValue],
+    text: str | None,
 ) -> Transition:
-    _require_move(current.status, TaskStatus.FAILED)
     fallback = error.get("message")
     return _applied(
         current,
         now,
-        status=TaskStatus.FAILED,
+        status=status,
         error=error,
         input_requests={},
         status_message=text if text is not None else (str(fallback) if fallback else None),
     )
 
 
-def _require_move(source: TaskStatus, target: TaskStatus) -> None:
-    if not can_move(source, target):
-        raise InvalidTransition
-
-
 def claimable(record: TaskRecord, now: int) -> bool:
-    """Non-terminal, has work, due (``retry_at``), unexpired, and no live claim."""
+    """The status machine allows a claim, has work, due (``retry_at``), unexpired, and no
+    live claim. :func:`apply_claim` takes only a record this says is claimable."""
     return (
-        not record.status.is_terminal
+        next_status(record.status, Event.CLAIM) is not None
         and record.work is not None
         and (record.retry_at is None or record.retry_at <= now)
         and not record.is_expired(now)
@@ -316,7 +363,7 @@ def apply_renew(record: TaskRecord | None, lease: Lease, lease_ms: int, now: int
     """Extend a live lease; anything else means the worker must stop (:class:`StaleLease`)."""
     if lease_ms <= 0:
         raise ValueError("lease_ms must be positive")
-    if record is None or record.is_expired(now) or record.status.is_terminal:
+    if record is None or record.is_expired(now) or next_status(record.status, Event.RENEW) is None:
         raise StaleLease
     check_write_lease(record, lease, now)
     assert record.claim is not None  # check_write_lease proved a live claim
