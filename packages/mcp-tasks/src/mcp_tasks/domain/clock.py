@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from typing import TypeAlias
 
+from mcp_tasks.domain.errors import InvalidArgument
+
 Clock: TypeAlias = Callable[[], int]
 
 
@@ -25,5 +27,5 @@ class ManualClock:
 
     def advance(self, ms: int) -> None:
         if ms < 0:
-            raise ValueError("a clock does not run backwards")
+            raise InvalidArgument("a clock does not run backwards")
         self.now_ms += ms

@@ -53,6 +53,10 @@ class InvalidInputRequests(MCPTasksError, ValueError):
     """Input requests must be a non-empty map of key to {method, params}."""
 
 
+class InvalidArgument(MCPTasksError, ValueError):
+    """An argument is outside the range the operation accepts (a caller's mistake)."""
+
+
 class InvalidTransition(MCPTasksError):
     """This change is not legal from the task's current status."""
 

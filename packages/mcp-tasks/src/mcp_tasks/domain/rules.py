@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Final
 from mcp_tasks.domain.errors import (
     DuplicateInputKeys,
     EventIdReused,
+    InvalidArgument,
     InvalidTransition,
     StaleLease,
     TaskNotFound,
@@ -351,7 +352,7 @@ def claim_order(record: TaskRecord) -> tuple[int, str]:
 def apply_claim(record: TaskRecord, worker_id: str, lease_ms: int, now: int) -> Claimed:
     """A fresh claim: generation + 1, a new random token; no revision change."""
     if lease_ms <= 0:
-        raise ValueError("lease_ms must be positive")
+        raise InvalidArgument("lease_ms must be positive")
     generation = record.generation + 1
     claim = Claim(worker_id=worker_id, token=new_token(), expires_at=now + lease_ms)
     claimed = replace(record, generation=generation, claim=claim, retry_at=None)
@@ -362,7 +363,7 @@ def apply_claim(record: TaskRecord, worker_id: str, lease_ms: int, now: int) -> 
 def apply_renew(record: TaskRecord | None, lease: Lease, lease_ms: int, now: int) -> Claimed:
     """Extend a live lease; anything else means the worker must stop (:class:`StaleLease`)."""
     if lease_ms <= 0:
-        raise ValueError("lease_ms must be positive")
+        raise InvalidArgument("lease_ms must be positive")
     if record is None or record.is_expired(now) or next_status(record.status, Event.RENEW) is None:
         raise StaleLease
     check_write_lease(record, lease, now)
