@@ -4,7 +4,8 @@ For each Store that is available here (memory always; sqlite when ``mcp_tasks_sq
 installed; postgres when ``mcp_tasks_postgres`` is and ``MCP_TASKS_CONFORMANCE_POSTGRES_URL``
 or ``MCP_TASKS_TEST_POSTGRES_URL`` is set) this starts
 ``examples/conformance_server.py`` on a free port, runs every scenario, reads each
-``checks.json`` and exits non-zero on any FAILURE. Node 22 and the pinned runner come from
+``checks.json`` and exits non-zero on any FAILURE, and, when ``CI`` is set, when the SQLite
+or Postgres store could not run. Node 22 and the pinned runner come from
 the npm registry into ``.cache/conformance/`` (gitignored), once.
 """
 
@@ -199,7 +200,13 @@ def main() -> int:
     out = Path(tempfile.mkdtemp(prefix="mcp-tasks-conformance-"))
     failed = False
     summary = []
-    for name, url in stores().items():
+    found = stores()
+    missing = [name for name in ("sqlite", "postgres") if name not in found]
+    if missing and os.environ.get("CI"):
+        # In CI every Store must be proven; a missing one is a failure, not a quiet skip.
+        print(f"FAILURE: no {' and no '.join(missing)} store to run (see this module's docstring)")
+        failed = True
+    for name, url in found.items():
         successes, scored, failures = run_store(name, url, node, entry, out)
         summary.append(f"{name}: {successes}/{scored} SUCCESS")
         for failure in failures:
