@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from mcp_tasks import (
     StoreOptions,
     TaskLimitReached,
     TaskNotFound,
+    TaskRecord,
     TaskStatus,
     Transition,
     new_task_id,
@@ -49,6 +50,29 @@ def applied(results: list[Any]) -> list[Transition]:
     return [r for r in results if isinstance(r, Transition) and r.outcome is Outcome.APPLIED]
 
 
+def assert_only(results: Iterable[object], allowed: tuple[type, ...]) -> None:
+    """Every result is an instance of one of ``allowed`` (the values and the errors a race may
+    end in); otherwise fail naming each unexpected one, an error with its chain of causes."""
+    unexpected = [(i, r) for i, r in enumerate(results) if not isinstance(r, allowed)]
+    if unexpected:
+        names = ", ".join(t.__name__ for t in allowed) or "nothing"
+        lines = [f"{len(unexpected)} unexpected result(s); allowed: {names}"]
+        lines += [f"  [{i}] {described(r)}" for i, r in unexpected]
+        pytest.fail("\n".join(lines))
+
+
+def described(result: object) -> str:
+    """``repr(result)``, and for an error each ``__cause__`` behind it (the driver's error)."""
+    text = repr(result)
+    cause = result.__cause__ if isinstance(result, BaseException) else None
+    for _ in range(10):  # a cause chain is short; never loop on a cyclic one
+        if cause is None:
+            break
+        text += f" caused by {cause!r}"
+        cause = cause.__cause__
+    return text
+
+
 class RaceContract(ContractBase):
     """Races for S-CREATE, S-PUT, S-UPDATE, S-CANCEL, S-CLAIM and S-REAP."""
 
@@ -63,9 +87,9 @@ class RaceContract(ContractBase):
             for i, s in enumerate(stores)
         ]
         results = await run_concurrently(calls)
+        assert_only(results, (TaskRecord, DuplicateTaskId))
         winners = [r for r in results if not isinstance(r, Exception)]
         assert len(winners) == 1
-        assert all(isinstance(r, DuplicateTaskId) for r in results if isinstance(r, Exception))
         assert await current(stores[0], task_id) == winners[0]
 
     @pytest.mark.rule("S-CREATE.1", "S-CREATE.2", "INV-CAP")
@@ -77,11 +101,11 @@ class RaceContract(ContractBase):
         tasks = [NewTask(task_id=new_task_id()) for _ in range(40)]
         calls: list[Call] = [partial(stores[i % 8].create, t) for i, t in enumerate(tasks)]
         results = await run_concurrently(calls)
+        assert_only(results, (TaskRecord, TaskLimitReached))
         won = {
             t.task_id for t, r in zip(tasks, results, strict=True) if not isinstance(r, Exception)
         }
         assert len(won) == 20
-        assert all(isinstance(r, TaskLimitReached) for r in results if isinstance(r, Exception))
         for task in tasks:
             if task.task_id in won:
                 assert (await current(stores[0], task.task_id)).revision == 0
@@ -101,11 +125,12 @@ class RaceContract(ContractBase):
             for i, s in enumerate(stores)
         ]
         results = await run_concurrently(calls)
+        assert_only(results, (Transition, RevisionConflict))
         winners = applied(results)
         assert len(winners) == 1
         losers = [r for r in results if r not in winners]
         assert len(losers) == 31
-        assert all(isinstance(r, RevisionConflict) for r in losers)
+        assert_only(losers, (RevisionConflict,))
         seen = await current(stores[1], record.task_id)
         assert seen.revision == 1
         assert seen.status_message == winners[0].record.status_message
@@ -140,6 +165,7 @@ class RaceContract(ContractBase):
             for i, s in enumerate(stores)
         ]
         results = await run_concurrently(calls)
+        assert_only(results, (Claimed, type(None)))
         winners = [r for r in results if isinstance(r, Claimed)]
         assert len(winners) == 1
         assert results.count(None) == 15
@@ -165,6 +191,7 @@ class RaceContract(ContractBase):
                     ),
                 ]
             )
+            assert_only([cancel, complete], (Transition,))
             assert isinstance(cancel, Transition)
             assert isinstance(complete, Transition)
             assert {cancel.outcome, complete.outcome} == {Outcome.APPLIED, Outcome.UNCHANGED}
@@ -195,6 +222,7 @@ class RaceContract(ContractBase):
                     ),
                 ]
             )
+            assert_only([answer, complete], (Transition,))
             assert isinstance(answer, Transition)
             assert isinstance(complete, Transition)
             assert complete.outcome is Outcome.APPLIED
@@ -250,7 +278,7 @@ class RaceContract(ContractBase):
                 group.start_soon(reap)
                 for index in range(len(records)):
                     group.start_soon(write, workers[index % 4], index)
-        assert unexpected == []
+        assert_only(unexpected, ())
         assert reaped == len(records)
         assert await reaper.reap() == 0
         for record in records:
