@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 
 if TYPE_CHECKING:
@@ -18,6 +19,24 @@ pytestmark = pytest.mark.anyio
 async def test_database_runs_in_wal_mode(open_store: OpenStore, db_path: Path) -> None:
     """The file is in WAL mode, so readers never wait for the writer."""
     await (await open_store()).migrate()
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_switch_to_wal_waits_for_another_writer(open_store: OpenStore, db_path: Path) -> None:
+    """A first open while another connection writes a file still in rollback mode waits for
+    it: the switch to WAL upgrades a read lock, which SQLite refuses with SQLITE_BUSY at once
+    (never calling the busy handler), so the store retries it within its busy timeout."""
+    writer = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # the write lock of a new, rollback-mode file
+        store = await open_store(busy_timeout_s=10.0)
+        async with anyio.create_task_group() as group:
+            group.start_soon(store.migrate)
+            await anyio.sleep(0.3)
+            writer.rollback()
+    finally:
+        writer.close()
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -116,7 +117,7 @@ class SQLiteDialect:
             )
             try:
                 conn.row_factory = sqlite3.Row
-                await conn.execute("PRAGMA journal_mode=WAL")
+                await _switch_to_wal(conn, self._busy_timeout_s)
                 # FULL: an acknowledged write survives power loss too, not only a crash.
                 await conn.execute("PRAGMA synchronous=FULL")
             except BaseException:
@@ -166,6 +167,29 @@ class SQLiteDialect:
             if conn is not None:
                 with driver_errors_as_unavailable(DRIVER_ERRORS):
                     await conn.close()
+
+
+async def _switch_to_wal(conn: aiosqlite.Connection, timeout_s: float) -> None:
+    """``PRAGMA journal_mode=WAL``, retried for up to ``timeout_s`` while the file is busy.
+
+    On a file still in rollback mode (a new one), the switch reads the header and then
+    upgrades to a write lock; SQLite refuses that upgrade with SQLITE_BUSY at once, never
+    calling the busy handler (two upgraders would deadlock), so handles opening a new file
+    together failed while one of them switched it. Once the file is WAL, the pragma only
+    reads.
+    """
+    deadline = time.monotonic() + timeout_s
+    delay = 0.001
+    while True:
+        try:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+            if not busy or time.monotonic() + delay > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(2 * delay, 0.05)
 
 
 def _probe(path: Path, timeout_s: float) -> None:
