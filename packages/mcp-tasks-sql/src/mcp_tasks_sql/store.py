@@ -228,7 +228,7 @@ class SQLTaskStore:
         while True:
             async with self._session(Mode.TRANSACTION) as db:
                 # The database selects the candidate (and on Postgres locks it, skipping rows
-                # other claimers hold); the WHERE clause mirrors rules.claimable.
+                # other claimers hold) by Predicates.claimable, checked against rules.claimable.
                 if task_id is None:
                     row = await db.fetch_one(sql.claim_next, self._with_now({}))
                 else:
@@ -262,8 +262,8 @@ class SQLTaskStore:
         sql = self._sql
         retention = self.options.terminal_retention_ms
         async with self._session(Mode.TRANSACTION) as db:
-            # The WHERE clause mirrors rules.is_reapable; Postgres skips rows a writer or
-            # another reaper holds, so concurrent reapers delete disjoint sets.
+            # Predicates.reapable (checked against rules.is_reapable); Postgres skips rows a
+            # writer or another reaper holds, so concurrent reapers delete disjoint sets.
             removed = await db.execute(
                 sql.reap, self._with_now({"retention": retention, "limit": limit})
             )
