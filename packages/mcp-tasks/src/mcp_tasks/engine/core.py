@@ -271,11 +271,11 @@ class TaskEngine:
         async def body(context: RunningTaskContext) -> StatusChange:
             try:
                 return to_change(await call_next())
-            except MCPError as exc:
-                return Fail(exc.error.model_dump(by_alias=True, mode="json", exclude_none=True))
-            except MCPTasksError as exc:  # from a tool the SDK does not wrap (low-level Server)
-                mapped = errors.to_jsonrpc_error(exc).error
-                return Fail(mapped.model_dump(by_alias=True, mode="json", exclude_none=True))
+            except (MCPError, MCPTasksError) as exc:
+                # A domain error reaches here from a tool the SDK does not wrap (low-level
+                # Server): it fails the task as the JSON-RPC error it maps to.
+                error = exc if isinstance(exc, MCPError) else errors.to_jsonrpc_error(exc)
+                return Fail(error.error.model_dump(by_alias=True, mode="json", exclude_none=True))
 
         try:
             await self.runner.start(
