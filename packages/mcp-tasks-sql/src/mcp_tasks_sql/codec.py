@@ -29,6 +29,7 @@ def to_row(record: TaskRecord) -> dict[str, Any]:
         if claim is None
         else {"worker_id": claim.worker_id, "token": claim.token, "expires_at": claim.expires_at},
         "recent_events": [[e.event_id, e.fingerprint, e.revision] for e in record.recent_events],
+        "client_capabilities": record.client_capabilities,
     }
     return {
         "task_id": record.task_id,
@@ -76,4 +77,6 @@ def from_row(row: Row) -> TaskRecord:
         if claim is None
         else Claim(claim["worker_id"], claim["token"], claim["expires_at"]),
         recent_events=tuple(RecordedEvent(e, f, r) for e, f, r in payload["recent_events"]),
+        # Absent from rows written before the field existed: unknown, so not checked.
+        client_capabilities=payload.get("client_capabilities"),
     )

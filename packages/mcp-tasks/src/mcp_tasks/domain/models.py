@@ -119,6 +119,7 @@ class TaskRecord:
     generation: int = 0
     claim: Claim | None = None
     recent_events: tuple[RecordedEvent, ...] = ()
+    client_capabilities: JSONObject | None = None
 
     def __repr__(self) -> str:  # never print the id or payloads into logs
         return f"TaskRecord(status={self.status.value!r}, revision={self.revision})"
@@ -155,9 +156,18 @@ class NewTask:
     poll_interval_ms: int | None = None
     status_message: str | None = None
     work: WorkSpec | None = None
+    client_capabilities: JSONObject | None = None
+    """The creating request's client capabilities: every input request the task makes is
+    checked against them, on any node and after a re-run. ``None``: not known (not checked)."""
 
     def __post_init__(self) -> None:
         _check_positive_ms(self.ttl_ms, "ttl_ms")
+        if self.client_capabilities is not None:
+            object.__setattr__(
+                self,
+                "client_capabilities",
+                ensure_object(self.client_capabilities, "client_capabilities"),
+            )
         _check_positive_ms(self.poll_interval_ms, "poll_interval_ms")
         if not isinstance(self.task_id, str) or not self.task_id:
             raise NotJSONSafe("task_id must be a non-empty string")

@@ -95,6 +95,7 @@ def new_record(task: NewTask, now: int) -> TaskRecord:
         poll_interval_ms=task.poll_interval_ms,
         status_message=task.status_message,
         work=task.work,
+        client_capabilities=task.client_capabilities,
     )
 
 
