@@ -89,6 +89,7 @@ class Tasks:
         close_store: bool | None = None,
         default_ttl_ms: int | None = 3_600_000,
         default_poll_interval_ms: int = 2_000,
+        require_name_header: bool = False,
         notifier: Notifier | None = None,
         worker_id: str | None = None,
         lease_ms: int = DEFAULT_LEASE_MS,
@@ -120,6 +121,7 @@ class Tasks:
             self.notifier,
             default_ttl_ms=default_ttl_ms,
             default_poll_interval_ms=default_poll_interval_ms,
+            require_name_header=require_name_header,
             clock=clock,
         )
 

@@ -135,7 +135,14 @@ async def test_malformed_tasks_requests(method: str) -> None:
                 400,
                 MISSING_CAPABILITY,
             ),
-            ("no taskId, no Mcp-Name", dict(extra), {}, 400, {"code": -32020}),
+            # A missing Mcp-Name is accepted (Tasks(require_name_header=False), the default).
+            (
+                "no taskId, no Mcp-Name",
+                dict(extra),
+                {},
+                400,
+                {"code": -32602, "message": "Missing taskId"},
+            ),
             (
                 "no taskId",
                 dict(extra),

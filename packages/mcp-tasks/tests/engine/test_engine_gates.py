@@ -66,16 +66,42 @@ async def test_capability_gate_runs_before_the_header_gate(tasks: Tasks) -> None
     assert error.code == -32021
 
 
-async def test_mismatched_and_missing_mcp_name_are_header_errors(tasks: Tasks) -> None:
-    """On HTTP, Mcp-Name must equal params.taskId: a mismatch or a missing header is -32020."""
+async def test_a_mismatched_mcp_name_is_a_header_error(tasks: Tasks) -> None:
+    """On HTTP, an Mcp-Name that is not params.taskId is -32020, and echoes neither value."""
     secret = "Zq9-secret-task-id"
     mismatch = await error_of(
         tasks, view(headers={"mcp-name": "Zq9-other"}), "tasks/get", {"taskId": secret}
     )
-    missing = await error_of(tasks, view(headers={}), "tasks/cancel", {"taskId": secret})
-    assert (mismatch.code, missing.code) == (-32020, -32020)
+    assert mismatch.code == -32020
     assert secret not in str(mismatch.error.model_dump())
     assert "Zq9-other" not in str(mismatch.error.model_dump())
+
+
+async def test_a_missing_mcp_name_is_accepted_by_default(tasks: Tasks) -> None:
+    """The SDK's client and fastmcp-tasks' send tasks/* without Mcp-Name: by default a
+    missing header is no error, and the request is answered as off HTTP."""
+    record = await tasks.store.create(NewTask(task_id="t-no-header"))
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        result = await tasks.engine.handle_tasks_method(
+            view(headers={}), method, {"taskId": record.task_id, "inputResponses": {}}
+        )
+        assert result.get("taskId", record.task_id) == record.task_id
+    assert (await tasks.store.get(record.task_id, ANY_OWNER)).status == "cancelled"
+
+
+async def test_a_missing_mcp_name_is_refused_when_required() -> None:
+    """``Tasks(require_name_header=True)``: a missing header is -32020 as well."""
+    tasks = Tasks(store=MemoryTaskStore(), require_name_header=True)
+    async with tasks.running():
+        missing = await error_of(tasks, view(headers={}), "tasks/cancel", {"taskId": "t"})
+        mismatch = await error_of(
+            tasks, view(headers={"mcp-name": "x"}), "tasks/get", {"taskId": "t"}
+        )
+    assert (missing.code, missing.message) == (
+        -32020,
+        "Header mismatch: Mcp-Name header is required on tasks/* requests",
+    )
+    assert mismatch.code == -32020
 
 
 async def test_a_malformed_base64_mcp_name_is_a_header_error(tasks: Tasks) -> None:

@@ -109,6 +109,7 @@ class TaskEngine:
         *,
         default_ttl_ms: int | None = 3_600_000,
         default_poll_interval_ms: int = 2_000,
+        require_name_header: bool = False,
         clock: Clock = system_clock,
     ) -> None:
         self.store = store
@@ -116,6 +117,8 @@ class TaskEngine:
         self.notifier = notifier
         self.default_ttl_ms = default_ttl_ms
         self.default_poll_interval_ms = default_poll_interval_ms
+        #: Refuse ``tasks/*`` over HTTP without ``Mcp-Name`` (a mismatch is refused either way).
+        self.require_name_header = require_name_header
         self.tools: dict[str, ToolOptions] = {}
         # Record times are on the store's clock (the database server's, on Postgres) and
         # the wire's poll hints compare them with "now", so "now" is the store's clock as
@@ -366,7 +369,7 @@ class TaskEngine:
             raise errors.missing_capability()
         raw = params if isinstance(params, Mapping) else {}
         task_id = raw.get("taskId")
-        self._check_name_header(request, task_id)
+        self._check_name_header(request, task_id, required=self.require_name_header)
         if not isinstance(task_id, str) or not task_id:
             raise errors.invalid_params("Missing taskId")
         responses: Mapping[str, Any] | None = None
@@ -411,14 +414,18 @@ class TaskEngine:
             raise errors.invalid_params("Each answer in inputResponses must be a result object")
 
     @staticmethod
-    def _check_name_header(request: RequestView, task_id: object) -> None:
-        """``Mcp-Name`` must carry ``params.taskId`` on HTTP (the SDK checks it only for
-        tools/call, prompts/get and resources/read). A missing header is rejected too, as
-        the core rule for required routing headers says; off HTTP there is nothing to check."""
+    def _check_name_header(request: RequestView, task_id: object, *, required: bool) -> None:
+        """Over HTTP an ``Mcp-Name`` header must carry ``params.taskId`` (the SDK checks it
+        only for tools/call, prompts/get and resources/read). A missing header is accepted
+        unless ``required``: the SDK's own client and fastmcp-tasks' send none on tasks/*,
+        and a missing header routes nothing wrongly (docs/architecture.md decision 3).
+        Off HTTP there is nothing to check."""
         if request.headers is None:
             return
         if request.headers.get("mcp-name") is None:
-            raise errors.header_mismatch("Mcp-Name header is required on tasks/* requests")
+            if required:
+                raise errors.header_mismatch("Mcp-Name header is required on tasks/* requests")
+            return
         name = request.header("mcp-name")
         if name is None:
             raise errors.header_mismatch("Mcp-Name header carries a malformed base64 value")
