@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue, dumps, loads
+from mcp_tasks.domain.jsonsafe import JSONObject, dumps, loads
 from mcp_tasks.domain.models import Claim, RecordedEvent, TaskRecord, WorkSpec
 from mcp_tasks.domain.states import TaskStatus
 
@@ -20,7 +20,7 @@ def to_row(record: TaskRecord) -> dict[str, Any]:
         "status_message": record.status_message,
         "input_requests": dict(record.input_requests),
         "input_responses": dict(record.input_responses),
-        "used_input_keys": list[JSONValue](sorted(record.used_input_keys)),
+        "asked_inputs": dict(record.asked_inputs),
         "result": record.result,
         "error": record.error,
         "work": None if record.work is None else record.work.to_json(),
@@ -66,7 +66,7 @@ def from_row(row: Row) -> TaskRecord:
         status_message=payload["status_message"],
         input_requests=payload["input_requests"],
         input_responses=payload["input_responses"],
-        used_input_keys=frozenset(payload["used_input_keys"]),
+        asked_inputs=asked_inputs(payload),
         result=payload["result"],
         error=payload["error"],
         work=None if work is None else WorkSpec.from_json(work),
@@ -80,3 +80,13 @@ def from_row(row: Row) -> TaskRecord:
         # Absent from rows written before the field existed: unknown, so not checked.
         client_capabilities=payload.get("client_capabilities"),
     )
+
+
+def asked_inputs(payload: JSONObject) -> dict[str, str]:
+    """Input keys → request digests; rows written before digests were kept list the keys
+    only (``used_input_keys``), whose digests are unknown (empty)."""
+    asked = payload.get("asked_inputs")
+    if isinstance(asked, dict):
+        return {key: str(digest) for key, digest in asked.items()}
+    keys = payload.get("used_input_keys")
+    return {str(key): "" for key in keys} if isinstance(keys, list) else {}

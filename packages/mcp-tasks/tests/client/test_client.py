@@ -13,6 +13,7 @@ from mcp.shared.exceptions import MCPError
 
 import mcp_tasks.client as client_module
 from mcp_tasks import Tasks
+from mcp_tasks.cli.demo_tools import demo_server
 from mcp_tasks.client import (
     TASKS_EXTENSION,
     TaskFailed,
@@ -23,9 +24,12 @@ from mcp_tasks.client import (
     tasks_client,
 )
 from mcp_tasks.stores.memory import MemoryTaskStore
+from mcp_tasks.tasks import collect_tasks
 from mcp_tasks.testing import running
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from mcp.client.session import ClientRequestContext
 
 pytestmark = pytest.mark.anyio
@@ -122,9 +126,21 @@ async def test_unknown_task_id_is_invalid_params(demo_url: str) -> None:
     assert raised.value.code == types.INVALID_PARAMS
 
 
-async def test_requests_carry_mcp_name(demo_url: str) -> None:
-    """The server rejects tasks/get without Mcp-Name (-32020), so the handle's successful
-    reads prove the client sends it; the raw request shows the rejection."""
+@pytest.fixture
+async def strict_demo_url() -> AsyncIterator[str]:
+    """The demo tools on a server that refuses tasks/* without Mcp-Name."""
+    with collect_tasks() as found:
+        server = demo_server(MemoryTaskStore(), step_seconds=0.05, log_level="WARNING")
+    (tasks,) = found
+    tasks.engine.require_name_header = True
+    async with running(server) as url:
+        yield url
+
+
+async def test_requests_carry_mcp_name(strict_demo_url: str) -> None:
+    """A strict server rejects tasks/get without Mcp-Name (-32020), so the handle's
+    successful reads prove the client sends it; the raw request shows the rejection."""
+    demo_url = strict_demo_url
     async with tasks_client(demo_url) as client:
         handle = await start_tool(client, "sleep", {"seconds": 600})
         assert isinstance(handle, TaskHandle)

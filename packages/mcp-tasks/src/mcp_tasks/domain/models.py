@@ -6,13 +6,14 @@ layer renders them as RFC 3339. Every JSON payload has passed :mod:`mcp_tasks.do
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from mcp_tasks.domain.errors import InvalidInputRequests, MCPTasksError, NotJSONSafe
-from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue, ensure_json, ensure_object
+from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue, dumps, ensure_json, ensure_object
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.states import TaskStatus
@@ -110,7 +111,10 @@ class TaskRecord:
     status_message: str | None = None
     input_requests: Mapping[str, JSONObject] = field(default_factory=dict)
     input_responses: Mapping[str, JSONValue] = field(default_factory=dict)
-    used_input_keys: frozenset[str] = frozenset()
+    asked_inputs: Mapping[str, str] = field(default_factory=dict)
+    """Every input key ever requested on this task → the digest of its request
+    (:func:`input_digest`): keys are unique over the task's life, and a body that asks a key
+    again is told whether it asks the same question (a replay) or another one."""
     result: JSONObject | None = None
     error: JSONObject | None = None
     work: WorkSpec | None = None
@@ -123,6 +127,11 @@ class TaskRecord:
 
     def __repr__(self) -> str:  # never print the id or payloads into logs
         return f"TaskRecord(status={self.status.value!r}, revision={self.revision})"
+
+    @property
+    def used_input_keys(self) -> frozenset[str]:
+        """Every input key ever requested on this task."""
+        return frozenset(self.asked_inputs)
 
     def is_expired(self, now: int) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -256,6 +265,12 @@ def change_to_json(change: StatusChange) -> JSONObject:
             body["error"] = error
             body["status_message"] = message
     return body
+
+
+def input_digest(request: Mapping[str, JSONValue]) -> str:
+    """A digest of one input request (``{method, params}``), to tell a replayed question from
+    a different one under the same key."""
+    return hashlib.sha256(dumps(dict(request)).encode()).hexdigest()[:32]
 
 
 def validate_error(error: object) -> JSONObject:

@@ -51,6 +51,7 @@ from mcp_tasks.domain.models import (
     TaskRecord,
     Transition,
     change_to_json,
+    input_digest,
 )
 from mcp_tasks.domain.states import Event, TaskStatus, next_status
 
@@ -285,7 +286,10 @@ def _change(current: TaskRecord, change: StatusChange, status: TaskStatus, now: 
                 now,
                 status=status,
                 input_requests=dict(requests),
-                used_input_keys=current.used_input_keys | requests.keys(),
+                asked_inputs={
+                    **current.asked_inputs,
+                    **{key: input_digest(request) for key, request in requests.items()},
+                },
                 status_message=text if text is not None else message,
             )
         case Complete(result=result, status_message=text):
