@@ -201,15 +201,15 @@ class FastMCPTasksExtension(ServerExtension):
 async def _running_in_own_task(running: Running) -> AsyncIterator[None]:
     """`running()` (the runner and reaper), entered and exited in an asyncio task of its own.
 
-    Why: FastMCP (4.1.6, `LifespanMixin._lifespan_manager`) exits extension lifespans from
-    an `AsyncExitStack` inside a shielding cancel scope it opens at shutdown, and it offers
-    no other hook (its user lifespan and provider lifespans sit in the same stack). The
-    runner's task group cannot be exited there: anyio requires cancel scopes to close in
-    the order they opened. A dedicated task owns the group instead, as FastMCP's own ASGI
-    transport does for lifespans. Guarantees: a failure to start raises here; a runner
-    that dies while serving is logged at once and re-raised at shutdown; shutdown waits
-    for the owner, so bodies are stopped and their leases released (and an owned store
-    closed) before the lifespan returns, even if the exit itself is cancelled.
+    Why: FastMCP (4.1.4 to 4.1.6, `LifespanMixin._lifespan_manager`) exits extension
+    lifespans from an `AsyncExitStack` inside a shielding cancel scope it opens at shutdown,
+    and it offers no other hook (its user lifespan and provider lifespans sit in the same
+    stack). The runner's task group cannot be exited there: anyio requires cancel scopes to
+    close in the order they opened. A dedicated task owns the group instead, as FastMCP's
+    own ASGI transport does for lifespans. Guarantees: a failure to start raises here; a
+    runner that dies while serving is logged at once and re-raised at shutdown; shutdown
+    waits for the owner, so bodies are stopped and their leases released (and an owned
+    store closed) before the lifespan returns, even if the exit itself is cancelled.
     """
     started, stop = asyncio.Event(), asyncio.Event()
 
