@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import ANY_OWNER, Tasks, current_task_context
+from mcp_tasks.adapters import fastmcp as fastmcp_adapter
 from mcp_tasks.client import TASKS_EXTENSION, TaskHandle, TaskState, start_tool, tasks_client
 from mcp_tasks.stores.memory import MemoryTaskStore
 from mcp_tasks.testing import running
@@ -256,20 +258,45 @@ class _StoreWithABrokenReaper(MemoryTaskStore):
         raise RuntimeError("reaper bug")
 
 
-async def test_a_runner_dying_while_serving_is_logged_at_once_and_raised_at_shutdown(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+class _LogWatch(logging.Handler):
+    """Sets ``seen`` when a record whose message contains ``text`` is logged."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.seen = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.seen.set()
+
+
+async def test_a_runner_dying_while_serving_is_logged_at_once_and_raised_at_shutdown() -> None:
     """If the runner's task group dies while the server runs, the error is logged when it
-    happens (not only at shutdown), and the lifespan's exit raises it."""
+    happens (not only at shutdown), and the lifespan's exit raises it.
+
+    What is observed while serving is only recorded inside the block and asserted after
+    it: the lifespan's exit raises the runner's group, which would replace any assertion
+    error raised inside the block (the raises below would then pass regardless)."""
     tasks = Tasks(store=_StoreWithABrokenReaper(), reap_interval_s=0.01)
     extension = tasks.fastmcp_extension()
-    with pytest.raises(BaseExceptionGroup) as caught:  # noqa: PT012
+    watch = _LogWatch("stopped while serving")
+    adapter_logger = logging.getLogger(fastmcp_adapter.__name__)
+    adapter_logger.addHandler(watch)
+    observed: dict[str, bool] = {}
+
+    async def serve_until_the_runner_dies() -> None:
         async with extension.lifespan():
-            with anyio.fail_after(10):
-                while True:
-                    if any("stopped while serving" in r.message for r in caplog.records):
-                        break
-                    await anyio.sleep(0.01)
-            assert not tasks.runner.running
+            with anyio.fail_after(10):  # a failure timeout only
+                await watch.seen.wait()
+            # Reached only once the death was logged, with the server still serving.
+            observed["runner running"] = tasks.runner.running
+
+    try:
+        with pytest.raises(BaseExceptionGroup) as caught:
+            await serve_until_the_runner_dies()
+    finally:
+        adapter_logger.removeHandler(watch)
+    assert observed == {"runner running": False}
     assert caught.group_contains(RuntimeError, match="reaper bug")
     assert _runner_tasks() == []
