@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,7 +30,8 @@ class Probe:
 
     started: anyio.Event = field(default_factory=anyio.Event)
     stopped: anyio.Event = field(default_factory=anyio.Event)
-    stopped_at: float = 0.0
+    #: What happened, in order: the body and the test both append.
+    events: list[str] = field(default_factory=list)
 
 
 class StaticTokens:
@@ -84,11 +84,12 @@ def build_server(tasks: Tasks, probe: Probe, *, auth: bool = False) -> MCPServer
 
     @tasks.tool(mcp, mode="required")
     async def forever() -> str:
+        probe.events.append("body started")
         probe.started.set()
         try:
             await anyio.sleep_forever()
         finally:
-            probe.stopped_at = time.monotonic()
+            probe.events.append("body stopped")
             probe.stopped.set()
         return "unreachable"
 
@@ -173,20 +174,22 @@ async def test_partial_then_full_input_round() -> None:
         assert done["result"]["content"][0]["text"] == "x y"
 
 
-async def test_cancel_stops_the_body_within_one_second() -> None:
-    """tasks/cancel acks empty, the task is cancelled, and the body stops within 1 s."""
+async def test_cancel_stops_the_body() -> None:
+    """tasks/cancel acks empty, the task is cancelled, and the body stops because of it:
+    after the cancel was sent and while the server still serves (not at shutdown).
+    How fast is measured by benchmarks/cancel_latency.py (`nox -s bench`), not here."""
     async with running(Tasks()) as (client, probe):
         created = (await client.call("tools/call", {"name": "forever"}))["result"]
-        with anyio.fail_after(10):
+        with anyio.fail_after(10):  # failure timeouts only
             await probe.started.wait()
-        cancel_sent = time.monotonic()
+        probe.events.append("cancel sent")
         ack = await client.call("tasks/cancel", {"taskId": created["taskId"]})
-        assert set(ack["result"]) == {"resultType", "_meta"}
-        with anyio.fail_after(10):  # a failure timeout only; the property is asserted below
+        with anyio.fail_after(10):
             await probe.stopped.wait()
-        assert probe.stopped_at - cancel_sent < 1.0
         final = (await client.call("tasks/get", {"taskId": created["taskId"]}))["result"]
-        assert final["status"] == "cancelled"
+    assert set(ack["result"]) == {"resultType", "_meta"}
+    assert final["status"] == "cancelled"
+    assert probe.events == ["body started", "cancel sent", "body stopped"]
 
 
 async def test_ttl_expiry_answers_not_found() -> None:
