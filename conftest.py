@@ -1,7 +1,10 @@
-"""Repository-wide pytest policy: in CI a skipped test fails the run.
+"""Repository-wide pytest policy: in CI a test that did not run and pass fails the run.
 
 Backends already fail instead of skipping when their server is missing and ``CI`` is set;
-this is the net under that: no test anywhere may quietly not run in CI.
+this is the net under that: no test anywhere may quietly not run in CI. A skip did not
+run; an xfail ran and failed, yet leaves the run green; an xpass (only a non-strict
+marker lets one through, ``xfail_strict`` fails the others already) passed while marked
+as failing. Each of them fails a CI run.
 """
 
 from __future__ import annotations
@@ -10,14 +13,21 @@ import os
 
 import pytest
 
+#: The terminal reporter's outcome keys of tests that did not simply run and pass.
+NOT_CLEAN = ("skipped", "xfailed", "xpassed")
+
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not os.environ.get("CI") or exitstatus != pytest.ExitCode.OK:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
-    if skipped:
-        names = ", ".join(getattr(report, "nodeid", "?") for report in skipped[:5])
-        print(f"\nCI: {len(skipped)} test(s) skipped ({names}); in CI every test must run.")
+    stats = reporter.stats if reporter is not None else {}
+    found = {outcome: stats.get(outcome, []) for outcome in NOT_CLEAN}
+    found = {outcome: reports for outcome, reports in found.items() if reports}
+    if found:
+        counts = ", ".join(f"{len(reports)} {outcome}" for outcome, reports in found.items())
+        reports = [report for outcome in found for report in found[outcome]]
+        names = ", ".join(getattr(report, "nodeid", "?") for report in reports[:5])
+        print(f"\nCI: {counts} ({names}); in CI every test must run and pass.")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
