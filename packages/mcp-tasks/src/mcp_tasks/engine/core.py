@@ -73,6 +73,11 @@ class ToolOptions:
 
     def __post_init__(self) -> None:
         check_policy(self.mode)
+        ttl: object = self.ttl_ms
+        if not (isinstance(ttl, Unset) or callable(ttl) or ttl is None) and (
+            isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0
+        ):
+            raise ValueError("ttl_ms must be a positive integer, None or a function")
 
 
 def could_be_task_id(task_id: str) -> bool:
@@ -85,7 +90,8 @@ def result_to_change(result: object) -> StatusChange:
     """How a tool body's return value ends its task (the official SDK's result types).
 
     A tool's own error arrives as a result with ``isError`` (→ ``completed``). An
-    ``InputRequiredResult`` cannot be answered inside a task (→ ``failed``).
+    ``InputRequiredResult`` cannot be answered inside a task, and a ``CreateTaskResult``
+    (``resultType: "task"``) is no tool result: both end the task ``failed`` (-32603).
     """
     if isinstance(result, BaseModel):
         result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -94,6 +100,9 @@ def result_to_change(result: object) -> StatusChange:
     if result.get("resultType") == "input_required":
         logger.error("a task body returned an InputRequiredResult; use TaskContext.request_input")
         return Fail({"code": -32603, "message": "The tool asked for input in an unsupported way"})
+    if result.get("resultType") == "task":
+        logger.error("a task body returned a CreateTaskResult, which is not a tool result")
+        return Fail({"code": -32603, "message": "The tool returned a task instead of a result"})
     return Complete({k: v for k, v in result.items() if k != "resultType"})
 
 
@@ -156,10 +165,14 @@ class TaskEngine:
         return value into the task's outcome; an :class:`MCPError` it raises fails the task.
         """
         options = options if options is not None else self.tools.get(name)
-        if options is None or not request.is_modern:  # a legacy-era request never gets a task
+        if options is None:
             return await call_next()
         args: Mapping[str, Any] = arguments or {}
         mode = await resolve_mode(options.mode, args, request)
+        if not request.is_modern:  # a legacy-era request never gets a task
+            if mode is TaskMode.REQUIRED:
+                raise errors.legacy_era_task_required(name, request.protocol_version)
+            return await call_next()
         if mode is TaskMode.FORBIDDEN:
             return await call_next()
         as_task = request.declares_tasks
@@ -222,13 +235,28 @@ class TaskEngine:
         finally:
             context.unbind(token)
 
-    def _ttl_for(self, options: ToolOptions, arguments: Mapping[str, Any]) -> int | None:
+    def _ttl_for(self, name: str, options: ToolOptions, arguments: Mapping[str, Any]) -> int | None:
+        """The task's TTL: the tool's, per call when it is a function, else the default.
+
+        A function's answer must be a positive integer or ``None``; anything else is the
+        server's mistake (-32603, logged with the tool's name and the value), not the
+        client's."""
         ttl = options.ttl_ms
         if isinstance(ttl, Unset):
             return self.default_ttl_ms
-        if callable(ttl):
-            return ttl(arguments)
-        return ttl
+        if not callable(ttl):
+            return ttl
+        chosen: object = ttl(arguments)
+        if chosen is not None and (
+            isinstance(chosen, bool) or not isinstance(chosen, int) or chosen <= 0
+        ):
+            logger.error(
+                "tool %r: its ttl_ms function returned %.80r, not a positive integer or None",
+                name,
+                chosen,
+            )
+            raise errors.internal_error("The tool's ttl_ms gave an invalid TTL")
+        return chosen
 
     async def _create(self, task: NewTask) -> TaskRecord:
         try:
@@ -261,7 +289,7 @@ class TaskEngine:
             task = NewTask(
                 task_id=new_task_id(),
                 owner=request.owner,
-                ttl_ms=self._ttl_for(options, arguments),
+                ttl_ms=self._ttl_for(name, options, arguments),
                 poll_interval_ms=options.poll_interval_ms or self.default_poll_interval_ms,
                 work=work,
             )
@@ -327,7 +355,7 @@ class TaskEngine:
             NewTask(
                 task_id=new_task_id(),
                 owner=request.owner,
-                ttl_ms=self._ttl_for(options, arguments) if isinstance(ttl, Unset) else ttl,
+                ttl_ms=self._ttl_for(name, options, arguments) if isinstance(ttl, Unset) else ttl,
                 poll_interval_ms=deferred.poll_interval_ms
                 or options.poll_interval_ms
                 or self.default_poll_interval_ms,
