@@ -11,7 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 
-from mcp_tasks import RequestView, TaskMode, Tasks
+from mcp_tasks import RequestView, TaskContext, TaskMode, Tasks
 from mcp_tasks.engine import ToolOptions
 from mcp_tasks.testing import decode, running_asgi
 
@@ -50,6 +50,11 @@ def build(tasks: Tasks) -> MCPServer[Any]:
     async def build_it(big: bool) -> str:
         ran.append("build_it")
         return "built"
+
+    @tasks.tool(mcp, mode="optional")
+    async def ask(ctx: TaskContext) -> str:
+        answer = await ctx.elicit("name", "Name?")
+        return str(answer)
 
     mcp.ran = ran  # type: ignore[attr-defined]
     return mcp
@@ -166,3 +171,14 @@ async def test_engine_refuses_required_on_any_pre_tasks_revision() -> None:
             assert caught.value.code == -32603
             assert caught.value.error.message == REQUIRED_MESSAGE.replace(LEGACY, version)
     assert calls == []
+
+
+async def test_asking_for_input_on_a_legacy_session_is_a_server_error() -> None:
+    """2025-11-25 has no multi-round-trip requests: a tool asking for input there answers
+    -32603, not -32021 (no capability the client could declare would help)."""
+    async with legacy_session(build(Tasks())) as session:
+        _, reply = await session.call_tool("ask", {})
+    assert reply["error"] == {
+        "code": -32603,
+        "message": "This call cannot ask the client for input",
+    }

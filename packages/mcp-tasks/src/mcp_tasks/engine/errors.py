@@ -99,7 +99,9 @@ def to_jsonrpc_error(error: MCPTasksError) -> MCPError:
             return internal_error("Task store unavailable")
         case NotJSONSafe() | InvalidInputRequests():
             return invalid_params(str(error))
-        case InputKeyReused() | InputNotPossible():
+        case InputKeyReused():
             return internal_error(str(error))
+        case InputNotPossible():
+            return internal_error("This call cannot ask the client for input")
         case _:
             return internal_error()
