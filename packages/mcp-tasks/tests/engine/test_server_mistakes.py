@@ -169,3 +169,34 @@ def test_a_bad_fixed_ttl_is_refused_at_registration(bad: object) -> None:
     """A fixed ttl_ms that no task can have is refused when the tool is registered."""
     with pytest.raises(ValueError, match="ttl_ms must be a positive integer, None or a function"):
         ToolOptions(ttl_ms=bad)  # type: ignore[arg-type]
+
+
+async def test_over_http_a_null_extension_entry_is_answered_400_missing_capability() -> None:
+    """Over real HTTP: ``{tasks: null}`` on tasks/get is 400 -32021 (not a lookup); a
+    required tool is refused too."""
+    import httpx2 as httpx  # noqa: PLC0415
+    from mcp.server.mcpserver import MCPServer  # noqa: PLC0415
+
+    from mcp_tasks.testing import RawClient, decode, running_asgi  # noqa: PLC0415
+
+    tasks = Tasks()
+    mcp: MCPServer[Any] = MCPServer("null", extensions=[tasks.extension()], lifespan=tasks.lifespan)
+
+    @tasks.tool(mcp, mode="required")
+    async def deploy() -> str:
+        return "never"
+
+    null_caps = {"extensions": {TASKS: None}}
+    async with (
+        running_asgi(mcp.streamable_http_app()) as url,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        raw = RawClient(http, url)
+        get = await raw.post("tasks/get", {"taskId": "gate-test"}, capabilities=null_caps)
+        call = await raw.post("tools/call", {"name": "deploy"}, capabilities=null_caps)
+    assert get.status_code == 400
+    assert decode(get)["error"] == MISSING_TASKS
+    # On tools/call the SDK's own schema check of `_meta` answers first (an extension's
+    # settings must be an object): -32602, and no task either way.
+    assert call.status_code == 400
+    assert decode(call)["error"]["code"] == -32602
