@@ -131,7 +131,7 @@ async def test_task_control_drives_a_task_by_id() -> None:
     complete → completed with a CallToolResult; is_cancelled follows tasks/cancel."""
     manual = Manual()
     control = TaskControl(manual.tasks.store)
-    first = (await manual.call(defer(lambda task_id: None)))["taskId"]
+    first = (await manual.call(defer(lambda task_id: None), {**EXT, "elicitation": {}}))["taskId"]
     await control.progress(first, "half way")
     assert (await control.status(first)).status_message == "half way"
     ask = {"ok": {"method": "elicitation/create", "params": {}}}

@@ -69,6 +69,21 @@ class StoreUnavailable(MCPTasksError):
     """The task store is unavailable; nothing was written."""
 
 
+class InputKeyReused(MCPTasksError):
+    """An input key was asked again with a different request."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(
+            f"Input key {key!r} was asked before with a different request; "
+            "a new question needs a new key"
+        )
+
+
+class InputNotPossible(MCPTasksError):
+    """This call cannot ask the client for input."""
+
+
 class MissingClientCapability(MCPTasksError):
     """Missing required client capability."""
 

@@ -13,18 +13,31 @@ from pydantic import BaseModel
 
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import (
+    InvalidInputRequests,
     MCPTasksError,
+    MissingClientCapability,
     NotJSONSafe,
     StoreUnavailable,
     TaskLimitReached,
     TaskNotFound,
 )
 from mcp_tasks.domain.ids import new_task_id, redact
-from mcp_tasks.domain.models import Complete, Fail, NewTask, StatusChange, TaskRecord
+from mcp_tasks.domain.models import (
+    Complete,
+    Fail,
+    NewTask,
+    StatusChange,
+    TaskRecord,
+    validate_input_requests,
+)
 from mcp_tasks.engine import errors
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
-from mcp_tasks.runtime.context import INPUT_CAPABILITY, TaskContext
+from mcp_tasks.runtime.context import (
+    InlineTaskContext,
+    InputRequired,
+    check_input_requests,
+)
 from mcp_tasks.runtime.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
 from mcp_tasks.runtime.logs import log_failure
 from mcp_tasks.runtime.runner import Runner, RunnerNotStarted, tool_work
@@ -73,6 +86,11 @@ class ToolOptions:
 
     def __post_init__(self) -> None:
         check_policy(self.mode)
+        ttl: object = self.ttl_ms
+        if not (isinstance(ttl, Unset) or callable(ttl) or ttl is None) and (
+            isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0
+        ):
+            raise ValueError("ttl_ms must be a positive integer, None or a function")
 
 
 def could_be_task_id(task_id: str) -> bool:
@@ -85,7 +103,8 @@ def result_to_change(result: object) -> StatusChange:
     """How a tool body's return value ends its task (the official SDK's result types).
 
     A tool's own error arrives as a result with ``isError`` (→ ``completed``). An
-    ``InputRequiredResult`` cannot be answered inside a task (→ ``failed``).
+    ``InputRequiredResult`` cannot be answered inside a task, and a ``CreateTaskResult``
+    (``resultType: "task"``) is no tool result: both end the task ``failed`` (-32603).
     """
     if isinstance(result, BaseModel):
         result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -94,7 +113,15 @@ def result_to_change(result: object) -> StatusChange:
     if result.get("resultType") == "input_required":
         logger.error("a task body returned an InputRequiredResult; use TaskContext.request_input")
         return Fail({"code": -32603, "message": "The tool asked for input in an unsupported way"})
+    if result.get("resultType") == "task":
+        logger.error("a task body returned a CreateTaskResult, which is not a tool result")
+        return Fail({"code": -32603, "message": "The tool returned a task instead of a result"})
     return Complete({k: v for k, v in result.items() if k != "resultType"})
+
+
+def _capabilities_of(request: RequestView) -> dict[str, Any]:
+    """The client capabilities a task keeps: those of the request that creates it."""
+    return dict(request.client_capabilities or {})
 
 
 class TaskEngine:
@@ -156,16 +183,20 @@ class TaskEngine:
         return value into the task's outcome; an :class:`MCPError` it raises fails the task.
         """
         options = options if options is not None else self.tools.get(name)
-        if options is None or not request.is_modern:  # a legacy-era request never gets a task
+        if options is None:
             return await call_next()
         args: Mapping[str, Any] = arguments or {}
         mode = await resolve_mode(options.mode, args, request)
-        if mode is TaskMode.FORBIDDEN:
+        if not request.is_modern:  # a legacy-era request never gets a task
+            if mode is TaskMode.REQUIRED:
+                raise errors.legacy_era_task_required(name, request.protocol_version)
             return await call_next()
+        answers: Mapping[str, Any] = dict(input_responses or {})
+        if mode is TaskMode.FORBIDDEN:
+            return await self._inline(request, args, answers, call_next)
         as_task = request.declares_tasks
         if mode is TaskMode.REQUIRED and not as_task:
             raise errors.missing_capability()
-        answers: Mapping[str, Any] = dict(input_responses or {})
         if options.preflight is not None:
             needed = await self._preflight(options.preflight, request, args, answers)
             if needed:
@@ -181,7 +212,7 @@ class TaskEngine:
                 as_task=as_task,
             )
         if not as_task:
-            return await self._inline(args, answers, call_next)
+            return await self._inline(request, args, answers, call_next)
         return await self._create_and_run(
             request,
             name=name,
@@ -202,33 +233,69 @@ class TaskEngine:
         needed = preflight(arguments, answers)
         if inspect.isawaitable(needed):
             needed = await needed
-        requests = dict(needed or {})
-        for entry in requests.values():
-            capability = INPUT_CAPABILITY.get(str(entry.get("method")))
-            if capability is not None and not request.has_capability(capability):
-                raise errors.missing_capability({capability: {}})
-        return requests
+        if not needed:
+            return {}
+        try:
+            requests = validate_input_requests(needed)
+        except InvalidInputRequests as exc:
+            logger.error("a tool's preflight returned unusable input requests: %s", exc)
+            raise errors.internal_error("The tool asked for input in an unsupported way") from None
+        try:
+            check_input_requests(requests, request.client_capabilities or {})
+        except MissingClientCapability as exc:
+            raise errors.to_jsonrpc_error(exc) from None
+        return dict(requests)
 
     @staticmethod
     async def _inline(
-        arguments: Mapping[str, Any], answers: Mapping[str, Any], call_next: CallNext
+        request: RequestView,
+        arguments: Mapping[str, Any],
+        answers: Mapping[str, Any],
+        call_next: CallNext,
     ) -> Any:
-        context = TaskContext(arguments=arguments, input_responses=answers)
+        """Run the tool now. Input it asks for and the request does not carry is answered
+        as an ``InputRequiredResult`` (multi-round-trip requests): the client calls again
+        with the answers in ``inputResponses`` and the body runs again from the start."""
+        context = InlineTaskContext(
+            arguments=arguments,
+            input_responses=answers,
+            client_capabilities=request.client_capabilities,
+        )
         token = context.bind()
         try:
-            return await call_next()
+            result = await call_next()
+        except InputRequired:
+            result = None
         except MCPTasksError as error:  # from a tool the SDK does not wrap (low-level Server)
             raise errors.to_jsonrpc_error(error) from None
         finally:
             context.unbind(token)
+        if context.pending:  # even if a tool framework turned the signal into an error result
+            return {"resultType": "input_required", "inputRequests": dict(context.pending)}
+        return result
 
-    def _ttl_for(self, options: ToolOptions, arguments: Mapping[str, Any]) -> int | None:
+    def _ttl_for(self, name: str, options: ToolOptions, arguments: Mapping[str, Any]) -> int | None:
+        """The task's TTL: the tool's, per call when it is a function, else the default.
+
+        A function's answer must be a positive integer or ``None``; anything else is the
+        server's mistake (-32603, logged with the tool's name and the value), not the
+        client's."""
         ttl = options.ttl_ms
         if isinstance(ttl, Unset):
             return self.default_ttl_ms
-        if callable(ttl):
-            return ttl(arguments)
-        return ttl
+        if not callable(ttl):
+            return ttl
+        chosen: object = ttl(arguments)
+        if chosen is not None and (
+            isinstance(chosen, bool) or not isinstance(chosen, int) or chosen <= 0
+        ):
+            logger.error(
+                "tool %r: its ttl_ms function returned %.80r, not a positive integer or None",
+                name,
+                chosen,
+            )
+            raise errors.internal_error("The tool's ttl_ms gave an invalid TTL")
+        return chosen
 
     async def _create(self, task: NewTask) -> TaskRecord:
         try:
@@ -261,9 +328,10 @@ class TaskEngine:
             task = NewTask(
                 task_id=new_task_id(),
                 owner=request.owner,
-                ttl_ms=self._ttl_for(options, arguments),
+                ttl_ms=self._ttl_for(name, options, arguments),
                 poll_interval_ms=options.poll_interval_ms or self.default_poll_interval_ms,
                 work=work,
+                client_capabilities=_capabilities_of(request),
             )
         except NotJSONSafe:
             raise errors.invalid_params("Tool arguments are not JSON-safe") from None
@@ -281,9 +349,7 @@ class TaskEngine:
                 return Fail(error.error.model_dump(by_alias=True, mode="json", exclude_none=True))
 
         try:
-            await self.runner.start(
-                record.task_id, body, client_capabilities=request.client_capabilities or {}
-            )
+            await self.runner.start(record.task_id, body)
         except RunnerNotStarted:
             await self._fail_quietly(record.task_id, "The task runner is not running")
             raise errors.internal_error("The task runner is not running") from None
@@ -310,7 +376,7 @@ class TaskEngine:
         slot = DeferSlot()
         token = defer_slot.set(slot)
         try:
-            result = await self._inline(arguments, answers, call_next)
+            result = await self._inline(request, arguments, answers, call_next)
         finally:
             defer_slot.reset(token)
         deferred = slot.deferred if slot.deferred is not None else result
@@ -327,12 +393,13 @@ class TaskEngine:
             NewTask(
                 task_id=new_task_id(),
                 owner=request.owner,
-                ttl_ms=self._ttl_for(options, arguments) if isinstance(ttl, Unset) else ttl,
+                ttl_ms=self._ttl_for(name, options, arguments) if isinstance(ttl, Unset) else ttl,
                 poll_interval_ms=deferred.poll_interval_ms
                 or options.poll_interval_ms
                 or self.default_poll_interval_ms,
                 status_message=deferred.status_message,
                 work=None,
+                client_capabilities=_capabilities_of(request),
             )
         )
         try:

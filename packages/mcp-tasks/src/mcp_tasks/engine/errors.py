@@ -17,6 +17,8 @@ from mcp_types import (
 )
 
 from mcp_tasks.domain.errors import (
+    InputKeyReused,
+    InputNotPossible,
     InvalidInputRequests,
     MCPTasksError,
     MissingClientCapability,
@@ -26,6 +28,9 @@ from mcp_tasks.domain.errors import (
     TaskNotFound,
 )
 from mcp_tasks.engine.wire import EXTENSION_ID
+
+#: The revision that carries the tasks extension.
+TASKS_PROTOCOL_VERSION: Final = "2026-07-28"
 
 NOT_FOUND_MESSAGE: Final = "Failed to retrieve task: Task not found"
 
@@ -65,6 +70,16 @@ def internal_error(message: str = "Internal error") -> MCPError:
     return MCPError(code=INTERNAL_ERROR, message=message)
 
 
+def legacy_era_task_required(tool: str, protocol_version: str | None) -> MCPError:
+    """-32603: a tool that needs a task, called on a revision that cannot carry one (asking
+    for the tasks extension, -32021, could not help: that era has no such capability)."""
+    era = protocol_version if protocol_version is not None else "(none)"
+    return internal_error(
+        f"Tool {tool[:200]!r} requires a task, which protocol revision {era[:40]} cannot "
+        f"carry; use {TASKS_PROTOCOL_VERSION}"
+    )
+
+
 def method_not_found() -> MCPError:
     """-32601."""
     return MCPError(code=METHOD_NOT_FOUND, message="Method not found")
@@ -84,5 +99,9 @@ def to_jsonrpc_error(error: MCPTasksError) -> MCPError:
             return internal_error("Task store unavailable")
         case NotJSONSafe() | InvalidInputRequests():
             return invalid_params(str(error))
+        case InputKeyReused():
+            return internal_error(str(error))
+        case InputNotPossible():
+            return internal_error("This call cannot ask the client for input")
         case _:
             return internal_error()

@@ -38,9 +38,12 @@ class RequestView:
         return self.declares(EXTENSION_ID)
 
     def declares(self, extension: str) -> bool:
+        """Whether this request declared ``extension``: its entry under
+        ``capabilities.extensions`` must be a settings object (``{}`` means support with no
+        settings). ``null`` or any other non-object value declares nothing."""
         caps = self.client_capabilities or {}
         extensions = caps.get("extensions")
-        return isinstance(extensions, Mapping) and extension in extensions
+        return isinstance(extensions, Mapping) and isinstance(extensions.get(extension), Mapping)
 
     def has_capability(self, name: str) -> bool:
         """Whether a top-level capability (``elicitation``, ``sampling``, ``roots``) is declared."""

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Final
 
-from mcp_tasks.domain.errors import MissingClientCapability
+from mcp_tasks.domain.errors import InputKeyReused, InputNotPossible, MissingClientCapability
 from mcp_tasks.domain.ids import redact
-from mcp_tasks.domain.jsonsafe import ensure_object
-from mcp_tasks.domain.models import Lease, Progress, RequireInput
+from mcp_tasks.domain.models import (
+    Lease,
+    Progress,
+    RequireInput,
+    input_digest,
+    validate_input_requests,
+)
 from mcp_tasks.domain.rules import ANY_OWNER
-from mcp_tasks.domain.states import TaskStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue
     from mcp_tasks.runtime.notifier import Notifier
     from mcp_tasks.stores.protocol import Store
@@ -27,12 +30,86 @@ logger = logging.getLogger(__name__)
 INPUT_RECHECK_S: Final = 2.0
 
 #: The client capability each kind of input request needs (MRTR: a server never asks for an
-#: input kind the request did not declare).
+#: input kind the request did not declare). Sub-capabilities: :func:`undeclared_capability`.
 INPUT_CAPABILITY: Final = {
     "elicitation/create": "elicitation",
     "sampling/createMessage": "sampling",
     "roots/list": "roots",
 }
+
+
+def _declared(capabilities: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    """A declared capability's settings object (``None``: not declared, or not an object)."""
+    value = capabilities.get(name)
+    return value if isinstance(value, Mapping) else None
+
+
+def undeclared_capability(
+    request: Mapping[str, Any], capabilities: Mapping[str, Any]
+) -> dict[str, object] | None:
+    """The one place that decides whether an input request may be sent to a client: ``None``
+    when ``capabilities`` (the client's, as declared on the request that created the task or
+    on the synchronous call itself) cover it, else the capability it lacks, shaped as
+    ``requiredCapabilities`` (-32021).
+
+    * ``elicitation/create`` in URL mode (``params.mode == "url"``) needs
+      ``elicitation.url``; in form mode (``mode`` absent or ``"form"``) it needs
+      ``elicitation.form``, or an ``elicitation`` object that names neither mode (an empty
+      ``elicitation: {}`` means form, 2026-07-28 schema). Any other mode cannot be declared.
+    * ``sampling/createMessage`` needs ``sampling``; with ``params.tools`` or
+      ``params.toolChoice`` it needs ``sampling.tools``; with ``includeContext`` other than
+      ``"none"`` it needs ``sampling.context``.
+    * ``roots/list`` needs ``roots``.
+    * Any other method cannot be declared.
+    """
+    method = request.get("method")
+    raw_params = request.get("params")
+    params: Mapping[str, Any] = raw_params if isinstance(raw_params, Mapping) else {}
+    if method == "elicitation/create":
+        elicitation = _declared(capabilities, "elicitation")
+        mode = params.get("mode", "form")
+        if mode == "url":
+            declared = elicitation is not None and _declared(elicitation, "url") is not None
+            return None if declared else {"elicitation": {"url": {}}}
+        if mode != "form":
+            return {"elicitation": {str(mode)[:40]: {}}}
+        if elicitation is None:
+            return {"elicitation": {}}
+        if _declared(elicitation, "form") is not None or not (
+            "form" in elicitation or "url" in elicitation
+        ):
+            return None
+        return {"elicitation": {"form": {}}}
+    if method == "sampling/createMessage":
+        sampling = _declared(capabilities, "sampling")
+        if sampling is None:
+            return {"sampling": {}}
+        if (params.get("tools") is not None or params.get("toolChoice") is not None) and _declared(
+            sampling, "tools"
+        ) is None:
+            return {"sampling": {"tools": {}}}
+        context = params.get("includeContext", "none")
+        if context != "none" and _declared(sampling, "context") is None:
+            return {"sampling": {"context": {}}}
+        return None
+    if method == "roots/list":
+        return None if _declared(capabilities, "roots") is not None else {"roots": {}}
+    return {str(method)[:80]: {}}
+
+
+def check_input_requests(
+    requests: Mapping[str, Mapping[str, Any]], capabilities: Mapping[str, Any]
+) -> None:
+    """Refuse input requests the client did not declare (:func:`undeclared_capability`).
+
+    Raises:
+        MissingClientCapability: naming the first capability missing.
+    """
+    for request in requests.values():
+        missing = undeclared_capability(request, capabilities)
+        if missing is not None:
+            raise MissingClientCapability(missing)
+
 
 _current: ContextVar[TaskContext | None] = ContextVar("mcp_tasks_current_context", default=None)
 
@@ -49,10 +126,24 @@ class TaskCancelled(BaseException):
     every ``Exception`` into an error result let it through to the runner."""
 
 
+class InputRequired(BaseException):
+    """A synchronous call asked for input its request did not carry: the engine answers an
+    ``InputRequiredResult`` with :attr:`requests`, and the client calls again with the
+    answers in ``inputResponses`` (multi-round-trip requests, 2026-07-28).
+
+    A ``BaseException``, so that tool frameworks which turn every ``Exception`` into an
+    error result let it through to the engine."""
+
+    def __init__(self, requests: Mapping[str, Any]) -> None:
+        super().__init__("the call needs input from the client")
+        self.requests = dict(requests)
+
+
 class TaskContext:
-    """The handle a tool body gets. Outside a task (a synchronous call) progress is a
-    no-op and asking for input raises :class:`MissingClientCapability` (answered -32021),
-    since only a task can wait for input.
+    """The handle a tool body gets. This base is what a call outside the engine's control
+    gets (a tool without task options, a request of an older era): progress is a no-op and
+    asking for input raises :class:`InputNotPossible` (-32603). A synchronous call the
+    engine runs gets an :class:`InlineTaskContext`, a task a :class:`RunningTaskContext`.
     """
 
     def __init__(
@@ -103,9 +194,13 @@ class TaskContext:
     async def request_input(
         self, requests: Mapping[str, Mapping[str, Any]], status_message: str | None = None
     ) -> dict[str, JSONValue]:
-        """Ask the client (``input_required``) and wait for every answer; keys are unique
-        over the task's life. Returns key → the client's result (e.g. an ``ElicitResult``)."""
-        raise MissingClientCapability
+        """Ask the client and return every answer: key → the client's result (e.g. an
+        ``ElicitResult``). In a task the task waits in ``input_required``; in a synchronous
+        call the call answers an ``InputRequiredResult`` and the body runs again on the
+        call that brings the answers. A key asked again with the same request returns its
+        answer (a replay); with a different request it raises :class:`InputKeyReused`.
+        A kind of input the client did not declare raises :class:`MissingClientCapability`."""
+        raise InputNotPossible
 
     async def elicit(
         self, key: str, message: str, schema: Mapping[str, Any] | None = None
@@ -122,6 +217,46 @@ class TaskContext:
         answers = await self.request_input({key: request})
         answer = answers[key]
         return answer if isinstance(answer, dict) else {"action": "accept", "content": answer}
+
+
+class InlineTaskContext(TaskContext):
+    """The context of a synchronous call the engine runs (2026-07-28): input is asked by
+    multi-round-trip requests. Answers the request carries in ``inputResponses`` are
+    returned; otherwise :meth:`request_input` raises :class:`InputRequired` and the engine
+    answers an ``InputRequiredResult`` with the missing requests."""
+
+    def __init__(
+        self,
+        *,
+        arguments: Mapping[str, Any] | None = None,
+        input_responses: Mapping[str, Any] | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(arguments=arguments, input_responses=input_responses)
+        self._client_capabilities: Mapping[str, Any] = dict(client_capabilities or {})
+        #: Every key this run asked → its request's digest (the body runs again from the
+        #: start on each round, so a key asked twice in one run with two requests is seen).
+        self._asked: dict[str, str] = {}
+        #: What the call still needs from the client, once the body asked for it.
+        self.pending: dict[str, JSONObject] = {}
+
+    def __repr__(self) -> str:
+        return "InlineTaskContext()"
+
+    async def request_input(
+        self, requests: Mapping[str, Mapping[str, Any]], status_message: str | None = None
+    ) -> dict[str, JSONValue]:
+        checked = validate_input_requests(requests)
+        for key, request in checked.items():
+            digest = input_digest(request)
+            if self._asked.setdefault(key, digest) != digest:
+                raise InputKeyReused(key)
+        check_input_requests(checked, self._client_capabilities)
+        missing = {k: v for k, v in checked.items() if k not in self._input_responses}
+        if missing:
+            self.pending.update(missing)
+            raise InputRequired(self.pending)
+        return {k: self._input_responses[k] for k in checked}
 
 
 def progress_message(progress: float, total: float | None, message: str | None) -> str:
@@ -146,8 +281,9 @@ class RunningTaskContext(TaskContext):
         client_capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(arguments=arguments, input_responses=input_responses)
-        # The creating request's capabilities: a task never asks for an input kind its
-        # client did not declare (None: unknown, e.g. a recovered task; not checked).
+        # The task's client capabilities, from its record (those of the request that
+        # created it): a task never asks for an input kind its client did not declare, on
+        # any node and after a re-run. None: not known (a task created without them).
         self._client_capabilities = client_capabilities
         self._task_id = task_id
         self._store = store
@@ -160,14 +296,6 @@ class RunningTaskContext(TaskContext):
     @property
     def task_id(self) -> str:
         return self._task_id
-
-    def _check_capabilities(self, requests: Mapping[str, Mapping[str, Any]]) -> None:
-        if self._client_capabilities is None:
-            return
-        for request in requests.values():
-            needed = INPUT_CAPABILITY.get(str(request.get("method")))
-            if needed is not None and self._client_capabilities.get(needed) is None:
-                raise MissingClientCapability({needed: {}})
 
     def mark_cancelled(self) -> None:
         self._cancelled = True
@@ -183,18 +311,24 @@ class RunningTaskContext(TaskContext):
     async def request_input(
         self, requests: Mapping[str, Mapping[str, Any]], status_message: str | None = None
     ) -> dict[str, JSONValue]:
-        keys = tuple(requests)
-        self._check_capabilities(requests)
+        checked = validate_input_requests(requests)
+        if self._client_capabilities is not None:
+            check_input_requests(checked, self._client_capabilities)
+        keys = tuple(checked)
         async with self._notifier.subscribe(self._task_id) as changes:
             record = await self._store.get(self._task_id, ANY_OWNER)
-            # Answers already recorded (a replay after recovery) are not asked again.
-            missing = {
-                k: ensure_object(v, "input request")
-                for k, v in requests.items()
-                if k not in record.input_responses
-            }
-            outstanding = all(k in record.input_requests for k in missing)
-            if missing and not (record.status is TaskStatus.INPUT_REQUIRED and outstanding):
+            # A key asked before with the same request is a replay (e.g. after a re-run): its
+            # answer is returned, or awaited, and it is not asked again. The same key with a
+            # different request is the body's mistake: the new question is never sent.
+            missing: dict[str, JSONObject] = {}
+            for key, request in checked.items():
+                asked = record.asked_inputs.get(key)
+                if asked is None:
+                    if key not in record.input_responses:
+                        missing[key] = request
+                elif asked != input_digest(request):
+                    raise InputKeyReused(key)
+            if missing:
                 await self._store.put_status(
                     self._task_id, RequireInput(missing, status_message), lease=self.lease
                 )

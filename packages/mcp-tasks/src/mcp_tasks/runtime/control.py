@@ -10,10 +10,18 @@ from typing import TYPE_CHECKING, Any, Final
 from pydantic import BaseModel
 
 from mcp_tasks.domain.errors import TaskNotFound
-from mcp_tasks.domain.jsonsafe import ensure_object
-from mcp_tasks.domain.models import Complete, Fail, Progress, RequireInput, TaskRecord, Transition
+from mcp_tasks.domain.models import (
+    Complete,
+    Fail,
+    Progress,
+    RequireInput,
+    TaskRecord,
+    Transition,
+    validate_input_requests,
+)
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks.runtime.context import check_input_requests
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue
@@ -151,11 +159,18 @@ class TaskControl:
         *,
         status_message: str | None = None,
     ) -> Transition:
-        """Park the task in ``input_required``; answers appear on :meth:`status`'s record."""
-        checked = {
-            key: ensure_object(request, "input request") for key, request in requests.items()
-        }
-        return await self._put(task_id, RequireInput(checked, status_message))
+        """Park the task in ``input_required``; answers appear on :meth:`status`'s record.
+
+        Raises:
+            MissingClientCapability: the client that created the task did not declare this
+                kind of input (its capabilities are on the task's record); nothing is sent.
+            TaskNotFound: unknown or expired.
+        """
+        change = RequireInput(validate_input_requests(requests), status_message)
+        record = await self.store.get(task_id, ANY_OWNER)
+        if record.client_capabilities is not None:
+            check_input_requests(change.requests, record.client_capabilities)
+        return await self._put(task_id, change)
 
     async def progress(self, task_id: str, message: str) -> Transition:
         """Record progress as the task's ``statusMessage``."""

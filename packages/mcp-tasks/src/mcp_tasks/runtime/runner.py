@@ -117,18 +117,14 @@ class Runner:
                 self._group = None
                 group.cancel_scope.cancel()
 
-    async def start(
-        self,
-        task_id: str,
-        body: Body,
-        *,
-        client_capabilities: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Claim the new task and run ``body`` in the background.
+    async def start(self, task_id: str, body: Body) -> None:
+        """Claim the task and run ``body`` in the background.
 
-        The body's context takes its arguments and earlier answers from the claimed record's
-        work (:func:`tool_work`), never from the request, so a body claimed again after a
-        restart sees exactly what the first run saw.
+        The body's context takes its arguments, earlier answers and the client's
+        capabilities from the claimed record (:func:`tool_work`,
+        ``TaskRecord.client_capabilities``), never from a request, so a body claimed again
+        (after a restart, by another runner) sees exactly what the first run saw, and every
+        input request it makes is checked against the same capabilities.
 
         Raises:
             RunnerNotStarted: no lifespan is running.
@@ -148,7 +144,7 @@ class Runner:
             lease=claimed.lease,
             arguments=arguments,
             input_responses=input_responses,
-            client_capabilities=client_capabilities,
+            client_capabilities=claimed.record.client_capabilities,
         )
         group.start_soon(self._run, claimed, context, body)
 
