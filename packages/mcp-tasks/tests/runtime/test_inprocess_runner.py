@@ -88,7 +88,8 @@ async def test_progress_and_outcome_are_recorded_with_the_lease() -> None:
 
 
 async def test_recorded_answers_are_replayed_not_asked_again() -> None:
-    """An input key already answered on the task (e.g. before a recovery) returns at once."""
+    """An input key already answered on the task (e.g. before a recovery), asked again with
+    the same request, returns the recorded answer at once and writes nothing."""
     store = MemoryTaskStore()
     await store.create(NewTask(task_id="r", work=WORK))
     claimed = await store.claim("w", lease_ms=60_000, task_id="r")
@@ -101,8 +102,8 @@ async def test_recorded_answers_are_replayed_not_asked_again() -> None:
     )
     revision = (await store.get("r", ANY_OWNER)).revision
     with anyio.fail_after(5):
-        answer = await context.elicit("k", "again?")
-    assert answer == {"action": "accept", "content": {"v": 1}}
+        answers = await context.request_input(ask)
+    assert answers == {"k": {"action": "accept", "content": {"v": 1}}}
     assert (await store.get("r", ANY_OWNER)).revision == revision
 
 
