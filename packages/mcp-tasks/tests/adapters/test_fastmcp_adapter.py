@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import httpx2 as httpx
 import mcp_types as types
 import pytest
 from fastmcp import FastMCP
@@ -23,7 +24,7 @@ from mcp_tasks import ANY_OWNER, Tasks, current_task_context
 from mcp_tasks.adapters import fastmcp as fastmcp_adapter
 from mcp_tasks.client import TASKS_EXTENSION, TaskHandle, TaskState, start_tool, tasks_client
 from mcp_tasks.stores.memory import MemoryTaskStore
-from mcp_tasks.testing import running
+from mcp_tasks.testing import RawClient, running
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -300,3 +301,20 @@ async def test_a_runner_dying_while_serving_is_logged_at_once_and_raised_at_shut
     assert observed == {"runner running": False}
     assert caught.group_contains(RuntimeError, match="reaper bug")
     assert _runner_tasks() == []
+
+
+async def test_a_synchronous_call_asking_for_input_is_a_multi_round_trip() -> None:
+    """A task tool called without the extension runs inline; when it asks for input the call
+    answers ``input_required``, and the retry's ``inputResponses`` reach the body."""
+    mcp, _ = fastmcp_app()
+    answer = {"action": "accept", "content": {"name": "Alice"}}
+    caps = {"elicitation": {}}
+    async with running(mcp) as url, httpx.AsyncClient(timeout=10) as http:
+        raw = RawClient(http, url)
+        first = await raw.call("tools/call", {"name": "ask"}, capabilities=caps)
+        second = await raw.call(
+            "tools/call", {"name": "ask", "inputResponses": {"name": answer}}, capabilities=caps
+        )
+    assert first["result"]["resultType"] == "input_required"
+    assert list(first["result"]["inputRequests"]) == ["name"]
+    assert second["result"]["content"] == [{"type": "text", "text": "hello Alice"}]

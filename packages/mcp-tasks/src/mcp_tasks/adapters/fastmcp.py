@@ -23,6 +23,7 @@ from fastmcp.server.extensions import MethodBinding, ServerExtension
 from fastmcp.tools.base import ToolResult
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CallToolRequestParams, RequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 from starlette.requests import Request
 
 from mcp_tasks.adapters.ownership import current_owner
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     from fastmcp.server.extensions import ToolCallContinuation, ToolCallOutcome
     from fastmcp.tools.base import Tool
     from mcp.server.context import ServerRequestContext
-    from pydantic import BaseModel
 
     from mcp_tasks.domain.models import StatusChange
     from mcp_tasks.engine import TaskEngine
@@ -185,7 +185,7 @@ class FastMCPTasksExtension(ServerExtension):
             request_view_of_context(rc),
             name=params.name,
             arguments=params.arguments,
-            input_responses=None,  # input rounds before a task are FastMCP's own guard channel
+            input_responses=_input_responses(params),
             call_next=run_tool,
             options=options,
             to_change=fastmcp_result_to_change,
@@ -195,6 +195,19 @@ class FastMCPTasksExtension(ServerExtension):
             # dumped with exclude_none and lose the required `ttlMs: null`.
             return cast("BaseModel", result)
         return cast("ToolCallOutcome", _as_tool_result(result))
+
+
+def _input_responses(params: CallToolRequestParams) -> dict[str, Any] | None:
+    """The retry's answers to an input round, as the JSON they arrived as (the engine keeps
+    them with a task's work, and an inline body reads them by key)."""
+    if params.input_responses is None:
+        return None
+    return {
+        key: answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if isinstance(answer, BaseModel)
+        else answer
+        for key, answer in params.input_responses.items()
+    }
 
 
 @asynccontextmanager
