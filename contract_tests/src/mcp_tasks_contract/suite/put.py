@@ -287,6 +287,7 @@ class PutContract(ContractBase):
         record = await new_task(store, work=job(3_600_000, 0))
         claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS)
         assert claimed is not None
+        before = await handles.now()  # the store's clock, before the write
         retried = await store.put_status(
             record.task_id, Retry(BOOM, "Retrying"), lease=claimed.lease
         )
@@ -294,7 +295,8 @@ class PutContract(ContractBase):
         seen = await current(store, record.task_id)
         assert (seen.status, seen.attempt, seen.claim) == (TaskStatus.WORKING, 1, None)
         assert seen.retry_at is not None
-        assert seen.retry_at >= seen.last_updated_at + 3_600_000 - 1_000
+        # The write's now lies between the clock read before it and its last_updated_at.
+        assert before + 3_600_000 <= seen.retry_at <= seen.last_updated_at + 3_600_000
         assert seen.status_message == "Retrying"
         assert seen.generation == claimed.lease.generation
         assert await store.claim("w2", lease_ms=LONG_LEASE_MS) is None
