@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import ManualClock, MemoryTaskStore, StoreOptions, TaskContext, Tasks
+from mcp_tasks import ManualClock, MemoryTaskStore, TaskContext, Tasks
 from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
 from mcp_tasks.testing import running
 
@@ -33,7 +33,7 @@ async def test_a_running_task_outlives_its_ttl_and_its_result_stays_readable() -
     while the body runs; the body's result is then readable, also past the original TTL, for
     the result retention, after which the task is gone."""
     clock = ManualClock()
-    store = MemoryTaskStore(StoreOptions(result_retention_ms=60_000), clock=clock)
+    store = MemoryTaskStore(clock=clock)  # the default result retention: 60 s
     tasks = Tasks(store=store, reap_interval_s=0.01)  # the reaper runs all along
     started, finish = anyio.Event(), anyio.Event()
     mcp: MCPServer[Any] = MCPServer("ttl", extensions=[tasks.extension()], lifespan=tasks.lifespan)
@@ -61,6 +61,6 @@ async def test_a_running_task_outlives_its_ttl_and_its_result_stays_readable() -
         clock.advance(30_000)
         await anyio.sleep(0.05)
         assert (await handle.get()).status == "completed"
-        clock.advance(30_001)  # the result retention has passed too
+        clock.advance(30_001)  # the default result retention (60 s) has passed too
         with pytest.raises(Exception, match="Task not found"):
             await handle.get()
