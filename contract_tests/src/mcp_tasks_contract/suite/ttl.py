@@ -127,10 +127,14 @@ class TTLContract(ContractBase):
         TTL that ends later is kept."""
         made: list[str] = []
 
+        before = 0  # the store's clock before the ends
+
         async def ended(ttl_ms: int) -> tuple[Store, list[TaskRecord], list[TaskRecord]]:
+            nonlocal before
             store = await handles.open(StoreOptions(result_retention_ms=5 * ttl_ms))
             tasks = [await new_task(store, ttl_ms=ttl_ms, owner="alice") for _ in range(4)]
             made.extend(task.task_id for task in tasks)
+            before = await handles.now()
             done, failed, retried, cancelled = (task.task_id for task in tasks)
             finished = [
                 await store.put_status(done, Complete({"v": 1})),
@@ -151,7 +155,10 @@ class TTLContract(ContractBase):
             TaskStatus.CANCELLED,
         ]
         for record in finished:
-            assert record.expires_at == record.last_updated_at + retention
+            # now + retention, where the write's now lies between `before` and its
+            # last_updated_at (which is at least that now).
+            assert record.expires_at is not None
+            assert before + retention <= record.expires_at <= record.last_updated_at + retention
             assert_ttl_matches(record)
             assert await current(store, record.task_id) == record
         await handles.wait_past(max(expiry(record) for record in created))

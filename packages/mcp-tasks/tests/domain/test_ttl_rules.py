@@ -54,7 +54,7 @@ def test_an_end_keeps_the_result_for_the_retention_and_only_an_end_does() -> Non
     assert retried.record.expires_at == NOW + 1_000
     failed = rules.apply_put(retried.record, Retry(BOOM), at + 1, result_retention_ms=60_000)
     assert failed.record.status is TaskStatus.FAILED
-    assert failed.record.expires_at == failed.record.last_updated_at + 60_000
+    assert failed.record.expires_at == at + 1 + 60_000
     done = rules.apply_put(record, Complete({}), at, result_retention_ms=60_000)
     assert done.record.expires_at == at + 60_000
     assert done.record.ttl_ms == done.record.expires_at - done.record.created_at

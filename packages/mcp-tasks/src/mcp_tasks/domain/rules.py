@@ -153,9 +153,9 @@ def _applied(record: TaskRecord, now: int, **changes: object) -> Transition:
     return Transition(updated, Outcome.APPLIED, revision)
 
 
-def _finished(transition: Transition, result_retention_ms: int) -> Transition:
+def _finished(transition: Transition, now: int, result_retention_ms: int) -> Transition:
     """A write that ended the task keeps it (and its result or error) readable for at least
-    ``result_retention_ms`` after the write's ``last_updated_at`` (S-TTL.2); 0 = off."""
+    ``result_retention_ms`` from ``now`` (S-TTL.2); 0 = off."""
     ended = transition.record
     if (
         transition.outcome is not Outcome.APPLIED
@@ -163,8 +163,7 @@ def _finished(transition: Transition, result_retention_ms: int) -> Transition:
         or result_retention_ms <= 0
     ):
         return transition
-    kept = held_until(ended, ended.last_updated_at + result_retention_ms)
-    return replace(transition, record=kept)
+    return replace(transition, record=held_until(ended, now + result_retention_ms))
 
 
 def _unchanged(record: TaskRecord) -> Transition:
@@ -224,7 +223,7 @@ def apply_cancel(
     if status is None:
         return _unchanged(current)
     cancelled = _applied(current, now, status=status, input_requests={}, status_message=None)
-    return _finished(cancelled, result_retention_ms)
+    return _finished(cancelled, now, result_retention_ms)
 
 
 def fingerprint(change: StatusChange) -> str:
@@ -264,7 +263,7 @@ def apply_put(
     if status is None:
         return _unchanged(current)
 
-    write = _finished(_change(current, change, status, now), result_retention_ms)
+    write = _finished(_change(current, change, status, now), now, result_retention_ms)
     if event_id is None or write.outcome is not Outcome.APPLIED:
         return write
     events = (*current.recent_events, RecordedEvent(event_id, digest, write.record.revision))
