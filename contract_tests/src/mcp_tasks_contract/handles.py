@@ -6,7 +6,9 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias
 
-from mcp_tasks import Store, StoreOptions
+import anyio
+
+from mcp_tasks import ManualClock, NewTask, Store, StoreOptions, new_task_id
 
 StoreFactory: TypeAlias = Callable[[str, StoreOptions], Awaitable[Store]]
 """What the ``store`` fixture provides: ``await factory(namespace, options)`` opens a NEW
@@ -19,13 +21,51 @@ def new_namespace() -> str:
     return "mcpt_" + secrets.token_hex(6)
 
 
-class StoreHandles:
-    """Opens handles through the author's factory and closes every one of them at teardown."""
+#: How long :meth:`StoreHandles.wait_past` waits for a real store clock before it fails.
+CLOCK_WAIT_LIMIT_S = 30.0
 
-    def __init__(self, factory: StoreFactory) -> None:
+
+class StoreHandles:
+    """Opens handles through the author's factory and closes every one of them at teardown.
+
+    Time: with a ``clock`` (the :class:`ManualClock` every handle of the factory uses), the
+    suite moves time by advancing it; without one the store runs on a real clock, which
+    :meth:`wait_past` waits for, reading the store's own clock (never the test's).
+    """
+
+    def __init__(self, factory: StoreFactory, clock: ManualClock | None = None) -> None:
         self._factory = factory
+        self.clock = clock
         self.namespace = new_namespace()
         self._opened: list[Store] = []
+        self._probe: Store | None = None
+
+    async def now(self) -> int:
+        """The store's clock now (epoch ms). On a real clock: the ``created_at`` of a task
+        created in a namespace of its own, so this test's tasks, counts and reaps are
+        untouched."""
+        if self.clock is not None:
+            return self.clock()
+        if self._probe is None:
+            self._probe = await self.open(namespace=self.namespace + "_clock")
+        probe = await self._probe.create(NewTask(task_id=new_task_id(), ttl_ms=1))
+        return probe.created_at
+
+    async def wait_past(self, epoch_ms: int) -> None:
+        """Return once the store's clock is past ``epoch_ms``: whatever expires or runs out at
+        ``epoch_ms`` (a TTL, a lease, a retention, ``retry_at``) has then surely done so,
+        however long the test's own steps took. A manual clock is advanced; a real one is
+        waited for (failing after :data:`CLOCK_WAIT_LIMIT_S`)."""
+        if self.clock is not None:
+            if self.clock() <= epoch_ms:
+                self.clock.advance(epoch_ms + 1 - self.clock())
+            return
+        with anyio.fail_after(CLOCK_WAIT_LIMIT_S):
+            while True:
+                now = await self.now()
+                if now > epoch_ms:
+                    return
+                await anyio.sleep((epoch_ms + 1 - now) / 1000)
 
     async def open(
         self, options: StoreOptions | None = None, *, namespace: str | None = None
@@ -41,6 +81,6 @@ class StoreHandles:
 
     async def aclose(self) -> None:
         """Close every handle this test opened (``close`` is idempotent, so twice is fine)."""
-        opened, self._opened = self._opened, []
+        opened, self._opened, self._probe = self._opened, [], None
         for handle in opened:
             await handle.close()

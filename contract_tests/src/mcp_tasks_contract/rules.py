@@ -19,6 +19,8 @@ RULES: Final[dict[str, str]] = {
     "S-CREATE.3": "a created task is visible to get on any handle as soon as create returns",
     "S-CREATE.4": "creating an existing id raises DuplicateTaskId and leaves the original "
     "untouched",
+    "S-CREATE.5": "a task keeps its creating request's client capabilities exactly as given, "
+    "unchanged by every later write",
     # get
     "S-GET.1": "unknown, foreign-owner and expired tasks raise the same TaskNotFound",
     "S-GET.2": "a task with owner None answers to any caller",
@@ -35,6 +37,7 @@ RULES: Final[dict[str, str]] = {
     "input and leaves the claim for the worker",
     "S-CANCEL.2": "cancel of a terminal task is unchanged; foreign, unknown or expired raise "
     "TaskNotFound",
+    "S-CANCEL.3": "a cancelled task has no status message: the body's last progress is cleared",
     # put_status (worker writes)
     "S-PUT.1": "a leased write needs the exact live lease; an unleased write needs no live "
     "claim held by someone else",
@@ -55,6 +58,11 @@ RULES: Final[dict[str, str]] = {
     "S-RENEW": "renew extends a live lease without a revision change; expired, superseded, "
     "terminal or reaped raises StaleLease",
     "S-RELEASE": "release frees the claim at once keeping the generation; a stale lease is a no-op",
+    # TTL
+    "S-TTL.1": "a claim or renew moves expires_at (and ttl_ms) to at least the lease's end: a "
+    "task with a live lease never expires",
+    "S-TTL.2": "a task that ends keeps expires_at (and ttl_ms) at least its end + "
+    "result_retention_ms: its outcome stays readable",
     "S-REAP": "reap deletes whole expired aggregates and terminal no-TTL tasks past the "
     "retention, bounded, idempotent, safe beside reapers and writers",
     "S-NOLIST": "a store offers no way to list, scan or count tasks",

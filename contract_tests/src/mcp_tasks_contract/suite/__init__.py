@@ -15,6 +15,7 @@ from mcp_tasks_contract.suite.read import GetContract
 from mcp_tasks_contract.suite.reap import ReapContract
 from mcp_tasks_contract.suite.stateful import StatefulContract
 from mcp_tasks_contract.suite.structural import StructureContract
+from mcp_tasks_contract.suite.ttl import TTLContract
 from mcp_tasks_contract.suite.update import UpdateContract
 
 __all__ = ["StoreContract"]
@@ -29,6 +30,7 @@ class StoreContract(
     PutContract,
     ClaimContract,
     ReapContract,
+    TTLContract,
     CallerContract,
     CloseContract,
     JSONContract,

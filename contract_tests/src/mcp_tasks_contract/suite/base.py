@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import anyio
 import pytest
 
-from mcp_tasks import ANY_OWNER, NewTask, Store, TaskRecord, WorkSpec, new_task_id
+from mcp_tasks import (
+    ANY_OWNER,
+    ManualClock,
+    NewTask,
+    StaleLease,
+    Store,
+    TaskNotFound,
+    TaskRecord,
+    WorkSpec,
+    new_task_id,
+)
 from mcp_tasks_contract.handles import StoreFactory, StoreHandles
 
 if TYPE_CHECKING:
@@ -19,10 +29,9 @@ T = TypeVar("T")
 
 #: A lease long enough never to run out during a test, even on a slow backend.
 LONG_LEASE_MS = 60_000
-#: A lease or TTL short enough to run out during a test ...
+#: A lease or TTL short enough to run out during a test: the test then waits until the
+#: store's clock is past its end (``handles.wait_past``), never for a fixed time.
 SHORT_MS = 40
-#: ... and a sleep that is surely longer than it.
-PAST_SHORT_S = 0.25
 
 ELICIT: JSONObject = {"method": "elicitation/create", "params": {"message": "Proceed?"}}
 BOOM: JSONObject = {"code": -32603, "message": "boom"}
@@ -50,9 +59,19 @@ class ContractBase:
         raise NotImplementedError("Override the `store` fixture in your StoreContract subclass")
 
     @pytest.fixture
-    async def handles(self, store: StoreFactory) -> AsyncIterator[StoreHandles]:
+    def store_clock(self) -> ManualClock | None:
+        """Override me (optional) when the store takes an injected clock: return one
+        :class:`~mcp_tasks.domain.clock.ManualClock` and have the ``store`` fixture's factory
+        give it to every handle it opens. The suite then moves time by advancing it.
+        ``None`` (the default): the store keeps real time, and the suite waits on it."""
+        return None
+
+    @pytest.fixture
+    async def handles(
+        self, store: StoreFactory, store_clock: ManualClock | None
+    ) -> AsyncIterator[StoreHandles]:
         """One fresh namespace per test; every handle the test opens is closed afterwards."""
-        opened = StoreHandles(store)
+        opened = StoreHandles(store, store_clock)
         try:
             yield opened
         finally:
@@ -76,6 +95,29 @@ async def new_task(
         status_message=status_message,
     )
     return await store.create(task)
+
+
+#: The first TTL of tasks that must be set up (written, claimed) before they expire.
+SET_UP_TTL_MS = 1_000
+
+
+async def in_time(set_up: Callable[[int], Awaitable[T]], ttl_ms: int = SET_UP_TTL_MS) -> T:
+    """Run ``set_up(ttl_ms)``, which creates short-lived tasks and writes to them before they
+    expire. On a real clock a slow or loaded backend may let one expire first (it raises
+    TaskNotFound or StaleLease): then run it again with four times the TTL, so the test never
+    depends on how fast its own steps run. ``set_up`` must account for the tasks of a failed
+    attempt (they expire and are reaped like the others)."""
+    while True:
+        try:
+            return await set_up(ttl_ms)
+        except (TaskNotFound, StaleLease):
+            ttl_ms *= 4
+
+
+def expiry(record: TaskRecord) -> int:
+    """When the task expires (it must have a TTL): wait past it with ``handles.wait_past``."""
+    assert record.expires_at is not None, "the task has no TTL"
+    return record.expires_at
 
 
 def job(*delays_ms: int) -> WorkSpec:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import anyio
 import pytest
 
 from mcp_tasks import (
@@ -20,11 +19,11 @@ from mcp_tasks import (
 )
 from mcp_tasks_contract.suite.base import (
     LONG_LEASE_MS,
-    PAST_SHORT_S,
     SHORT_MS,
     ContractBase,
     assert_unchanged,
     current,
+    expiry,
     job,
     new_task,
 )
@@ -99,7 +98,7 @@ class CancelContract(ContractBase):
         store = await handles.open()
         owned = await new_task(store, owner="alice")
         expired = await new_task(store, owner="alice", ttl_ms=SHORT_MS)
-        await anyio.sleep(PAST_SHORT_S)
+        await handles.wait_past(expiry(expired))
         for task_id, caller in (
             (owned.task_id, "mallory"),
             (owned.task_id, None),
@@ -110,3 +109,25 @@ class CancelContract(ContractBase):
             with pytest.raises(TaskNotFound):
                 await store.cancel(task_id, caller)
         await assert_unchanged(store, owned)
+
+    @pytest.mark.rule("S-CANCEL.3", "S-CANCEL.1")
+    async def test_a_cancelled_task_has_no_status_message(self, handles: StoreHandles) -> None:
+        """Cancel clears the status message a working or waiting task showed ("Computing
+        result" no longer describes it), on every handle; a later write cannot set it."""
+        store, other = await handles.open_many(2)
+        working = await new_task(store, owner="alice", work=job())
+        claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=working.task_id)
+        assert claimed is not None
+        await store.put_status(working.task_id, Progress("Computing result"), lease=claimed.lease)
+        waiting = await waiting_for(store, "a", owner="alice")
+        await store.put_status(waiting.task_id, Progress("Waiting for you"))
+        for task_id in (working.task_id, waiting.task_id):
+            assert (await current(store, task_id)).status_message is not None
+            cancelled = await store.cancel(task_id, "alice")
+            assert cancelled.outcome is Outcome.APPLIED
+            assert cancelled.record.status is TaskStatus.CANCELLED
+            assert cancelled.record.status_message is None
+            assert await current(other, task_id) == cancelled.record
+        late = await store.put_status(working.task_id, Progress("late"), lease=claimed.lease)
+        assert late.outcome is Outcome.UNCHANGED
+        assert (await current(other, working.task_id)).status_message is None

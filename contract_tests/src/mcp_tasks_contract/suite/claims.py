@@ -5,27 +5,29 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import anyio
 import pytest
 
 from mcp_tasks import (
+    Claimed,
     Complete,
     Fail,
     Outcome,
     Progress,
     Retry,
     StaleLease,
+    TaskNotFound,
     TaskStatus,
     new_task_id,
 )
 from mcp_tasks_contract.suite.base import (
     BOOM,
     LONG_LEASE_MS,
-    PAST_SHORT_S,
     SHORT_MS,
     ContractBase,
     assert_unchanged,
     current,
+    expiry,
+    in_time,
     job,
     new_task,
 )
@@ -93,7 +95,7 @@ class ClaimContract(ContractBase):
         """A task whose TTL passed is not eligible, by id or not."""
         store = await handles.open()
         expired = await new_task(store, work=job(), ttl_ms=SHORT_MS)
-        await anyio.sleep(PAST_SHORT_S)
+        await handles.wait_past(expiry(expired))
         assert await store.claim("w1", lease_ms=LONG_LEASE_MS) is None
         assert await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=expired.task_id) is None
 
@@ -109,7 +111,7 @@ class ClaimContract(ContractBase):
         assert first is not None
         assert (first.lease.generation, first.lease.worker_id) == (1, "w1")
         assert first.lease.expires_at >= first.record.created_at + SHORT_MS
-        await anyio.sleep(PAST_SHORT_S)
+        await handles.wait_past(first.lease.expires_at)
         second = await store.claim("w2", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
         assert second is not None
         assert second.lease.generation == 2
@@ -130,9 +132,10 @@ class ClaimContract(ContractBase):
         """renew keeps token and generation, moves expires_at forward, leaves the revision."""
         store = await handles.open()
         record = await new_task(store, work=job())
-        claimed = await store.claim("w1", lease_ms=1_000, task_id=record.task_id)
+        claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
         assert claimed is not None
-        renewed = await store.renew(claimed.lease, lease_ms=LONG_LEASE_MS)
+        # Twice as long: the new end is later even if the store's clock has not moved.
+        renewed = await store.renew(claimed.lease, lease_ms=2 * LONG_LEASE_MS)
         assert (renewed.token, renewed.generation, renewed.task_id) == (
             claimed.lease.token,
             claimed.lease.generation,
@@ -153,7 +156,7 @@ class ClaimContract(ContractBase):
         record = await new_task(store, work=job())
         claimed = await store.claim("w1", lease_ms=SHORT_MS, task_id=record.task_id)
         assert claimed is not None
-        await anyio.sleep(PAST_SHORT_S)
+        await handles.wait_past(claimed.lease.expires_at)
         before = await current(store, record.task_id)
         with pytest.raises(StaleLease):
             await store.renew(claimed.lease, lease_ms=LONG_LEASE_MS)
@@ -176,12 +179,20 @@ class ClaimContract(ContractBase):
         with pytest.raises(StaleLease):
             await store.renew(claimed.lease, lease_ms=LONG_LEASE_MS)
         await assert_unchanged(store, done.record)
-        # Long enough to claim it in time on a slow backend, short enough to wait out.
-        short = await new_task(store, work=job(), ttl_ms=1_000)
-        doomed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=short.task_id)
-        assert doomed is not None
-        await anyio.sleep(1.3)
-        assert await store.reap() == 1
+        made: list[str] = []
+
+        async def claim_short_lived(ttl_ms: int) -> Claimed:
+            short = await new_task(store, work=job(), ttl_ms=ttl_ms)
+            made.append(short.task_id)
+            claimed = await store.claim("w1", lease_ms=SHORT_MS, task_id=short.task_id)
+            if claimed is None:
+                raise TaskNotFound  # expired before the claim: in_time tries again
+            return claimed
+
+        doomed = await in_time(claim_short_lived)
+        # A live lease holds its task (S-TTL.1): it is reaped once lease and TTL ran out.
+        await handles.wait_past(expiry(doomed.record))
+        assert await store.reap() == len(made)
         with pytest.raises(StaleLease):
             await store.renew(doomed.lease, lease_ms=LONG_LEASE_MS)
 

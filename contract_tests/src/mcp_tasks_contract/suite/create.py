@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import anyio
 import pytest
 
 from mcp_tasks import (
@@ -12,6 +11,8 @@ from mcp_tasks import (
     Complete,
     DuplicateTaskId,
     NewTask,
+    Progress,
+    RequireInput,
     StoreOptions,
     TaskLimitReached,
     TaskNotFound,
@@ -20,15 +21,18 @@ from mcp_tasks import (
     new_task_id,
 )
 from mcp_tasks_contract.suite.base import (
-    PAST_SHORT_S,
+    ELICIT,
+    LONG_LEASE_MS,
     SHORT_MS,
     ContractBase,
     assert_unchanged,
     current,
+    expiry,
     new_task,
 )
 
 if TYPE_CHECKING:
+    from mcp_tasks.domain.jsonsafe import JSONObject
     from mcp_tasks_contract.handles import StoreHandles
 
 
@@ -101,8 +105,8 @@ class CreateContract(ContractBase):
         """Rows whose TTL has passed (even before any reap) leave room under the cap."""
         store = await handles.open(StoreOptions(max_rows=2))
         await new_task(store, ttl_ms=SHORT_MS)
-        await new_task(store, ttl_ms=SHORT_MS)
-        await anyio.sleep(PAST_SHORT_S)
+        last = await new_task(store, ttl_ms=SHORT_MS)
+        await handles.wait_past(expiry(last))
         fresh = await new_task(store)
         assert (await current(store, fresh.task_id)).revision == 0
 
@@ -146,3 +150,40 @@ class CreateContract(ContractBase):
         with pytest.raises(DuplicateTaskId):
             await store.create(NewTask(task_id=original.task_id, owner="mallory", ttl_ms=None))
         await assert_unchanged(store, original)
+
+    @pytest.mark.rule("S-CREATE.5", "S-JSON")
+    async def test_client_capabilities_are_kept_exactly_through_every_write(
+        self, handles: StoreHandles
+    ) -> None:
+        """The creating request's client capabilities come back from create and from get on
+        another handle exactly as given (nested, unicode, numbers, nulls), and no later write
+        (progress, input, answer, claim, renew, completion) changes them; None stays None."""
+        store, other = await handles.open_many(2)
+        capabilities: JSONObject = {
+            "elicitation": {"form": {}, "url": {}},
+            "sampling": {},
+            "extensions": {"io.modelcontextprotocol/tasks": {"version": "2026-07-28"}},
+            "experimental": {"x": [1, -2.5, None, True, "é ☃ \u0000"], "": {"nested": []}},
+        }
+        task = NewTask(
+            task_id=new_task_id(),
+            owner="alice",
+            work=WorkSpec("job"),
+            client_capabilities=capabilities,
+        )
+        created = await store.create(task)
+        assert created.client_capabilities == capabilities
+        assert (await current(other, task.task_id)).client_capabilities == capabilities
+        claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=task.task_id)
+        assert claimed is not None
+        lease = await store.renew(claimed.lease, lease_ms=LONG_LEASE_MS)
+        await store.put_status(task.task_id, Progress("p"), lease=lease)
+        await store.put_status(task.task_id, RequireInput({"a": ELICIT}), lease=lease)
+        await other.update(task.task_id, "alice", {"a": "yes"})
+        done = await store.put_status(task.task_id, Complete({"v": 1}), lease=lease)
+        assert done.record.client_capabilities == capabilities
+        assert (await current(other, task.task_id)).client_capabilities == capabilities
+        plain = await new_task(store)
+        assert plain.client_capabilities is None
+        await store.put_status(plain.task_id, Complete({"v": 1}))
+        assert (await current(other, plain.task_id)).client_capabilities is None

@@ -94,9 +94,13 @@ not_json = st.recursive(
 
 
 def same_json(left: object, right: object) -> bool:
-    """Equal as JSON, types included: 1, 1.0 and True are three different values."""
+    """Equal as JSON, types included: 1, 1.0 and True are three different values, and floats
+    compare bit for bit (-0.0 is not 0.0; ``==`` would say it is)."""
     if type(left) is not type(right):
         return False
+    if isinstance(left, float):
+        assert isinstance(right, float)
+        return left.hex() == right.hex()
     if isinstance(left, dict):
         assert isinstance(right, dict)
         return left.keys() == right.keys() and all(same_json(left[k], right[k]) for k in left)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import anyio
 import pytest
 
 from mcp_tasks import (
@@ -25,20 +24,22 @@ from mcp_tasks import (
     TaskStatus,
     new_task_id,
 )
+from mcp_tasks.domain.models import input_digest
 from mcp_tasks_contract.suite.base import (
     BOOM,
     ELICIT,
     LONG_LEASE_MS,
-    PAST_SHORT_S,
     SHORT_MS,
     ContractBase,
     assert_unchanged,
     current,
+    expiry,
     job,
     new_task,
 )
 
 if TYPE_CHECKING:
+    from mcp_tasks.domain.jsonsafe import JSONObject
     from mcp_tasks_contract.handles import StoreHandles
 
 
@@ -94,7 +95,7 @@ class PutContract(ContractBase):
         record = await new_task(store, work=job())
         claimed = await store.claim("w1", lease_ms=SHORT_MS, task_id=record.task_id)
         assert claimed is not None
-        await anyio.sleep(PAST_SHORT_S)
+        await handles.wait_past(claimed.lease.expires_at)
         before = await current(store, record.task_id)
         with pytest.raises(StaleLease):
             await store.put_status(record.task_id, Complete({"v": 1}), lease=claimed.lease)
@@ -137,7 +138,7 @@ class PutContract(ContractBase):
         """put_status on an unknown or expired id raises TaskNotFound."""
         store = await handles.open()
         expired = await new_task(store, ttl_ms=SHORT_MS)
-        await anyio.sleep(PAST_SHORT_S)
+        await handles.wait_past(expiry(expired))
         for task_id in (new_task_id(), expired.task_id):
             with pytest.raises(TaskNotFound):
                 await store.put_status(task_id, Progress("hello"))
@@ -286,6 +287,7 @@ class PutContract(ContractBase):
         record = await new_task(store, work=job(3_600_000, 0))
         claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS)
         assert claimed is not None
+        before = await handles.now()  # the store's clock, before the write
         retried = await store.put_status(
             record.task_id, Retry(BOOM, "Retrying"), lease=claimed.lease
         )
@@ -293,7 +295,8 @@ class PutContract(ContractBase):
         seen = await current(store, record.task_id)
         assert (seen.status, seen.attempt, seen.claim) == (TaskStatus.WORKING, 1, None)
         assert seen.retry_at is not None
-        assert seen.retry_at >= seen.last_updated_at + 3_600_000 - 1_000
+        # The write's now lies between the clock read before it and its last_updated_at.
+        assert before + 3_600_000 <= seen.retry_at <= seen.last_updated_at + 3_600_000
         assert seen.status_message == "Retrying"
         assert seen.generation == claimed.lease.generation
         assert await store.claim("w2", lease_ms=LONG_LEASE_MS) is None
@@ -317,3 +320,29 @@ class PutContract(ContractBase):
         seen = await current(store, record.task_id)
         assert (seen.status, seen.error, seen.attempt) == (TaskStatus.FAILED, BOOM, 1)
         assert seen.status_message == "boom"
+
+    @pytest.mark.rule("S-PUT.5")
+    async def test_asked_inputs_keep_every_key_with_its_request_digest(
+        self, handles: StoreHandles
+    ) -> None:
+        """Each requested key joins asked_inputs with input_digest of its request, and stays
+        there through answers, later requests and completion, on every handle."""
+        store, other = await handles.open_many(2)
+        record = await new_task(store, owner="alice")
+        confirm: JSONObject = {"method": "elicitation/create", "params": {"message": "Sure?"}}
+        roots: JSONObject = {"method": "roots/list"}
+        first = await store.put_status(record.task_id, RequireInput({"a": ELICIT, "b": confirm}))
+        asked = {"a": input_digest(ELICIT), "b": input_digest(confirm)}
+        assert asked["a"] != asked["b"]
+        assert dict(first.record.asked_inputs) == asked
+        assert dict((await current(other, record.task_id)).asked_inputs) == asked
+        await other.update(record.task_id, "alice", {"a": 1, "b": 2})
+        assert dict((await current(other, record.task_id)).asked_inputs) == asked
+        await store.put_status(record.task_id, RequireInput({"c": roots}))
+        asked["c"] = input_digest(roots)
+        await other.update(record.task_id, "alice", {"c": []})
+        done = await store.put_status(record.task_id, Complete({"v": 1}))
+        assert dict(done.record.asked_inputs) == asked
+        seen = await current(other, record.task_id)
+        assert dict(seen.asked_inputs) == asked
+        assert seen.used_input_keys == {"a", "b", "c"}

@@ -14,6 +14,7 @@ from mcp_tasks import (
     Claimed,
     Complete,
     DuplicateTaskId,
+    Lease,
     NewTask,
     Outcome,
     Progress,
@@ -29,11 +30,15 @@ from mcp_tasks import (
     Transition,
     new_task_id,
 )
+from mcp_tasks_contract.handles import new_namespace
 from mcp_tasks_contract.suite.base import (
     ELICIT,
     LONG_LEASE_MS,
+    SHORT_MS,
     ContractBase,
     current,
+    expiry,
+    in_time,
     job,
     new_task,
     run_concurrently,
@@ -234,48 +239,82 @@ class RaceContract(ContractBase):
     async def test_reap_against_writers_leaves_tasks_whole_or_gone(
         self, handles: StoreHandles
     ) -> None:
-        """Workers keep writing to claimed tasks while they expire and a reaper removes them:
-        writes only ever apply or raise TaskNotFound/StaleLease, every task ends wholly gone
-        (its id free again), and the reaper counts each task once."""
-        reaper, *workers = await handles.open_many(5)
-        records, leases = [], []
-        for i in range(20):
-            # Claimed right after it is created, with a TTL long enough that even a slow
-            # backend claims it in time.
-            record = await new_task(reaper, work=job(), ttl_ms=1_000)
-            claimed = await workers[i % 4].claim(
-                "w", lease_ms=LONG_LEASE_MS, task_id=record.task_id
-            )
-            assert claimed is not None
-            records.append(record)
-            leases.append(claimed.lease)
+        """Writers keep writing to 20 tasks across the instant they expire while a reaper
+        removes them: writes only ever apply or raise TaskNotFound/StaleLease, every task
+        ends wholly gone (its id free again), and the reaper counts each task once. Half the
+        tasks are written by the holder of a lease that ends with them, half by id (manual
+        mode); every writer has written before the expiry and writes on until it fails."""
+
+        async def set_up(ttl_ms: int) -> tuple[list[Store], list[TaskRecord], list[Lease | None]]:
+            # A fresh namespace per attempt: a failed attempt leaves nothing to reap here.
+            namespace = new_namespace()
+            stores = [await handles.open(namespace=namespace) for _ in range(5)]
+            reaper, workers = stores[0], stores[1:]
+            records: list[TaskRecord] = []
+            leases: list[Lease | None] = []
+            for i in range(20):
+                record = await new_task(reaper, work=job(), ttl_ms=ttl_ms)
+                lease = None
+                if i % 2:
+                    # The lease ends with the TTL (S-TTL.1 keeps the task as long as it).
+                    claimed = await workers[i % 4].claim(
+                        "w", lease_ms=ttl_ms, task_id=record.task_id
+                    )
+                    if claimed is None:
+                        raise TaskNotFound  # expired before the claim: in_time tries again
+                    lease = claimed.lease
+                # Written once before the race: the task surely lives when the writers start.
+                done = await workers[i % 4].put_status(record.task_id, Progress("0"), lease=lease)
+                records.append(done.record)
+                leases.append(lease)
+            return stores, records, leases
+
+        stores, records, leases = await in_time(set_up)
+        reaper, workers = stores[0], stores[1:]
         unexpected: list[BaseException] = []
         reaped = 0
+        started = 0  # writers that have written once more in the race, or stopped
+        all_started = anyio.Event()
+
+        def one_started() -> None:
+            nonlocal started
+            started += 1
+            if started == len(records):
+                all_started.set()
 
         async def write(store: Store, index: int) -> None:
-            lease = leases[index]
-            step = 0
-            while True:
-                step += 1
-                try:
-                    await store.put_status(lease.task_id, Progress(f"step {step}"), lease=lease)
-                    lease = await store.renew(lease, lease_ms=LONG_LEASE_MS)
-                except (TaskNotFound, StaleLease):
-                    return
-                except Exception as exc:
-                    unexpected.append(exc)
-                    return
-                await anyio.sleep(0.005)
+            task_id, lease = records[index].task_id, leases[index]
+            step, counted = 0, False
+            try:
+                while True:
+                    step += 1
+                    await store.put_status(task_id, Progress(f"step {step}"), lease=lease)
+                    if not counted:
+                        counted = True
+                        one_started()
+                    await anyio.sleep(0.001)
+            except (TaskNotFound, StaleLease):
+                pass
+            except Exception as exc:
+                unexpected.append(exc)
+            if not counted:
+                one_started()
 
         async def reap() -> None:
             nonlocal reaped
             while reaped < len(records):
                 reaped += await reaper.reap(limit=3)
-                await anyio.sleep(0.01)
+                await anyio.sleep(0.005)
 
-        with anyio.fail_after(30):
+        async def expire() -> None:
+            # Time passes while the writers write (a manual clock is advanced only now).
+            await all_started.wait()
+            await handles.wait_past(max(expiry(record) for record in records))
+
+        with anyio.fail_after(60):
             async with anyio.create_task_group() as group:
                 group.start_soon(reap)
+                group.start_soon(expire)
                 for index in range(len(records)):
                     group.start_soon(write, workers[index % 4], index)
         assert_only(unexpected, ())
@@ -289,9 +328,8 @@ class RaceContract(ContractBase):
         """Two reapers on two handles, racing over 100 expired tasks in small batches, report
         counts that add up to exactly 100: no task is counted twice."""
         first, second = await handles.open_many(2)
-        for _ in range(100):
-            await new_task(first, ttl_ms=40)
-        await anyio.sleep(0.25)
+        created = [await new_task(first, ttl_ms=SHORT_MS) for _ in range(100)]
+        await handles.wait_past(max(expiry(record) for record in created))
         counts = {"first": 0, "second": 0}
 
         async def reap(name: str, store: Store) -> None:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import anyio
 import pytest
 
 from mcp_tasks import ANY_OWNER, TaskNotFound, new_task_id
-from mcp_tasks_contract.suite.base import PAST_SHORT_S, SHORT_MS, ContractBase, new_task
+from mcp_tasks_contract.suite.base import SHORT_MS, ContractBase, expiry, new_task
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -32,7 +31,7 @@ class GetContract(ContractBase):
         store = await handles.open()
         owned = await new_task(store, owner="alice")
         expired = await new_task(store, owner="alice", ttl_ms=SHORT_MS)
-        await anyio.sleep(PAST_SHORT_S)
+        await handles.wait_past(expiry(expired))
         unknown = await _not_found_message(store.get(new_task_id(), "alice"))
         foreign = await _not_found_message(store.get(owned.task_id, "mallory"))
         anonymous = await _not_found_message(store.get(owned.task_id, None))

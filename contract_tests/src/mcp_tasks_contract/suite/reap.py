@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import anyio
 import pytest
 
 from mcp_tasks import (
@@ -22,11 +21,12 @@ from mcp_tasks_contract.suite.base import (
     BOOM,
     ELICIT,
     LONG_LEASE_MS,
-    PAST_SHORT_S,
     SHORT_MS,
     ContractBase,
     assert_unchanged,
     current,
+    expiry,
+    in_time,
     job,
     new_task,
 )
@@ -46,21 +46,37 @@ async def assert_wholly_gone(store: Store, record: TaskRecord) -> None:
     assert await current(store, record.task_id) == reborn
 
 
-async def one_of_each_status(store: Store, ttl_ms: int | None) -> list[TaskRecord]:
-    """Tasks in every status (and one claimed), all with the given TTL; each task is set up
-    right after its creation, so a slow backend does not let it expire half-way."""
-    working = await new_task(store, ttl_ms=ttl_ms, owner="alice")
+async def one_of_each_status(
+    store: Store,
+    ttl_ms: int | None,
+    *,
+    lease_ms: int = LONG_LEASE_MS,
+    made: list[str] | None = None,
+) -> list[TaskRecord]:
+    """Tasks in every status (and one claimed for ``lease_ms``), all with the given TTL; each
+    task is set up right after its creation. Every id created is added to ``made``."""
+    made = [] if made is None else made
+
+    async def create(owner: str | None = None, *, with_work: bool = False) -> TaskRecord:
+        record = await new_task(
+            store, ttl_ms=ttl_ms, owner=owner, work=job() if with_work else None
+        )
+        made.append(record.task_id)
+        return record
+
+    working = await create("alice")
     await store.put_status(working.task_id, RequireInput({"a": ELICIT}), event_id="e1")
     await store.update(working.task_id, "alice", {"a": 1})
-    claimed = await new_task(store, ttl_ms=ttl_ms, work=job())
-    assert await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=claimed.task_id) is not None
-    asking = await new_task(store, ttl_ms=ttl_ms)
+    claimed = await create(with_work=True)
+    if await store.claim("w1", lease_ms=lease_ms, task_id=claimed.task_id) is None:
+        raise TaskNotFound  # expired before the claim: in_time tries again
+    asking = await create()
     await store.put_status(asking.task_id, RequireInput({"q": ELICIT}))
-    completed = await new_task(store, ttl_ms=ttl_ms)
+    completed = await create()
     await store.put_status(completed.task_id, Complete({"v": 1}))
-    failed = await new_task(store, ttl_ms=ttl_ms)
+    failed = await create()
     await store.put_status(failed.task_id, Fail(BOOM))
-    cancelled = await new_task(store, ttl_ms=ttl_ms, owner="alice")
+    cancelled = await create("alice")
     await store.cancel(cancelled.task_id, "alice")
     tasks = (working, claimed, asking, completed, failed, cancelled)
     return [await current(store, task.task_id) for task in tasks]
@@ -73,13 +89,17 @@ class ReapContract(ContractBase):
     async def test_reap_removes_expired_tasks_whatever_their_status(
         self, handles: StoreHandles
     ) -> None:
-        """Every task past its TTL goes, in any status and even while claimed; live tasks stay."""
-        store = await handles.open()
+        """Every task past its TTL goes, in any status, even one still claimed by a lease that
+        ran out; live tasks stay. (No result retention here: the TTL alone decides.)"""
+        store = await handles.open(StoreOptions(result_retention_ms=0))
         kept = await one_of_each_status(store, ttl_ms=3_600_000)
-        # Long enough to set each task up on a slow backend, short enough to wait out.
-        doomed = await one_of_each_status(store, ttl_ms=1_000)
-        await anyio.sleep(1.3)
-        assert await store.reap() == len(doomed)
+        made: list[str] = []
+        doomed = await in_time(
+            lambda ttl_ms: one_of_each_status(store, ttl_ms, lease_ms=SHORT_MS, made=made)
+        )
+        await handles.wait_past(max(expiry(record) for record in doomed))
+        assert doomed[1].claim is not None
+        assert await store.reap() == len(made)
         for record in kept:
             await assert_unchanged(store, record)
         for record in doomed:
@@ -96,7 +116,7 @@ class ReapContract(ContractBase):
         tasks = await one_of_each_status(patient, ttl_ms=None)
         unfinished, finished = tasks[:3], tasks[3:]
         assert await patient.reap() == 0
-        await anyio.sleep(PAST_SHORT_S)
+        await handles.wait_past(max(r.last_updated_at for r in finished) + SHORT_MS)
         assert await eager.reap() == len(finished)
         for record in unfinished:
             await assert_unchanged(patient, record)
@@ -107,7 +127,6 @@ class ReapContract(ContractBase):
     async def test_reap_is_bounded_and_idempotent(self, handles: StoreHandles) -> None:
         """reap removes at most `limit` per call; once all are gone it removes nothing."""
         store = await handles.open()
-        for _ in range(12):
-            await new_task(store, ttl_ms=SHORT_MS)
-        await anyio.sleep(PAST_SHORT_S)
+        created = [await new_task(store, ttl_ms=SHORT_MS) for _ in range(12)]
+        await handles.wait_past(max(expiry(record) for record in created))
         assert [await store.reap(limit=5) for _ in range(5)] == [5, 5, 2, 0, 0]

@@ -4,8 +4,9 @@ The model is the reference memory store. Every step runs the same operation on b
 compares the outcome (or the error's type) and the visible record; the invariants of the
 contract are checked after every step. The machine is synchronous (Hypothesis drives it),
 so it runs in a worker thread and calls back into the test's own event loop: handles are
-opened and used on the loop the ``store`` fixture was set up on. Only operations whose
-result does not depend on the passing of time are drawn (TTLs and leases are long).
+opened and used on the loop the ``store`` fixture was set up on. TTLs and leases are long,
+except for tasks made to expire: the machine waits until the store's clock is past their
+expiry (and moves the model's manual clock past it), so outcomes never depend on timing.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from mcp_tasks import (
     DuplicateInputKeys,
     Fail,
     Lease,
+    ManualClock,
     MemoryTaskStore,
     NewTask,
     Outcome,
@@ -167,6 +169,8 @@ class Tracked:
     """What the machine knows of one task from the store's answers."""
 
     owner: str | None
+    updated_at: int
+    expired: bool = False
     applied: int = 0
     generation: int = 0
     final: tuple[object, ...] | None = None
@@ -192,7 +196,8 @@ class StoreVersusModel(RuleBasedStateMachine):
         super().__init__()
         self.namespace = new_namespace()
         self.store = self._open()
-        self.model = MemoryTaskStore(OPTIONS)
+        self.model_clock = ManualClock()
+        self.model = MemoryTaskStore(OPTIONS, clock=self.model_clock)
         self.known: dict[str, Tracked] = {}
         self.created = 0
         with pytest.raises(TaskNotFound) as missing:
@@ -230,14 +235,24 @@ class StoreVersusModel(RuleBasedStateMachine):
         want = self.run(outcome_of, partial(on_model or on_store, self.model))
         assert_same(got, want)
         if isinstance(got, Exception) and task_id is not None:
-            assert self.stored(task_id) == before
+            after = self.stored(task_id)
+            if isinstance(before, Exception):  # missing before, missing after (INV-NOPARTIAL)
+                assert (type(after), str(after)) == (type(before), str(before))
+            else:
+                assert after == before
         if isinstance(got, Transition) and got.outcome is Outcome.APPLIED:
-            self.known[got.record.task_id].applied += 1
+            tracked = self.known[got.record.task_id]
+            tracked.applied += 1
+            # INV-TIMES: each applied change moves last_updated_at strictly forward.
+            assert got.record.last_updated_at > tracked.updated_at
+            tracked.updated_at = got.record.last_updated_at
         return got, want
 
     def expected_revision(self, task_id: str, offset: int | None) -> int | None:
         if offset is None:
             return None
+        if self.known[task_id].expired:
+            return offset  # any revision: the task answers as missing first
         return self.run(self.model.get, task_id, ANY_OWNER).revision + offset
 
     def teardown(self) -> None:
@@ -256,7 +271,7 @@ class StoreVersusModel(RuleBasedStateMachine):
             task = NewTask(task_id=self.next_id(), owner=owner, work=WorkSpec(type="job"))
             got, _ = self.both(None, lambda s: s.create(task))  # noqa: B023 - runs at once
             assert isinstance(got, TaskRecord)
-            self.known[task.task_id] = Tracked(owner=owner)
+            self.known[task.task_id] = Tracked(owner=owner, updated_at=got.last_updated_at)
             created.append(task.task_id)
         return multiple(*created)
 
@@ -272,12 +287,31 @@ class StoreVersusModel(RuleBasedStateMachine):
         if isinstance(got, Exception):
             assert isinstance(self.stored(task.task_id), TaskNotFound)
             return multiple()
-        self.known[task.task_id] = Tracked(owner=owner)
+        self.known[task.task_id] = Tracked(owner=owner, updated_at=got.last_updated_at)
+        return task.task_id
+
+    @rule(target=tasks, owner=st.sampled_from(OWNERS))
+    def create_expired(self, owner: str | None) -> object:
+        """A task that expires at once: the machine waits past its expiry on the store's
+        clock and moves the model's past it too (INV-EXPIRED is checked from then on)."""
+        task = NewTask(task_id=self.next_id(), owner=owner, ttl_ms=1, work=WorkSpec(type="job"))
+        got, _ = self.both(None, lambda s: s.create(task))
+        if isinstance(got, Exception):
+            return multiple()
+        assert got.expires_at is not None
+        self.run(self.handles.wait_past, got.expires_at)
+        self.model_clock.advance(2)
+        self.known[task.task_id] = Tracked(
+            owner=owner, updated_at=got.last_updated_at, expired=True
+        )
         return task.task_id
 
     @rule(task_id=tasks, owner=st.sampled_from(OWNERS))
     def create_again(self, task_id: str, owner: str | None) -> None:
-        self.both(task_id, lambda s: s.create(NewTask(task_id=task_id, owner=owner)))
+        """Refused while the id exists (expired or not); a reaped id is free again."""
+        got, _ = self.both(task_id, lambda s: s.create(NewTask(task_id=task_id, owner=owner)))
+        if isinstance(got, TaskRecord):
+            self.known[task_id] = Tracked(owner=owner, updated_at=got.last_updated_at)
 
     @rule(task_id=tasks)
     def get(self, task_id: str) -> None:
@@ -291,7 +325,11 @@ class StoreVersusModel(RuleBasedStateMachine):
 
     def waiting(self) -> list[TaskRecord]:
         """The model's tasks in input_required."""
-        records = [self.run(self.model.get, task_id, ANY_OWNER) for task_id in self.known]
+        records = [
+            self.run(self.model.get, task_id, ANY_OWNER)
+            for task_id, tracked in self.known.items()
+            if not tracked.expired
+        ]
         return [r for r in records if r.input_requests]
 
     @precondition(lambda self: bool(self.waiting()))
@@ -390,8 +428,9 @@ class StoreVersusModel(RuleBasedStateMachine):
 
     @rule(limit=st.integers(1, 500))
     def reap(self, limit: int) -> None:
-        """Nothing here ever expires, so nothing may be reaped."""
+        """Expired tasks go, as many on both; then the rest, so both keep the same ids."""
         self.both(None, lambda s: s.reap(limit=limit))
+        self.both(None, lambda s: s.reap(limit=500))
 
     @rule(task_id=tasks)
     def reopen_and_get(self, task_id: str) -> None:
@@ -402,16 +441,37 @@ class StoreVersusModel(RuleBasedStateMachine):
 
     # --- invariants --------------------------------------------------------------------
 
+    def assert_missing(self, call: Callable[[], Awaitable[object]]) -> None:
+        """The call raises TaskNotFound with the very message of an unknown id."""
+        got = self.run(outcome_of, call)
+        assert isinstance(got, TaskNotFound), got
+        assert str(got) == self.missing_text
+
+    def check_expired(self, task_id: str) -> None:
+        """INV-EXPIRED: get, update, cancel and put_status answer as for a missing task (and
+        write nothing), claim passes it over."""
+        store = self.store
+        self.assert_missing(partial(store.get, task_id, ANY_OWNER))
+        self.assert_missing(partial(store.update, task_id, ANY_OWNER, {"a": 1}))
+        self.assert_missing(partial(store.cancel, task_id, ANY_OWNER))
+        self.assert_missing(partial(store.put_status, task_id, Complete({"v": 0})))
+        assert self.run(partial(store.claim, "w9", lease_ms=LONG_LEASE_MS, task_id=task_id)) is None
+
     @invariant()
     def store_agrees_with_model_and_invariants_hold(self) -> None:
-        assert len(self.known) <= (OPTIONS.max_rows or len(self.known))  # INV-CAP
+        live = [task_id for task_id, tracked in self.known.items() if not tracked.expired]
+        assert len(live) <= (OPTIONS.max_rows or len(live))  # INV-CAP
         active: dict[str | None, int] = {}
         for task_id, tracked in self.known.items():
+            if tracked.expired:
+                self.check_expired(task_id)
+                continue
             got = self.run(self.store.get, task_id, ANY_OWNER)
             want = self.run(self.model.get, task_id, ANY_OWNER)
             assert view(got) == view(want)
             assert got.revision == tracked.applied  # INV-REVISION
             assert got.created_at <= got.last_updated_at  # INV-TIMES
+            assert got.last_updated_at == tracked.updated_at  # only applied changes move it
             assert got.generation == tracked.generation  # INV-CLAIM
             if tracked.final is not None:  # INV-TERMINAL
                 assert final_view(got) == tracked.final
@@ -438,6 +498,7 @@ class StatefulContract(ContractBase):
         "INV-CAP",
         "INV-NOPARTIAL",
         "INV-TIMES",
+        "INV-EXPIRED",
     )
     async def test_random_operations_agree_with_the_memory_model(
         self, handles: StoreHandles

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import anyio
 import pytest
 
 from mcp_tasks import (
@@ -21,11 +20,11 @@ from mcp_tasks import (
 )
 from mcp_tasks_contract.suite.base import (
     ELICIT,
-    PAST_SHORT_S,
     SHORT_MS,
     ContractBase,
     assert_unchanged,
     current,
+    expiry,
     new_task,
 )
 
@@ -62,7 +61,7 @@ class UpdateContract(ContractBase):
         """Once its TTL passed, a task answers update like a missing one (not unchanged)."""
         store = await handles.open()
         record = await new_task(store, owner="alice", ttl_ms=SHORT_MS)
-        await anyio.sleep(PAST_SHORT_S)
+        await handles.wait_past(expiry(record))
         with pytest.raises(TaskNotFound):
             await store.update(record.task_id, "alice", {"a": "yes"})
         with pytest.raises(TaskNotFound):

@@ -193,8 +193,12 @@ class SQLTaskStore:
         )
 
     async def cancel(self, task_id: str, owner: OwnerArg) -> Transition:
+        retention = self.options.result_retention_ms
         return await self._modify(
-            task_id, lambda r, now: _written(rules.apply_cancel(r, owner, now))
+            task_id,
+            lambda r, now: _written(
+                rules.apply_cancel(r, owner, now, result_retention_ms=retention)
+            ),
         )
 
     async def put_status(
@@ -212,6 +216,7 @@ class SQLTaskStore:
                     record,
                     change,
                     now,
+                    result_retention_ms=self.options.result_retention_ms,
                     lease=lease,
                     expected_revision=expected_revision,
                     event_id=event_id,

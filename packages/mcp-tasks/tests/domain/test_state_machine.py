@@ -64,6 +64,7 @@ W, Q, C, F, X = (
 )
 START: Final = 1_000_000
 LEASE_MS: Final = 10_000
+RETENTION_MS: Final = 60_000
 KEY_POOL: Final = ("a", "b", "c", "d")
 REQUEST: Final[JSONObject] = {"method": "elicitation/create", "params": {"message": "?"}}
 
@@ -164,13 +165,21 @@ def step(world: World, action: Action) -> None:
     match action:
         case Put(change=change):
             lease = world.lease if before.live_claim(world.now) is not None else None
-            result = outcome_of(lambda: rules.apply_put(before, change, world.now, lease=lease))
+            result = outcome_of(
+                lambda: rules.apply_put(
+                    before, change, world.now, result_retention_ms=RETENTION_MS, lease=lease
+                )
+            )
             reused = isinstance(change, RequireInput) and bool(
                 before.used_input_keys & change.requests.keys()
             )
             world.record = put_or_cancel(result, before, target, terminal, reused=reused)
         case Cancel():
-            result = outcome_of(lambda: rules.apply_cancel(before, None, world.now))
+            result = outcome_of(
+                lambda: rules.apply_cancel(
+                    before, None, world.now, result_retention_ms=RETENTION_MS
+                )
+            )
             world.record = put_or_cancel(result, before, target, terminal)
         case Answer(responses=responses):
             result = outcome_of(lambda: rules.apply_update(before, None, responses, world.now))

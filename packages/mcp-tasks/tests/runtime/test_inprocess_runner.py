@@ -154,20 +154,41 @@ async def test_shutdown_releases_the_claim_of_a_running_body() -> None:
 
 
 async def test_frequent_changes_do_not_postpone_lease_renewal() -> None:
-    """A body writing progress more often than the renewal interval still has its lease
-    renewed: it outlives several lease periods and its outcome is recorded."""
-    store = MemoryTaskStore()
+    """A body writing progress far more often than the renewal interval still has its lease
+    renewed: the store clock (manual) moves two thirds of a lease at a time, and each time
+    the runner renews before it moves again, for three lease periods; the outcome is
+    recorded. No real-time window: a renewal that never comes fails the test."""
+    clock = ManualClock()
+    store = MemoryTaskStore(clock=clock)
     tasks = Tasks(store=store, lease_ms=600)  # renewed every 200 ms
+    done = anyio.Event()
 
     async def body(context: RunningTaskContext) -> StatusChange:
-        for step in range(60):  # progress every 25 ms for ~1.5 s: over two lease periods
-            await context.progress(step, 60)
-            await anyio.sleep(0.025)
+        step = 0
+        while not done.is_set():  # progress every 5 ms: many changes per renewal interval
+            step += 1
+            await context.progress(step, None)
+            await anyio.sleep(0.005)
         return Complete({"content": []})
+
+    async def lease_end() -> int:
+        claim = (await store.get("f", ANY_OWNER)).claim
+        assert claim is not None
+        return claim.expires_at
 
     async with tasks.running():
         await store.create(NewTask(task_id="f", work=WORK))
         await tasks.runner.start("f", body)
+        with anyio.fail_after(10):
+            while (await store.get("f", ANY_OWNER)).claim is None:  # noqa: ASYNC110
+                await anyio.sleep(0.005)
+        for _ in range(4):
+            before = await lease_end()
+            clock.advance(400)  # the lease is still live: 200 ms of it left
+            with anyio.fail_after(10):
+                while await lease_end() <= before:  # noqa: ASYNC110
+                    await anyio.sleep(0.005)
+        done.set()
         with anyio.fail_after(10):
             while not (await store.get("f", ANY_OWNER)).status.is_terminal:  # noqa: ASYNC110
                 await anyio.sleep(0.01)

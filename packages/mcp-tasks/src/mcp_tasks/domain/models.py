@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from mcp_tasks.domain.errors import InvalidInputRequests, MCPTasksError, NotJSONSafe
+from mcp_tasks.domain.errors import (
+    InvalidArgument,
+    InvalidInputRequests,
+    MCPTasksError,
+    NotJSONSafe,
+)
 from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue, dumps, ensure_json, ensure_object
 
 if TYPE_CHECKING:
@@ -346,3 +351,13 @@ class StoreOptions:
     """``working``/``input_required`` tasks per owner, at most; ``None`` = unlimited."""
     terminal_retention_ms: int = 3_600_000
     """How long a task with no TTL is kept after it turned terminal."""
+    result_retention_ms: int = 60_000
+    """How long a task with a TTL stays readable at least once it ended (completed, failed,
+    cancelled), even when its TTL ran out while it ran: its ``expires_at`` becomes at least
+    the end + this (S-TTL.2). 0 = off (the TTL alone decides)."""
+
+    def __post_init__(self) -> None:
+        for name in ("terminal_retention_ms", "result_retention_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgument(f"{name} must be a non-negative integer")

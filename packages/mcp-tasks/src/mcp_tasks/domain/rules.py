@@ -130,6 +130,18 @@ def is_reapable(record: TaskRecord, now: int, terminal_retention_ms: int) -> boo
     )
 
 
+def held_until(record: TaskRecord, until: int) -> TaskRecord:
+    """The record kept at least until ``until``: ``expires_at = max(expires_at, until)`` and
+    ``ttl_ms = expires_at - created_at``; a task without TTL stays without (S-TTL.1, S-TTL.2).
+
+    Expiry stays the one predicate :meth:`TaskRecord.is_expired`: a live lease and a fresh
+    result move ``expires_at`` itself, so nothing else (reaping, the caps, SQL indexes) needs
+    to know about leases or results."""
+    if record.expires_at is None or record.expires_at >= until:
+        return record
+    return replace(record, expires_at=until, ttl_ms=until - record.created_at)
+
+
 def _applied(record: TaskRecord, now: int, **changes: object) -> Transition:
     revision = record.revision + 1
     updated = replace(
@@ -139,6 +151,19 @@ def _applied(record: TaskRecord, now: int, **changes: object) -> Transition:
         **changes,  # type: ignore[arg-type]
     )
     return Transition(updated, Outcome.APPLIED, revision)
+
+
+def _finished(transition: Transition, now: int, result_retention_ms: int) -> Transition:
+    """A write that ended the task keeps it (and its result or error) readable for at least
+    ``result_retention_ms`` from ``now`` (S-TTL.2); 0 = off."""
+    ended = transition.record
+    if (
+        transition.outcome is not Outcome.APPLIED
+        or not ended.status.is_terminal
+        or result_retention_ms <= 0
+    ):
+        return transition
+    return replace(transition, record=held_until(ended, now + result_retention_ms))
 
 
 def _unchanged(record: TaskRecord) -> Transition:
@@ -187,13 +212,18 @@ def _decide(status: TaskStatus, event: Event) -> TaskStatus | None:
     return target
 
 
-def apply_cancel(record: TaskRecord | None, owner: OwnerArg, now: int) -> Transition:
-    """``tasks/cancel``: non-terminal → cancelled at once; terminal → acknowledged, unchanged."""
+def apply_cancel(
+    record: TaskRecord | None, owner: OwnerArg, now: int, *, result_retention_ms: int
+) -> Transition:
+    """``tasks/cancel``: non-terminal → cancelled at once, its status message cleared (the
+    body's last progress no longer describes it) and kept readable for
+    ``result_retention_ms``; terminal → acknowledged, unchanged."""
     current = visible(record, owner, now)
     status = _decide(current.status, Event.CANCEL)
     if status is None:
         return _unchanged(current)
-    return _applied(current, now, status=status, input_requests={})
+    cancelled = _applied(current, now, status=status, input_requests={}, status_message=None)
+    return _finished(cancelled, now, result_retention_ms)
 
 
 def fingerprint(change: StatusChange) -> str:
@@ -206,6 +236,7 @@ def apply_put(
     change: StatusChange,
     now: int,
     *,
+    result_retention_ms: int,
     lease: Lease | None = None,
     expected_revision: int | None = None,
     event_id: str | None = None,
@@ -214,7 +245,8 @@ def apply_put(
     status machine (:func:`_decide`), then the change itself.
 
     The event id is checked first so that a replay of a write that was applied is always
-    recognised, even after the task finished or the lease moved on.
+    recognised, even after the task finished or the lease moved on. A write that ends the
+    task keeps it readable for at least ``result_retention_ms`` (S-TTL.2).
     """
     current = visible(record, ANY_OWNER, now)
     digest = fingerprint(change) if event_id is not None else ""
@@ -231,7 +263,7 @@ def apply_put(
     if status is None:
         return _unchanged(current)
 
-    write = _change(current, change, status, now)
+    write = _finished(_change(current, change, status, now), now, result_retention_ms)
     if event_id is None or write.outcome is not Outcome.APPLIED:
         return write
     events = (*current.recent_events, RecordedEvent(event_id, digest, write.record.revision))
@@ -355,18 +387,22 @@ def claim_order(record: TaskRecord) -> tuple[int, str]:
 
 
 def apply_claim(record: TaskRecord, worker_id: str, lease_ms: int, now: int) -> Claimed:
-    """A fresh claim: generation + 1, a new random token; no revision change."""
+    """A fresh claim: generation + 1, a new random token; no revision change. The task is
+    kept at least as long as the lease (S-TTL.1)."""
     if lease_ms <= 0:
         raise InvalidArgument("lease_ms must be positive")
     generation = record.generation + 1
     claim = Claim(worker_id=worker_id, token=new_token(), expires_at=now + lease_ms)
-    claimed = replace(record, generation=generation, claim=claim, retry_at=None)
+    claimed = replace(
+        held_until(record, claim.expires_at), generation=generation, claim=claim, retry_at=None
+    )
     lease = Lease(record.task_id, worker_id, claim.token, generation, claim.expires_at)
     return Claimed(claimed, lease)
 
 
 def apply_renew(record: TaskRecord | None, lease: Lease, lease_ms: int, now: int) -> Claimed:
-    """Extend a live lease; anything else means the worker must stop (:class:`StaleLease`)."""
+    """Extend a live lease, and the task at least as long (S-TTL.1); anything else means the
+    worker must stop (:class:`StaleLease`)."""
     if lease_ms <= 0:
         raise InvalidArgument("lease_ms must be positive")
     if record is None or record.is_expired(now) or next_status(record.status, Event.RENEW) is None:
@@ -375,7 +411,7 @@ def apply_renew(record: TaskRecord | None, lease: Lease, lease_ms: int, now: int
     assert record.claim is not None  # check_write_lease proved a live claim
     claim = replace(record.claim, expires_at=now + lease_ms)
     renewed = replace(lease, expires_at=claim.expires_at)
-    return Claimed(replace(record, claim=claim), renewed)
+    return Claimed(replace(held_until(record, claim.expires_at), claim=claim), renewed)
 
 
 def apply_release(record: TaskRecord | None, lease: Lease) -> TaskRecord | None:

@@ -112,7 +112,13 @@ class MemoryTaskStore:
 
     async def cancel(self, task_id: str, owner: OwnerArg) -> Transition:
         tasks = self._tasks
-        return self._save(tasks, rules.apply_cancel(tasks.get(task_id), owner, self._clock()))
+        transition = rules.apply_cancel(
+            tasks.get(task_id),
+            owner,
+            self._clock(),
+            result_retention_ms=self.options.result_retention_ms,
+        )
+        return self._save(tasks, transition)
 
     async def put_status(
         self,
@@ -128,6 +134,7 @@ class MemoryTaskStore:
             tasks.get(task_id),
             change,
             self._clock(),
+            result_retention_ms=self.options.result_retention_ms,
             lease=lease,
             expected_revision=expected_revision,
             event_id=event_id,
