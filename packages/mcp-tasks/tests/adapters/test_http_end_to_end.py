@@ -201,8 +201,9 @@ async def test_ttl_expiry_answers_not_found() -> None:
             "result"
         ]
         assert created["ttlMs"] == 60_000
-        await wait_status(client, created["taskId"], "completed")
-        clock.advance(60_001)
+        done = await wait_status(client, created["taskId"], "completed")
+        # Created at this clock's one instant; the end may have grown ttlMs (S-TTL.2).
+        clock.advance(done["ttlMs"] + 1)
         expired = await client.post("tasks/get", {"taskId": created["taskId"]}, request_id=7)
         unknown = await client.post("tasks/get", {"taskId": "x" * 43}, request_id=7)
         assert expired.json()["error"] == NOT_FOUND
