@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pytest
-
-from mcp_tasks import UnknownStoreScheme
 from mcp_tasks.cli import main
 from mcp_tasks.cli._stores import DEFAULT_STORE_URL, resolve_store_url
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import pytest
 
 
 def test_doctor_on_memory_reports_every_check_ok(capsys: pytest.CaptureFixture[str]) -> None:
@@ -22,7 +21,8 @@ def test_doctor_on_memory_reports_every_check_ok(capsys: pytest.CaptureFixture[s
     for check in ("read", "write", "operations", "migrate", "notifier"):
         assert check in out
     assert "FAIL" not in out
-    assert "create → cancel → cancelled" in out
+    assert "created a probe task and cancelled it; it reads back cancelled" in out
+    assert out.endswith("changed:\n  one probe task, cancelled; the reaper deletes it after 60 s\n")
 
 
 def test_reap_prints_the_count(capsys: pytest.CaptureFixture[str]) -> None:
@@ -37,10 +37,31 @@ def test_migrate_on_a_store_without_schema(capsys: pytest.CaptureFixture[str]) -
     assert "nothing to migrate" in capsys.readouterr().out
 
 
-def test_unknown_scheme_fails_with_the_store_error() -> None:
-    """An unregistered scheme is the store layer's UnknownStoreScheme, not a silent fallback."""
-    with pytest.raises(UnknownStoreScheme):
-        main(["reap", "--store", "nosuchstore://x"])
+def test_unknown_scheme_fails_with_the_store_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unregistered scheme is the store layer's refusal as one line, exit 2 (a usage
+    error), not a silent fallback."""
+    assert main(["reap", "--store", "nosuchstore://x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "mcp-tasks reap: bad store URL: No store is registered for nosuchstore://"
+    )
+    assert err.count("\n") == 1
+
+
+def test_debug_shows_the_traceback_and_keeps_the_exit_code(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--debug (before or after the command) prints the traceback, then the same line."""
+    for argv in (["--debug", "reap"], ["reap", "--debug"]):
+        assert main([*argv, "--store", "nosuchstore://x"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback (most recent call last)" in err
+        assert "UnknownStoreScheme" in err
+        assert err.endswith(
+            "mcp-tasks reap: bad store URL: No store is registered for "
+            "nosuchstore://; a third-party store registers its scheme in the "
+            "'mcp_tasks.stores' entry-point group\n"
+        )
 
 
 def test_store_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,21 +74,42 @@ def test_store_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_migrate_and_doctor_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """On a SQL store, migrate creates the schema and doctor sees a working store with it."""
+    """On a SQL store, the first migrate says it created the schema, a second that it was
+    already current; doctor then sees a working store and changes only its probe task."""
     url = f"sqlite:///{tmp_path / 'tasks.db'}"
     assert main(["migrate", "--store", url]) == 0
-    assert "schema is up to date" in capsys.readouterr().out
+    assert capsys.readouterr().out == f"{url}: created the schema\n"
     assert (tmp_path / "tasks.db").exists()
+    assert main(["migrate", "--store", url]) == 0
+    assert capsys.readouterr().out == f"{url}: schema was already current; nothing changed\n"
     assert main(["doctor", "--store", url]) == 0
     out = capsys.readouterr().out
     assert "FAIL" not in out
-    assert "yes — creates its schema" in out
+    assert "migrate     yes" in out
+    assert "created the schema" not in out
+    assert "changed:\n  one probe task, cancelled" in out
+
+
+def test_doctor_says_it_created_the_schema_of_a_fresh_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """doctor on a new SQLite file names the schema it created (a store's first use does),
+    besides its probe task; a second run changes only the probe task."""
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    assert main(["doctor", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert "changed:\n  created the schema" in out
+    assert main(["doctor", "--store", url]) == 0
+    assert "created the schema" not in capsys.readouterr().out
 
 
 def test_doctor_fails_on_an_unreachable_store(capsys: pytest.CaptureFixture[str]) -> None:
     """A store that cannot be reached is a FAIL row and exit 1, not a traceback."""
     assert main(["doctor", "--store", "postgresql://nobody@127.0.0.1:9/none"]) == 1
-    assert "FAIL read" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "FAIL read" in out
+    assert "unreachable: connection refused" in out
+    assert out.endswith("changed:\n  nothing\n")
 
 
 def test_serve_falls_back_to_memory_without_sqlite(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import signal
 import sys
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -14,27 +16,52 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import MemoryBackend, TaskContext, Tasks, TaskStatus
 from mcp_tasks.cli.demo_tools import demo_server
+from mcp_tasks.client import TaskHandle, start_tool, tasks_client
 from mcp_tasks.stores.memory import MemoryTaskStore
 from mcp_tasks.testing import running
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 pytestmark = pytest.mark.anyio
 
 
-async def call(*args: str) -> tuple[int, str, str]:
-    """Run `mcp-tasks call …` with no terminal attached; (exit code, stdout, stderr)."""
+async def cli(*args: str) -> tuple[int, str, str]:
+    """Run `mcp-tasks …` with no terminal attached; (exit code, stdout, stderr)."""
     result = await anyio.run_process(
-        [sys.executable, "-m", "mcp_tasks.cli", "call", *args], check=False, stdin=None
+        [sys.executable, "-m", "mcp_tasks.cli", *args], check=False, stdin=None
     )
     return result.returncode, result.stdout.decode(), result.stderr.decode()
 
 
+async def call(*args: str) -> tuple[int, str, str]:
+    """Run `mcp-tasks call …` with no terminal attached; (exit code, stdout, stderr)."""
+    return await cli("call", *args)
+
+
+TASK_ID_LINE = re.compile(r"task id: ([A-Za-z0-9_-]{43}) \(mcp-tasks get\|watch\|cancel (\S+) ID\)")
+
+
+def printed_task_id(err: str) -> str:
+    """The task id `call` printed on stderr (its first line)."""
+    found = TASK_ID_LINE.fullmatch(err.splitlines()[0])
+    assert found is not None, err
+    return found.group(1)
+
+
 async def test_a_completed_task_prints_its_result_and_exits_0(demo_url: str) -> None:
-    """Status lines go to stderr, one per change seen (no TTY); the result to stdout; exit 0."""
+    """The task id comes first on stderr, then status lines, one per change seen (no TTY);
+    the result to stdout; exit 0. `get` with that id finds the task again."""
     code, out, err = await call(demo_url, "build", "ref=release")
     assert code == 0
     assert out.strip() == "built release: 4 steps, all green"
-    assert err.startswith("task: working")  # the CreateTaskResult's status comes first
+    task_id = printed_task_id(err)
+    assert TASK_ID_LINE.fullmatch(err.splitlines()[0]).group(2) == demo_url  # type: ignore[union-attr]
+    assert err.splitlines()[1] == "task: working"  # the CreateTaskResult's status next
     assert "task: completed" in err
+    code, out, err = await cli("get", demo_url, task_id)
+    assert (code, err) == (0, "")
+    assert out == "completed — Packaging (4/4)\nbuilt release: 4 steps, all green\n"
 
 
 async def test_answer_flag_answers_the_input_request(demo_url: str) -> None:
@@ -51,11 +78,53 @@ async def test_a_tool_error_exits_1(demo_url: str) -> None:
     assert "not confirmed" in out
 
 
-async def test_unanswerable_input_exits_5_and_cancels(demo_url: str) -> None:
-    """Without --answer and without a terminal, input cannot be given: exit 5."""
-    code, _, err = await call(demo_url, "deploy", "--no-input")
+async def test_unanswerable_input_exits_5_and_cancels() -> None:
+    """Without --answer and without a terminal, input cannot be given: exit 5, the task
+    is cancelled, and the last line says so because the task really ended cancelled."""
+    backend = MemoryBackend()
+    server = demo_server(MemoryTaskStore(backend=backend), step_seconds=0.05, log_level="WARNING")
+    async with running(server) as url:
+        code, _, err = await call(url, "deploy", "--no-input")
+    [record] = backend.tasks.values()
     assert code == 5
-    assert "--answer confirm=JSON" in err
+    assert record.status is TaskStatus.CANCELLED
+    assert err.splitlines()[-2:] == [
+        "input required for confirm but not answerable (pass --answer confirm=JSON)",
+        "the task was cancelled",
+    ]
+
+
+ASK_NAME: dict[str, Any] = {
+    "name": {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": "Name?",
+            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+        },
+    }
+}
+
+
+async def test_unanswerable_input_before_any_task_claims_no_cancellation() -> None:
+    """Input asked before a task exists (a preflight round): exit 5, and no task was
+    started, so nothing claims one was cancelled."""
+    backend = MemoryBackend()
+    tasks = Tasks(store=MemoryTaskStore(backend=backend))
+    mcp = MCPServer("asking", extensions=[tasks.extension()], lifespan=tasks.lifespan)
+
+    def preflight(arguments: Any, answers: Any) -> Any:
+        return None if "name" in answers else ASK_NAME
+
+    @tasks.tool(mcp, mode="required", preflight=preflight)
+    async def greet() -> str:
+        return "hello"
+
+    async with running(mcp) as url:
+        code, _, err = await call(url, "greet", "--no-input")
+    assert code == 5
+    assert backend.tasks == {}
+    assert err == "input required for name but not answerable (pass --answer name=JSON)\n"
 
 
 async def test_a_failed_task_exits_3() -> None:
@@ -157,3 +226,47 @@ async def test_ctrl_c_cancels_the_task_and_exits_130() -> None:
     [record] = backend.tasks.values()
     assert code == 130, seen.decode()
     assert record.status is TaskStatus.CANCELLED
+
+
+async def never_answer(context: Any, params: Any) -> types.ElicitResult:
+    raise AssertionError("not asked: the test only watches")
+
+
+async def test_watch_follows_a_task_by_id_and_cancel_cancels_it() -> None:
+    """A task found again by id: `watch` with --no-input stops at its question (exit 5)
+    and leaves it waiting; `cancel` cancels it (exit 0); `watch` then exits 4; `cancel`
+    again says it had already ended."""
+    backend = MemoryBackend()
+    server = demo_server(MemoryTaskStore(backend=backend), step_seconds=0.05, log_level="WARNING")
+    async with running(server) as url:
+        # The client declares elicitation (deploy needs it); it never answers: only `watch`
+        # is used, which does not answer.
+        async with tasks_client(url, elicitation_callback=never_answer) as client:
+            started = await start_tool(client, "deploy", {"env": "qa"})
+            assert isinstance(started, TaskHandle)
+            task_id = started.task_id
+            async for state in started.watch():
+                if state.status == "input_required":
+                    break
+        code, _, err = await cli("watch", url, task_id, "--no-input")
+        assert code == 5, err
+        [record] = backend.tasks.values()
+        assert record.status is TaskStatus.INPUT_REQUIRED
+        assert "cancelled" not in err
+        assert task_id not in err
+        code, out, err = await cli("cancel", url, task_id)
+        assert (code, out, err) == (0, "cancelled\n", "")
+        assert record.task_id == task_id
+        assert backend.tasks[task_id].status is TaskStatus.CANCELLED
+        code, _, err = await cli("watch", url, task_id)
+        assert code == 4
+        assert err.splitlines()[-1].startswith("task: cancelled")
+        code, out, _ = await cli("cancel", url, task_id)
+        assert (code, out) == (0, "cancelled: the task had already ended; nothing to cancel\n")
+
+
+async def test_get_of_an_unknown_task_is_one_line_exit_6(demo_url: str) -> None:
+    """An id no task has: the server's not-found error, one line, exit 6."""
+    code, out, err = await cli("get", demo_url, "x" * 43)
+    assert (code, out) == (6, "")
+    assert err == "error -32602: Failed to retrieve task: Task not found\n"

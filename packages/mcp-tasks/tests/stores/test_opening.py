@@ -18,7 +18,7 @@ from mcp_tasks import (
     store_from_url,
 )
 from mcp_tasks.stores import opening
-from mcp_tasks.stores.opening import describe_store
+from mcp_tasks.stores.opening import InvalidStoreURL, describe_store
 
 
 @pytest.fixture
@@ -175,3 +175,18 @@ def test_a_plain_factory_entry_point_still_opens_stores(monkeypatch: pytest.Monk
     assert opened == ["thirdparty://x"]
     with pytest.raises(NamespacesNotSupported):
         namespaced_url("thirdparty://x", "ns")
+
+
+def test_a_url_its_backend_cannot_read_is_invalid_store_url() -> None:
+    """A backend's ValueError becomes InvalidStoreURL (still a ValueError) naming the URL,
+    password masked, and the backend's expected form."""
+    with pytest.raises(InvalidStoreURL) as caught:
+        store_from_url("sqlite://relative.db")
+    assert str(caught.value) == (
+        "sqlite://relative.db: A SQLite store URL looks like sqlite:///path/to/tasks.db"
+    )
+    assert isinstance(caught.value, ValueError)
+    with pytest.raises(InvalidStoreURL) as caught:
+        store_from_url("postgresql://u:s3cret@localhost/db?schema=Bad-Name")
+    assert "s3cret" not in str(caught.value)
+    assert str(caught.value).startswith("postgresql://u:***@localhost/db?schema=Bad-Name: ")

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sqlite3
 import sys
+from contextlib import asynccontextmanager, closing, suppress
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mcp_tasks.stores.opening import URL_ENV, store_from_url
+from mcp_tasks.cli._errors import find, store_unreachable
+from mcp_tasks.domain.errors import StoreUnavailable, TaskNotFound
+from mcp_tasks.domain.ids import new_task_id
+from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.stores.opening import URL_ENV, query_value, store_from_url
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from mcp_tasks.stores.protocol import Store
 
 DEFAULT_STORE_URL = "sqlite:///./mcp-tasks.db"
@@ -38,3 +47,60 @@ def resolve_store_url(url: str | None, *, for_serving: bool = False) -> str:
 def open_store(url: str | None, *, for_serving: bool = False) -> Store:
     """The Store for `url` (see `resolve_store_url`)."""
     return store_from_url(resolve_store_url(url, for_serving=for_serving))
+
+
+@asynccontextmanager
+async def using_store(url: str | None) -> AsyncIterator[Store]:
+    """The Store for `url`, closed afterwards; a store that cannot be reached inside the
+    block becomes the CLI's one-line error (exit 6) naming the store and the cause."""
+    store = open_store(url)
+    try:
+        yield store
+    except BaseException as error:
+        unavailable = find(error, StoreUnavailable)
+        if not isinstance(unavailable, StoreUnavailable):
+            raise
+        raise store_unreachable(store, unavailable) from error
+    finally:
+        with suppress(StoreUnavailable):  # closing what never opened: the error says why
+            await store.close()
+
+
+async def check_reachable(store: Store) -> None:
+    """One read of a random id, which must answer "not found": the store is usable.
+
+    On a SQL store this first use also creates the schema, as serving would.
+
+    Raises:
+        CLIError: the store cannot be reached (exit 6), naming the cause.
+    """
+    try:
+        await store.get(new_task_id(), ANY_OWNER)
+    except TaskNotFound:
+        return
+    except StoreUnavailable as error:
+        raise store_unreachable(store, error) from error
+
+
+def schema_present(store: Store) -> bool | None:
+    """Whether `store`'s schema exists, where the CLI can tell without changing anything.
+
+    A store whose `migrate()` reports what it did needs no look beforehand; this covers a
+    SQLite store (a `path` on disk, read-only with the standard library): `False` when the
+    file or its task table is missing. `None`: this store cannot be asked.
+    """
+    path = getattr(store, "path", None)
+    if not isinstance(path, Path):
+        return None
+    if not path.exists():
+        return False
+    prefix = query_value(str(getattr(store, "url", "")), "table_prefix") or ""
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            row = db.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+                (f"{prefix}tasks",),
+            ).fetchone()
+    except sqlite3.Error:
+        return None
+    return bool(row[0])

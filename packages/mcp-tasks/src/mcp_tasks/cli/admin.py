@@ -2,28 +2,41 @@
 
 from __future__ import annotations
 
+import argparse
 import inspect
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from mcp_tasks.cli._stores import open_store
+from mcp_tasks.cli._errors import store_unreachable
+from mcp_tasks.cli._stores import open_store, schema_present, using_store
 from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable, TaskNotFound
 from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.models import NewTask
 from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.stores.opening import describe_store
 from mcp_tasks.stores.protocol import STORE_OPERATIONS
 
 if TYPE_CHECKING:
-    import argparse
-
     from mcp_tasks.stores.protocol import Store
 
 # Capabilities a Store may add beyond the protocol, found by attribute name.
 OPTIONAL_CAPABILITIES = {
-    "migrate": "creates its schema and indexes (`mcp-tasks migrate`)",
+    "migrate": "has a schema, created by `mcp-tasks migrate` (or on first use)",
     "notifier": "pushes change notifications to runners and listen streams",
 }
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,10 +44,15 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         (
             "migrate",
             migrate,
-            "create the store's schema and indexes (no-op for stores without one)",
+            "create the store's schema and indexes if missing; says whether it created them",
         ),
         ("reap", reap, "delete expired tasks once and print how many"),
-        ("doctor", doctor, "check the store is reachable and print its capabilities"),
+        (
+            "doctor",
+            doctor,
+            "check the store: a read, a write of one probe task, its operations; "
+            "prints what it checked and what it changed",
+        ),
     ):
         parser = commands.add_parser(name, help=summary, description=summary)
         parser.add_argument(
@@ -44,7 +62,11 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         )
         if name == "reap":
             parser.add_argument(
-                "--limit", type=int, default=500, help="delete at most this many (default 500)"
+                "--limit",
+                type=positive_int,
+                default=500,
+                metavar="N",
+                help="delete at most N, N ≥ 1 (default 500)",
             )
         parser.set_defaults(handler=handler)
 
@@ -54,20 +76,27 @@ async def _maybe_await(value: Any) -> Any:
 
 
 def migrate(args: argparse.Namespace) -> int:
-    """Call the store's `migrate()` if it has one."""
+    """Call the store's `migrate()` if it has one; say whether it created the schema."""
 
     async def run() -> int:
-        store = open_store(args.store)
-        try:
+        async with using_store(args.store) as store:
+            name = describe_store(store)
             method = getattr(store, "migrate", None)
             if method is None:
-                print(f"{store!r}: nothing to migrate (this store keeps no schema)")
+                print(f"{name}: nothing to migrate (this store keeps no schema)")
                 return 0
-            await _maybe_await(method())
-            print(f"{store!r}: schema is up to date")
+            before = await anyio.to_thread.run_sync(schema_present, store)
+            reported = await _maybe_await(method())
+            created = reported if isinstance(reported, bool) else None
+            if created is None and before is not None:
+                created = not before
+            if created is None:
+                print(f"{name}: schema is current (created if it was missing)")
+            elif created:
+                print(f"{name}: created the schema")
+            else:
+                print(f"{name}: schema was already current; nothing changed")
             return 0
-        finally:
-            await store.close()
 
     return anyio.run(run)
 
@@ -76,39 +105,43 @@ def reap(args: argparse.Namespace) -> int:
     """Run one `store.reap()` pass."""
 
     async def run() -> int:
-        store = open_store(args.store)
-        try:
+        async with using_store(args.store) as store:
             removed = await store.reap(limit=args.limit)
-        finally:
-            await store.close()
         print(f"reaped {removed} expired task{'s' if removed != 1 else ''}")
         return 0
 
     return anyio.run(run)
 
 
+PROBE_TTL_MS = 60_000
+
+
 async def probe(store: Store) -> list[tuple[str, bool, str]]:
-    """Checks as (name, ok, detail) rows: a read, a write round trip, and the capabilities."""
+    """Checks as (name, ok, detail) rows: a read, a write round trip, the operations."""
     rows: list[tuple[str, bool, str]] = []
     try:
         await store.get(new_task_id(), ANY_OWNER)
-        rows.append(("read", False, "a random id was found?!"))
+        rows.append(("read", False, "a get of a random id found a task?!"))
     except TaskNotFound:
-        rows.append(("read", True, "get of an unknown id answers not-found"))
+        rows.append(("read", True, "a get of a random id answers not found"))
     except StoreUnavailable as error:
-        rows.append(("read", False, f"unreachable: {error.__cause__ or error}"))
+        unreachable = store_unreachable(store, error)
+        cause = unreachable.message.rsplit(": ", 1)[-1]
+        rows.append(("read", False, f"unreachable: {cause}; {unreachable.hint}"))
         return rows
     try:
         # A short-lived probe task: cancelled at once and reaped after its TTL.
         task_id = new_task_id()
-        await store.create(NewTask(task_id=task_id, ttl_ms=60_000, status_message="doctor probe"))
+        await store.create(
+            NewTask(task_id=task_id, ttl_ms=PROBE_TTL_MS, status_message="doctor probe")
+        )
         await store.cancel(task_id, ANY_OWNER)
         record = await store.get(task_id, ANY_OWNER)
         rows.append(
             (
                 "write",
                 record.status.value == "cancelled",
-                f"create → cancel → {record.status.value}",
+                f"created a probe task and cancelled it; it reads back {record.status.value}",
             )
         )
     except MCPTasksError as error:
@@ -118,28 +151,48 @@ async def probe(store: Store) -> list[tuple[str, bool, str]]:
         (
             "operations",
             not missing,
-            "all present" if not missing else f"missing: {', '.join(missing)}",
+            f"all {len(STORE_OPERATIONS)} present"
+            if not missing
+            else f"missing: {', '.join(missing)}",
         )
     )
-    for name, meaning in OPTIONAL_CAPABILITIES.items():
-        present = getattr(store, name, None) is not None
-        rows.append((name, True, ("yes — " if present else "no — ") + meaning))
     return rows
 
 
 def doctor(args: argparse.Namespace) -> int:
-    """Print a connectivity and capability table; exit 1 if a check failed."""
+    """Print what was checked, the optional capabilities, and what changed; exit 1 if a
+    check failed."""
 
     async def run() -> int:
         store = open_store(args.store)
         try:
+            before = await anyio.to_thread.run_sync(schema_present, store)
             rows = await probe(store)
+            after = await anyio.to_thread.run_sync(schema_present, store)
         finally:
-            await store.close()
-        print(f"store: {store!r}")
-        width = max(len(name) for name, _, _ in rows)
+            with suppress(StoreUnavailable):  # a store that never opened: the read row says why
+                await store.close()
+        print(f"store: {describe_store(store)} ({type(store).__name__})")
+        print("checked:")
+        width = max(len(name) for name in [*(row[0] for row in rows), *OPTIONAL_CAPABILITIES])
         for name, ok, detail in rows:
-            print(f"  {'ok ' if ok else 'FAIL'} {name.ljust(width)}  {detail}")
+            print(f"  {'ok  ' if ok else 'FAIL'} {name.ljust(width)}  {detail}")
+        print("capabilities:")
+        for name, meaning in OPTIONAL_CAPABILITIES.items():
+            present = getattr(store, name, None) is not None
+            print(f"  {name.ljust(width)}  {'yes' if present else 'no '}  {meaning}")
+        print("changed:")
+        wrote = any(name == "write" for name, _, _ in rows)
+        if before is False and after:
+            print("  created the schema (first use of a SQL store creates it)")
+        elif before is None and getattr(store, "migrate", None) is not None and wrote:
+            print("  the schema, if it was missing (first use of a SQL store creates it)")
+        if wrote:
+            print(
+                f"  one probe task, cancelled; the reaper deletes it after {PROBE_TTL_MS // 1000} s"
+            )
+        else:
+            print("  nothing")
         return 0 if all(ok for _, ok, _ in rows) else 1
 
     return anyio.run(run)

@@ -1,8 +1,12 @@
 """`mcp-tasks call URL TOOL [key=value …]`: call a tool as a tasks-aware client and follow it.
 
-Exit codes: 0 completed; 1 completed with `isError: true`; 3 failed (JSON-RPC error);
-4 cancelled; 5 input was required and could not be answered; 6 the call itself failed
-(connection, protocol error). argparse's own usage errors exit 2.
+Exit codes: 0 completed; 1 completed with `isError: true`; 2 a usage error (a malformed
+`key=value` or `--answer`); 3 failed (JSON-RPC error); 4 cancelled; 5 input was required
+and could not be answered; 6 the call itself failed (connection, protocol error).
+
+The task id goes to stderr as soon as there is one, so the task can be found again
+(`mcp-tasks get | watch | cancel URL ID`); it is a bearer capability, so it is printed only
+to the user running this command, never logged.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
@@ -17,6 +22,7 @@ import httpx2 as httpx
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from mcp_tasks.cli._errors import EXIT_INTERRUPTED, UsageError, leaves, one_line
 from mcp_tasks.client import CreateTaskResult, TaskHandle, TaskState, start_tool, tasks_client
 
 if TYPE_CHECKING:
@@ -75,7 +81,7 @@ def parse_pairs(pairs: list[str], what: str) -> dict[str, Any]:
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"mcp-tasks call: {what} must look like key=value, got {pair!r}")
+            raise UsageError(f"{what} must look like key=value, got {pair!r}")
         try:
             parsed[key] = json.loads(raw)
         except json.JSONDecodeError:
@@ -178,72 +184,129 @@ def render_result(result: types.CallToolResult, as_json: bool) -> str:
     return "\n".join(parts)
 
 
-async def call(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    console = Console(err)
-    answers = parse_pairs(args.answer, "--answer")
-    interactive = not args.no_input and sys.stdin.isatty()
-    elicit = make_elicitor(answers, console, interactive=interactive)
+@dataclass
+class Followed:
+    """What became of the task a command followed, for its last words."""
+
+    task_id: str | None = None
+    final_status: str | None = None  # read back after cancelling on an abort
+    cancel_error: str | None = None
+
+    def fate(self) -> str | None:
+        """What happened to the task after an abort, as the user should hear it."""
+        if self.task_id is None:
+            return None  # no task was started
+        if self.cancel_error is not None:
+            return f"cancelling the task failed ({self.cancel_error}); it may still run"
+        if self.final_status == "cancelled":
+            return "the task was cancelled"
+        if self.final_status is not None:
+            return f"the task is {self.final_status}"
+        return None
+
+
+def announce(console: Console, handle: TaskHandle, url: str) -> None:
+    """The task id, on this user's stderr only: how to find the task again."""
+    console.line(f"task id: {handle.task_id} (mcp-tasks get|watch|cancel {url} ID)")
+
+
+async def follow(
+    handle: TaskHandle,
+    console: Console,
+    out: TextIO,
+    *,
+    as_json: bool,
+    followed: Followed,
+    cancel_on_abort: bool,
+) -> int:
+    """Wait for the task's end and print its outcome; the exit code (0, 1, 3 or 4).
+
+    An abort (Ctrl-C, an unanswerable prompt) cancels the task first when
+    `cancel_on_abort`, and records in `followed` what the task then is.
+    """
 
     async def on_status(state: TaskState) -> None:
         console.status(state)
 
-    async with tasks_client(args.url, elicitation_callback=elicit) as client:
-        started = await start_tool(client, args.tool, parse_pairs(args.arguments, "an argument"))
-        if isinstance(started, TaskHandle):
-            handle = started
-            if handle.created is not None:
-                console.status(handle.created)
-            try:
-                state = await handle.wait(on_status=on_status)
-            except BaseException:
-                # Ctrl-C or an unanswerable prompt: do not leave the task running unattended.
-                with anyio.CancelScope(shield=True):
+    try:
+        state = await handle.wait(on_status=on_status)
+    except BaseException:
+        if cancel_on_abort:
+            # Do not leave the task running unattended; then read what it really is.
+            with anyio.CancelScope(shield=True):
+                try:
                     await handle.cancel()
-                raise
-            console.end_line()
-            if state.status == "failed":
-                error = state.error or {}
-                console.line(f"error {error.get('code')}: {error.get('message')}")
-                return EXIT_FAILED
-            if state.status == "cancelled":
-                return EXIT_CANCELLED
-            result = state.call_tool_result()
-        else:
-            result = started
-    out.write(render_result(result, args.json) + "\n")
+                    followed.final_status = (await handle.get()).status
+                except Exception as failure:  # reported in the last words
+                    followed.cancel_error = one_line(str(failure)) or type(failure).__name__
+        raise
+    console.end_line()
+    if state.status == "failed":
+        error = state.error or {}
+        console.line(f"error {error.get('code')}: {error.get('message')}")
+        return EXIT_FAILED
+    if state.status == "cancelled":
+        return EXIT_CANCELLED
+    result = state.call_tool_result()
+    out.write(render_result(result, as_json) + "\n")
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
-def _leaves(error: BaseException) -> list[BaseException]:
-    """The leaf exceptions of a (possibly nested) exception group, in order."""
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
-    return [error]
+async def call(args: argparse.Namespace, out: TextIO, err: TextIO, followed: Followed) -> int:
+    console = Console(err)
+    answers = parse_pairs(args.answer, "--answer")
+    arguments = parse_pairs(args.arguments, "an argument")
+    interactive = not args.no_input and sys.stdin.isatty()
+    elicit = make_elicitor(answers, console, interactive=interactive)
+
+    async with tasks_client(args.url, elicitation_callback=elicit) as client:
+        started = await start_tool(client, args.tool, arguments)
+        if isinstance(started, TaskHandle):
+            followed.task_id = started.task_id
+            announce(console, started, args.url)
+            if started.created is not None:
+                console.status(started.created)
+            return await follow(
+                started,
+                console,
+                out,
+                as_json=args.json,
+                followed=followed,
+                cancel_on_abort=True,
+            )
+    out.write(render_result(started, args.json) + "\n")
+    return EXIT_TOOL_ERROR if started.is_error else EXIT_OK
+
+
+def remote_failure(raw: BaseException, url: str, followed: Followed) -> tuple[int, str] | None:
+    """The exit code and last words (at most two lines) for an expected failure talking to
+    a server; `None` for anything else (a bug)."""
+    expected = (InputUnanswerable, MCPError, OSError, httpx.TransportError)
+    error = next((leaf for leaf in leaves(raw) if isinstance(leaf, expected)), None)
+    fate = followed.fate()
+    if isinstance(error, InputUnanswerable):
+        text = f"input required for {error} but not answerable (pass --answer {error}=JSON)"
+        return EXIT_NO_INPUT, text + (f"\n{fate}" if fate else "")
+    if isinstance(error, MCPError):
+        return EXIT_CALL_ERROR, f"error {error.code}: {one_line(error.message)}"
+    if isinstance(error, OSError | httpx.TransportError):
+        reason = one_line(str(error)) or type(error).__name__
+        return EXIT_CALL_ERROR, f"cannot reach {one_line(url)}: {reason}"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
+    followed = Followed()
     try:
-        return anyio.run(call, args, sys.stdout, sys.stderr)
+        return anyio.run(call, args, sys.stdout, sys.stderr, followed)
     except KeyboardInterrupt:
-        print("\ninterrupted; a task it had started was cancelled", file=sys.stderr)
-        return 130
-    except BaseException as raw:  # a boundary: report, never a traceback for expected failures
-        leaves = _leaves(raw)
-        expected = (InputUnanswerable, MCPError, OSError, httpx.TransportError)
-        error = next((leaf for leaf in leaves if isinstance(leaf, expected)), leaves[0])
-        if isinstance(error, InputUnanswerable):
-            print(
-                f"input required for {error} but not answerable (pass --answer {error}=JSON); "
-                "the task was cancelled",
-                file=sys.stderr,
-            )
-            return EXIT_NO_INPUT
-        if isinstance(error, MCPError):
-            print(f"error {error.code}: {error.message}", file=sys.stderr)
-            return EXIT_CALL_ERROR
-        if isinstance(error, OSError | httpx.TransportError):
-            print(f"cannot reach {args.url}: {error}", file=sys.stderr)
-            return EXIT_CALL_ERROR
-        if isinstance(error, SystemExit | KeyboardInterrupt):
-            raise error from None
-        raise
+        fate = followed.fate()
+        print("\ninterrupted" + (f"; {fate}" if fate else ""), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as raw:  # a boundary: report, never a traceback for expected failures
+        failure = remote_failure(raw, args.url, followed)
+        if failure is None:
+            raise
+        code, text = failure
+        print(text, file=sys.stderr)
+        return code

@@ -9,6 +9,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from mcp_tasks.cli._errors import UsageError
+from mcp_tasks.stores.opening import store_from_url
 
 DESCRIPTION = """Run the mcp-tasks contract suite (mcp_tasks_contract.StoreContract) against STORE:
 a store URL or `module:factory`, an async factory
@@ -47,7 +51,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("target", metavar="STORE", help="store URL or module:factory")
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments passed to pytest")
+    parser.add_argument(
+        "pytest_args",
+        nargs=argparse.REMAINDER,
+        metavar="-- PYTEST_ARGS",
+        help="optional: arguments after -- go to pytest",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -57,7 +66,21 @@ def test_module_source(target: str, scratch: str) -> str:
         return TEST_MODULE.format(call=f"UrlStoreFactory({target!r}, {scratch!r})")
     if ":" in target:
         return TEST_MODULE.format(call=f"module_factory({target!r})")
-    raise SystemExit(f"mcp-tasks contract: {target!r} is neither a store URL nor module:factory")
+    raise UsageError(f"{target!r} is neither a store URL nor module:factory")
+
+
+def check_target(target: str) -> None:
+    """Refuse a store URL no backend reads before pytest runs (one line, exit 2).
+
+    Opening does no I/O. `sqlite://` with no host and no path is the suite's own
+    temporary file; `sqlite://name.db` (a host, not a path) is refused like anywhere else.
+    """
+    if "://" not in target:
+        return
+    parts = urlsplit(target)
+    if parts.scheme.lower() == "sqlite" and not parts.netloc and len(parts.path) < 2:
+        return
+    store_from_url(target)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    check_target(args.target)
     extra = [a for a in args.pytest_args if a != "--"]
     with tempfile.TemporaryDirectory(prefix="mcp-tasks-contract-") as folder:
         module = Path(folder) / "test_store_contract.py"

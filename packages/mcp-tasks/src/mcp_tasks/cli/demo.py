@@ -12,14 +12,17 @@ from __future__ import annotations
 import importlib.util
 import sys
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import mcp_types as types
 
+from mcp_tasks.cli._stores import check_reachable
 from mcp_tasks.cli.demo_tools import demo_server
 from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
+from mcp_tasks.domain.errors import StoreUnavailable
 from mcp_tasks.stores.opening import store_from_url
 from mcp_tasks.testing import running
 
@@ -77,7 +80,14 @@ def embedded_store_url(folder: Path) -> str:
 
 async def tour(out: TextIO, store_url: str) -> bool:
     show = Tour(out)
-    server = demo_server(store_from_url(store_url), log_level="WARNING")
+    store = store_from_url(store_url)
+    try:
+        await check_reachable(store)  # before serving: a broken store is one line, not a log
+    except BaseException:
+        with suppress(StoreUnavailable):
+            await store.close()
+        raise
+    server = demo_server(store, log_level="WARNING")
     scheme = store_url.split(":", 1)[0]
     async with running(server) as url:
         show.say(f"mcp-tasks demo: serving the demo tools at {url} ({scheme} store)")

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
+import socket
 import sys
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app, is_fastmcp
-from mcp_tasks.cli._stores import resolve_store_url
+from mcp_tasks.cli._errors import EXIT_UNREACHABLE, CLIError, UsageError, one_line
+from mcp_tasks.cli._stores import check_reachable, resolve_store_url
 from mcp_tasks.cli.demo_tools import demo_server
 from mcp_tasks.stores.opening import describe_store, store_from_url
 from mcp_tasks.tasks import Tasks, collect_tasks
+
+if TYPE_CHECKING:
+    from mcp_tasks.stores.protocol import Store
 
 DESCRIPTION = """Serve APP (module:attr naming an MCPServer, a low-level Server or a FastMCP server)
 or, with no APP, the built-in demo tools (build, deploy, sleep), over Streamable HTTP at /mcp.
@@ -24,11 +30,25 @@ or, with no APP, the built-in demo tools (build, deploy, sleep), over Streamable
 The store: an app whose Tasks has no store of its own (`Tasks()`) is handed the --store
 store (default: $MCP_TASKS_STORE_URL, else sqlite:///./mcp-tasks.db). An app that pins its
 store (`Tasks(store=...)`) keeps it; serve refuses a different --store. A FastMCP app whose
-`task=True` tools have no tasks extension gets ours. The banner names the store served."""
+`task=True` tools have no tasks extension gets ours. The banner names the store served.
+
+Before listening, serve reads each store once; a store it cannot reach is refused
+(exit 6). A malformed APP, --store or --port is a usage error (exit 2)."""
 
 
-class ServeError(Exception):
-    """Why `serve` cannot serve APP as asked: one line for the user."""
+class ServeError(UsageError):
+    """Why `serve` cannot serve APP as asked: one line for the user (exit 2)."""
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,7 +65,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="store URL (default: $MCP_TASKS_STORE_URL or sqlite:///./mcp-tasks.db)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument(
+        "--port", type=port_number, default=8000, help="port, 0 to 65535 (default 8000)"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -55,6 +77,7 @@ class Prepared:
 
     app: Any
     stores: list[str]
+    store_objects: list[Store] = field(default_factory=list)
 
 
 def load_object(spec: str) -> tuple[Any, Any]:
@@ -65,9 +88,24 @@ def load_object(spec: str) -> tuple[Any, Any]:
         raise ServeError(f"APP must be module:attr, got {spec!r}")
     if "" not in sys.path:
         sys.path.insert(0, "")
-    module: Any = importlib.import_module(module_name)
+    try:
+        module: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name == module_name or module_name.startswith(f"{error.name}."):
+            raise ServeError(
+                f"no such module {error.name!r} (APP is module:attr, importable from the "
+                "current directory)"
+            ) from error
+        raise ServeError(f"importing {module_name!r} failed: {one_line(str(error))}") from error
+    except Exception as error:
+        raise ServeError(
+            f"importing {module_name!r} raised {type(error).__name__}: {one_line(str(error))}",
+            hint="--debug shows the traceback",
+        ) from error
     target: Any = module
     for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ServeError(f"module {module_name!r} has no attribute {attr!r}")
         target = getattr(target, part)
     return module, target
 
@@ -80,14 +118,16 @@ def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
     """
     if spec is None:
         store = store_from_url(resolve_store_url(store_flag, for_serving=True))
-        return Prepared(demo_server(store), [describe_store(store)])
+        return Prepared(demo_server(store), [describe_store(store)], [store])
     with collect_tasks() as created:
         module, app = load_object(spec)
     # Tasks built at import, and (for a module imported before) the module's own.
     found = [*created, *(v for v in vars(module).values() if isinstance(v, Tasks))]
     attached = list({id(t): t for t in found if t.attached}.values())
     if attached:
-        return Prepared(app, [_hand_store(t, store_flag, spec) for t in attached])
+        return Prepared(
+            app, [_hand_store(t, store_flag, spec) for t in attached], [t.store for t in attached]
+        )
     if is_fastmcp(app):
         # FastMCP's `task=True` tools need only an extension with the tasks identifier.
         tasks = Tasks(store=resolve_store_url(store_flag, for_serving=True))
@@ -100,7 +140,7 @@ def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
                     "--store does not apply to it"
                 ) from None
             return Prepared(app, ["the app's own tasks extension"])
-        return Prepared(app, [tasks.store_description])
+        return Prepared(app, [tasks.store_description], [tasks.store])
     if isinstance(app, MCPServer | Server):
         # Which tools are tasks is the app's own decision (tasks.tool / tasks.register).
         raise ServeError(
@@ -125,16 +165,64 @@ def _hand_store(tasks: Tasks, store_flag: str | None, spec: str) -> str:
     return pinned
 
 
-def run(args: argparse.Namespace) -> int:
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port for uvicorn (bound here, so a port in use is one line).
+
+    Raises:
+        CLIError: the address cannot be bound (exit 6), naming the cause.
+    """
     try:
-        prepared = prepare_app(args.app, args.store)
-    except ServeError as error:
-        print(f"mcp-tasks serve: {error}", file=sys.stderr)
-        return 2
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as error:
+        raise CLIError(
+            f"cannot listen on {host}:{port}: {one_line(str(error))}", code=EXIT_UNREACHABLE
+        ) from error
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        reason = (error.strerror or str(error)).lower()
+        raise CLIError(
+            f"cannot listen on {host}:{port}: {reason}",
+            hint="pick another --port (0: any free port), or stop what uses this one",
+            code=EXIT_UNREACHABLE,
+        ) from error
+    return sock
+
+
+def run(args: argparse.Namespace) -> int:
+    prepared = prepare_app(args.app, args.store)
     stores = ", ".join(dict.fromkeys(prepared.stores))
-    print(
-        f"mcp-tasks: serving on http://{args.host}:{args.port}{MCP_PATH} (store: {stores})",
-        file=sys.stderr,
+    config = uvicorn.Config(
+        asgi_app(prepared.app), host=args.host, port=args.port, log_level="info"
     )
-    uvicorn.run(asgi_app(prepared.app), host=args.host, port=args.port, log_level="info")
+    server = uvicorn.Server(config)
+
+    async def main() -> None:
+        # In the serving loop itself: connections the check opens stay usable.
+        for store in prepared.store_objects:
+            await check_reachable(store)
+        with listen(args.host, args.port) as sock:
+            host, port = sock.getsockname()[:2]
+            shown = f"[{host}]" if ":" in host else host
+            print(
+                f"mcp-tasks: serving on http://{shown}:{port}{MCP_PATH} (store: {stores})",
+                file=sys.stderr,
+            )
+            await server.serve(sockets=[sock])
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises the Ctrl-C it handled: a normal stop
+    except SystemExit:
+        if server.started:
+            raise
+    if not server.started:
+        raise CLIError(
+            f"could not serve on {args.host}:{args.port} (uvicorn says why above)",
+            code=EXIT_UNREACHABLE,
+        )
     return 0

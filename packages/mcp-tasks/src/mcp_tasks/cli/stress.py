@@ -1,4 +1,4 @@
-"""`mcp-tasks stress --store URL`: a deterministic concurrent workload with exact invariants.
+"""`mcp-tasks stress [--store URL]`: a deterministic concurrent workload with exact invariants.
 
 Timings are descriptive (they depend on the machine); the invariants are not: every task
 is created once, at most one of two racing workers wins each claim, cancelled tasks are
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from mcp_tasks.cli._stores import open_store
+from mcp_tasks.cli._stores import using_store
 from mcp_tasks.domain.errors import TaskNotFound
 from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.models import Complete, NewTask, Outcome, Progress, WorkSpec
@@ -214,11 +214,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     async def main() -> Report:
-        store = open_store(args.store)
-        try:
+        async with using_store(args.store) as store:
             return await workload(store, args.tasks, args.concurrency, args.ttl_ms)
-        finally:
-            await store.close()
 
     report = anyio.run(main)
     if args.json:

@@ -63,6 +63,10 @@ class UnknownStoreScheme(MCPTasksError, ValueError):
     """No installed Store handles this URL scheme."""
 
 
+class InvalidStoreURL(MCPTasksError, ValueError):
+    """The store URL is not one its backend can read."""
+
+
 class NamespacesNotSupported(MCPTasksError):
     """This store backend cannot point at or drop a namespace."""
 
@@ -91,8 +95,11 @@ def backend_for(url: str) -> StoreBackend:
             backend the message is the exact ``pip install`` line that brings it.
     """
     scheme = urlsplit(url).scheme.lower()
-    if not scheme:
-        raise UnknownStoreScheme("A store URL needs a scheme, e.g. memory:// or sqlite:///tasks.db")
+    if not scheme or "://" not in url:
+        raise UnknownStoreScheme(
+            f"{mask_password(url)!r} is not a store URL: a store URL needs a scheme, "
+            "e.g. memory:// or sqlite:///tasks.db"
+        )
     for entry in entry_points(group=ENTRY_POINT_GROUP, name=scheme):
         loaded: object = entry.load()
         if isinstance(loaded, StoreBackend):
@@ -116,12 +123,19 @@ def store_from_url(url: str | None = None, options: StoreOptions | None = None) 
 
     Raises:
         UnknownStoreScheme: no URL, or no installed backend for its scheme.
-        ValueError: the backend cannot read the URL (its message says the expected form).
+        InvalidStoreURL: the backend cannot read the URL (a ``ValueError``; the message
+            names the URL, password masked, and the backend's expected form).
     """
     url = url or os.environ.get(URL_ENV)
     if not url:
         raise UnknownStoreScheme(f"No store URL given and {URL_ENV} is not set")
-    return backend_for(url).open(url, options)
+    backend = backend_for(url)
+    try:
+        return backend.open(url, options)
+    except InvalidStoreURL:
+        raise
+    except ValueError as error:
+        raise InvalidStoreURL(f"{mask_password(url)}: {error}") from error
 
 
 def namespaced_url(url: str, namespace: str) -> str:
