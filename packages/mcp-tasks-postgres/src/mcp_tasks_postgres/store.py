@@ -169,7 +169,7 @@ class PostgresDialect:
                 async with conn.transaction():
                     yield _Connection(conn)
 
-    async def migrate(self) -> None:
+    async def migrate(self) -> bool:
         quoted = self._quoted_schema()
         with driver_errors_as_unavailable(DRIVER_ERRORS):
             pool = await self._get_pool()
@@ -178,17 +178,19 @@ class PostgresDialect:
                 # the table, and beside live creates (which hold the counter row) that can
                 # deadlock; a complete schema takes no lock.
                 if await self._schema_complete(conn):
-                    return
+                    return False
                 async with conn.transaction():
                     # CREATE … IF NOT EXISTS is not safe against itself running concurrently
                     # (both may insert the same catalog row): one migration at a time.
                     await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", self.schema)
                     if await self._schema_complete(conn):
-                        return
+                        return False
+                    created = not await self._table_exists(conn)
                     await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
                     for statement in sql_statements.ddl(self._tables, self._dialect):
                         await conn.execute(statement)
                     await _Connection(conn).execute(self._statements.init_counter, {})
+        return created
 
     async def drop(self) -> None:
         """Drop the schema with every table and task in it."""
@@ -200,6 +202,16 @@ class PostgresDialect:
 
     def _quoted_schema(self) -> str:
         return str(self._dialect.identifier_preparer.quote_schema(self.schema))
+
+    async def _table_exists(self, conn: PoolConnectionProxy) -> bool:
+        """Whether the task table exists (a schema missing only an index is not new)."""
+        found = await conn.fetchval(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = $1 AND c.relname = $2",
+            self.schema,
+            self._tables.tasks.name,
+        )
+        return bool(found)
 
     async def _schema_complete(self, conn: PoolConnectionProxy) -> bool:
         """Whether every table and index exists and the counter row is there."""

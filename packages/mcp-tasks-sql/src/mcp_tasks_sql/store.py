@@ -66,8 +66,9 @@ class SQLDialect(Protocol):
         """``values`` plus whatever the statements need to know the store's clock."""
         ...
 
-    async def migrate(self) -> None:
-        """Create the schema, tables, indexes and counter row if missing (idempotent)."""
+    async def migrate(self) -> bool:
+        """Create the schema, tables, indexes and counter row if missing (idempotent).
+        Returns whether the task table had to be created."""
         ...
 
     async def create(self, task: NewTask, options: StoreOptions) -> TaskRecord | None:
@@ -117,14 +118,16 @@ class SQLTaskStore:
 
     # --- schema ------------------------------------------------------------------------
 
-    async def migrate(self) -> None:
+    async def migrate(self) -> bool:
         """Create the tables and indexes if they do not exist; safe to run any number of
-        times and from several processes at once (``mcp-tasks migrate`` calls this)."""
+        times and from several processes at once (``mcp-tasks migrate`` calls this).
+        Returns whether the task table had to be created (``False``: it was there)."""
         if self._closed:
             raise StoreUnavailable("The store is closed")
         async with self._ready_lock:
-            await self.dialect.migrate()
+            created = await self.dialect.migrate()
             self._ready = True
+            return created
 
     async def _ensure_ready(self) -> None:
         if self._closed:

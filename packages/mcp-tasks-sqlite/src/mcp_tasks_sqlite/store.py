@@ -147,11 +147,18 @@ class SQLiteDialect:
                     raise
                 await conn.commit()
 
-    async def migrate(self) -> None:
+    async def migrate(self) -> bool:
         async with self.session(Mode.TRANSACTION) as db:
+            cursor = await db.conn.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+                (self._tables.tasks.name,),
+            )
+            row = await cursor.fetchone()
+            created = row is None or not row[0]
             for statement in sql_statements.ddl(self._tables, self._dialect):
                 await db.conn.execute(statement)
             await db.execute(self._statements.init_counter, {})
+        return created
 
     async def drop(self) -> None:
         """Drop this prefix's tables (and with them their indexes and every task)."""

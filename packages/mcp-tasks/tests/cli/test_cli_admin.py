@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
+
+import anyio
 
 from mcp_tasks.cli import main
 from mcp_tasks.cli._stores import DEFAULT_STORE_URL, resolve_store_url
+from mcp_tasks.stores.opening import drop_namespace, with_query
+from mcp_tasks_contract.servers import postgres_url
+
+__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, or skip/fail in CI
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -88,6 +95,29 @@ def test_migrate_and_doctor_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "migrate     yes" in out
     assert "created the schema" not in out
     assert "changed:\n  one probe task, cancelled" in out
+
+
+def test_migrate_and_doctor_on_postgres_say_exactly_what_they_did(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On Postgres too: the first migrate of a fresh schema says it created it, the second
+    that it was current; doctor on another fresh schema says it created that one."""
+    schema = f"mcpt_cli_{uuid.uuid4().hex[:10]}"
+    url = with_query(postgres_url, schema=schema)
+    fresh = with_query(postgres_url, schema=schema + "_doctor")
+    try:
+        assert main(["migrate", "--store", url]) == 0
+        first = capsys.readouterr().out
+        assert main(["migrate", "--store", url]) == 0
+        second = capsys.readouterr().out
+        assert main(["doctor", "--store", fresh]) == 0
+        doctored = capsys.readouterr().out
+    finally:
+        anyio.run(drop_namespace, url)
+        anyio.run(drop_namespace, fresh)
+    assert first.endswith(": created the schema\n")
+    assert second.endswith(": schema was already current; nothing changed\n")
+    assert "changed:\n  created the schema" in doctored
 
 
 def test_doctor_says_it_created_the_schema_of_a_fresh_file(

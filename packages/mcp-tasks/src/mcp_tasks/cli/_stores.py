@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sqlite3
 import sys
-from contextlib import asynccontextmanager, closing, suppress
-from pathlib import Path
+from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING
 
 from mcp_tasks.cli._errors import find, store_unreachable
 from mcp_tasks.domain.errors import StoreUnavailable, TaskNotFound
 from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.rules import ANY_OWNER
-from mcp_tasks.stores.opening import URL_ENV, query_value, store_from_url
+from mcp_tasks.stores.opening import URL_ENV, store_from_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -80,27 +78,3 @@ async def check_reachable(store: Store) -> None:
         return
     except StoreUnavailable as error:
         raise store_unreachable(store, error) from error
-
-
-def schema_present(store: Store) -> bool | None:
-    """Whether `store`'s schema exists, where the CLI can tell without changing anything.
-
-    A store whose `migrate()` reports what it did needs no look beforehand; this covers a
-    SQLite store (a `path` on disk, read-only with the standard library): `False` when the
-    file or its task table is missing. `None`: this store cannot be asked.
-    """
-    path = getattr(store, "path", None)
-    if not isinstance(path, Path):
-        return None
-    if not path.exists():
-        return False
-    prefix = query_value(str(getattr(store, "url", "")), "table_prefix") or ""
-    try:
-        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
-            row = db.execute(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-                (f"{prefix}tasks",),
-            ).fetchone()
-    except sqlite3.Error:
-        return None
-    return bool(row[0])

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcp_tasks.cli._errors import store_unreachable
-from mcp_tasks.cli._stores import open_store, schema_present, using_store
+from mcp_tasks.cli._stores import open_store, using_store
 from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable, TaskNotFound
 from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.models import NewTask
@@ -85,11 +85,9 @@ def migrate(args: argparse.Namespace) -> int:
             if method is None:
                 print(f"{name}: nothing to migrate (this store keeps no schema)")
                 return 0
-            before = await anyio.to_thread.run_sync(schema_present, store)
             reported = await _maybe_await(method())
+            # The SQL stores say whether they created the schema; a store of a user's may not.
             created = reported if isinstance(reported, bool) else None
-            if created is None and before is not None:
-                created = not before
             if created is None:
                 print(f"{name}: schema is current (created if it was missing)")
             elif created:
@@ -165,10 +163,16 @@ def doctor(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         store = open_store(args.store)
+        created: bool | None = None
         try:
-            before = await anyio.to_thread.run_sync(schema_present, store)
+            # Migrate first, on purpose: a SQL store creates its schema on first use anyway,
+            # and so the report can say exactly whether this run created it.
+            method = getattr(store, "migrate", None)
+            if method is not None:
+                with suppress(StoreUnavailable):  # unreachable: the read row says why
+                    reported = await _maybe_await(method())
+                    created = reported if isinstance(reported, bool) else None
             rows = await probe(store)
-            after = await anyio.to_thread.run_sync(schema_present, store)
         finally:
             with suppress(StoreUnavailable):  # a store that never opened: the read row says why
                 await store.close()
@@ -183,15 +187,15 @@ def doctor(args: argparse.Namespace) -> int:
             print(f"  {name.ljust(width)}  {'yes' if present else 'no '}  {meaning}")
         print("changed:")
         wrote = any(name == "write" for name, _, _ in rows)
-        if before is False and after:
-            print("  created the schema (first use of a SQL store creates it)")
-        elif before is None and getattr(store, "migrate", None) is not None and wrote:
-            print("  the schema, if it was missing (first use of a SQL store creates it)")
+        if created:
+            print("  created the schema (as `mcp-tasks migrate` would)")
+        elif created is None and getattr(store, "migrate", None) is not None and wrote:
+            print("  the schema, if it was missing (this store does not say)")
         if wrote:
             print(
                 f"  one probe task, cancelled; the reaper deletes it after {PROBE_TTL_MS // 1000} s"
             )
-        else:
+        elif not created:
             print("  nothing")
         return 0 if all(ok for _, ok, _ in rows) else 1
 
