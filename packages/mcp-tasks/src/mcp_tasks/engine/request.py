@@ -45,11 +45,6 @@ class RequestView:
         extensions = caps.get("extensions")
         return isinstance(extensions, Mapping) and isinstance(extensions.get(extension), Mapping)
 
-    def has_capability(self, name: str) -> bool:
-        """Whether a top-level capability (``elicitation``, ``sampling``, ``roots``) is declared."""
-        caps = self.client_capabilities or {}
-        return caps.get(name) is not None
-
     def header(self, name: str) -> str | None:
         """A header's value, with the ``=?base64?…?=`` sentinel decoded; ``None`` when absent."""
         if self.headers is None:

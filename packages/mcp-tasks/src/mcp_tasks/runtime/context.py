@@ -29,14 +29,6 @@ logger = logging.getLogger(__name__)
 #: (a signal from another node may never come: the slow path must still make progress).
 INPUT_RECHECK_S: Final = 2.0
 
-#: The client capability each kind of input request needs (MRTR: a server never asks for an
-#: input kind the request did not declare). Sub-capabilities: :func:`undeclared_capability`.
-INPUT_CAPABILITY: Final = {
-    "elicitation/create": "elicitation",
-    "sampling/createMessage": "sampling",
-    "roots/list": "roots",
-}
-
 
 def _declared(capabilities: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
     """A declared capability's settings object (``None``: not declared, or not an object)."""
