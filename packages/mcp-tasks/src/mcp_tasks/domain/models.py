@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard
 
 from mcp_tasks.domain.errors import (
     InvalidArgument,
@@ -189,8 +189,14 @@ class NewTask:
             ensure_json(self.status_message, "status_message")
 
 
+def is_positive_ms_or_none(value: object) -> TypeGuard[int | None]:
+    """Whether ``value`` can be a TTL or a poll interval: a positive integer (not a bool), or
+    ``None``."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
+
+
 def _check_positive_ms(value: int | None, what: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+    if not is_positive_ms_or_none(value):
         raise NotJSONSafe(f"{what} must be a positive integer or None")
 
 

@@ -28,6 +28,7 @@ from mcp_tasks.domain.models import (
     NewTask,
     StatusChange,
     TaskRecord,
+    is_positive_ms_or_none,
     validate_input_requests,
 )
 from mcp_tasks.engine import errors
@@ -87,9 +88,7 @@ class ToolOptions:
     def __post_init__(self) -> None:
         check_policy(self.mode)
         ttl: object = self.ttl_ms
-        if not (isinstance(ttl, Unset) or callable(ttl) or ttl is None) and (
-            isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0
-        ):
+        if not (isinstance(ttl, Unset) or callable(ttl) or is_positive_ms_or_none(ttl)):
             raise ValueError("ttl_ms must be a positive integer, None or a function")
 
 
@@ -286,9 +285,7 @@ class TaskEngine:
         if not callable(ttl):
             return ttl
         chosen: object = ttl(arguments)
-        if chosen is not None and (
-            isinstance(chosen, bool) or not isinstance(chosen, int) or chosen <= 0
-        ):
+        if not is_positive_ms_or_none(chosen):
             logger.error(
                 "tool %r: its ttl_ms function returned %.80r, not a positive integer or None",
                 name,

@@ -17,6 +17,7 @@ from mcp_tasks.domain.models import (
     RequireInput,
     TaskRecord,
     Transition,
+    is_positive_ms_or_none,
     validate_input_requests,
 )
 from mcp_tasks.domain.rules import ANY_OWNER
@@ -59,17 +60,13 @@ class Deferred:
         message: object = self.status_message
         if not callable(start):
             found.append("start must be callable")
-        if not isinstance(self.ttl_ms, Unset) and not _positive_or_none(self.ttl_ms):
+        if not isinstance(self.ttl_ms, Unset) and not is_positive_ms_or_none(self.ttl_ms):
             found.append("ttl_ms must be a positive integer or None")
-        if not _positive_or_none(self.poll_interval_ms):
+        if not is_positive_ms_or_none(self.poll_interval_ms):
             found.append("poll_interval_ms must be a positive integer or None")
         if not isinstance(message, str | None):
             found.append("status_message must be a string or None")
         return found
-
-
-def _positive_or_none(value: object) -> bool:
-    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
 
 
 def defer(
