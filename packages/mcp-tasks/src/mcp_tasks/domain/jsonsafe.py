@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping
@@ -73,6 +74,11 @@ def _check_text(text: str, what: str) -> None:
 def dumps(value: JSONValue) -> str:
     """Compact, deterministic JSON text (sorted keys) for storage and fingerprints."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def digest(value: JSONValue) -> str:
+    """A short digest of a JSON value's :func:`dumps` text: equal values, equal digests."""
+    return hashlib.sha256(dumps(value).encode()).hexdigest()[:32]
 
 
 def loads(text: str | bytes) -> Any:

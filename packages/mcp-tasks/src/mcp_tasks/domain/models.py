@@ -6,7 +6,6 @@ layer renders them as RFC 3339. Every JSON payload has passed :mod:`mcp_tasks.do
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,7 +17,7 @@ from mcp_tasks.domain.errors import (
     MCPTasksError,
     NotJSONSafe,
 )
-from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue, dumps, ensure_json, ensure_object
+from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue, digest, ensure_json, ensure_object
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.states import TaskStatus
@@ -281,7 +280,7 @@ def change_to_json(change: StatusChange) -> JSONObject:
 def input_digest(request: Mapping[str, JSONValue]) -> str:
     """A digest of one input request (``{method, params}``), to tell a replayed question from
     a different one under the same key."""
-    return hashlib.sha256(dumps(dict(request)).encode()).hexdigest()[:32]
+    return digest(dict(request))
 
 
 def validate_error(error: object) -> JSONObject:

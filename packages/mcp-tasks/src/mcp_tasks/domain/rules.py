@@ -19,7 +19,6 @@ changes nothing, and what the caller sees is decided here, once per kind of writ
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
@@ -32,7 +31,7 @@ from mcp_tasks.domain.errors import (
     TaskNotFound,
 )
 from mcp_tasks.domain.ids import new_token
-from mcp_tasks.domain.jsonsafe import JSONValue, dumps, ensure_json
+from mcp_tasks.domain.jsonsafe import JSONValue, digest, ensure_json
 from mcp_tasks.domain.models import (
     RECENT_EVENTS_KEPT,
     Claim,
@@ -228,7 +227,7 @@ def apply_cancel(
 
 def fingerprint(change: StatusChange) -> str:
     """A digest of a change's body: the same event id must always carry the same body."""
-    return hashlib.sha256(dumps(change_to_json(change)).encode()).hexdigest()[:32]
+    return digest(change_to_json(change))
 
 
 def apply_put(
