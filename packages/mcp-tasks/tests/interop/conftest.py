@@ -52,6 +52,17 @@ class Probe:
     #: The ids of the tasks the bodies ran as (kept in memory, never printed).
     task_ids: list[str] = field(default_factory=list)
 
+    async def run_until_cancelled(self) -> str:
+        """A body that records when it starts and when it is stopped, and never ends."""
+        self.events.append("body started")
+        self.started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            self.events.append("body stopped")
+            self.stopped.set()
+        return "unreachable"
+
 
 @dataclass
 class Served:
@@ -84,14 +95,7 @@ def build_server(tasks: Tasks, probe: Probe) -> MCPServer[Any]:
     @tasks.tool(mcp, mode="required")
     async def forever(ctx: TaskContext) -> str:
         probe.task_ids.append(str(ctx.task_id))
-        probe.events.append("body started")
-        probe.started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            probe.events.append("body stopped")
-            probe.stopped.set()
-        return "unreachable"
+        return await probe.run_until_cancelled()
 
     return mcp
 
@@ -127,14 +131,7 @@ def build_fastmcp_server(tasks: Tasks, probe: Probe) -> FastMCP:
     @mcp.tool(task=required)
     async def forever() -> str:
         task_context()
-        probe.events.append("body started")
-        probe.started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            probe.events.append("body stopped")
-            probe.stopped.set()
-        return "unreachable"
+        return await probe.run_until_cancelled()
 
     return mcp
 
