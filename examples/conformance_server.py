@@ -2,6 +2,9 @@
 
     uv run python examples/conformance_server.py --store memory:// --port 8765
 
+Two of them on one durable store (``--store sqlite:///tasks.db``, or Postgres) share the
+tasks: a task whose server dies is finished by the other, ``--lease-ms`` after the death.
+
 Serves Streamable HTTP at ``http://127.0.0.1:PORT/mcp`` with the seven fixture tools of
 the runner's tasks scenarios (see ``docs/architecture.md``, "The conformance runner").
 """
@@ -121,8 +124,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", default="memory://", help="Store URL (default memory://)")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--lease-ms",
+        type=int,
+        default=30_000,
+        help="how soon another process takes over the tasks of one that died (default 30000)",
+    )
     args = parser.parse_args()
-    tasks = Tasks(store=store_from_url(args.store))
+    tasks = Tasks(store=store_from_url(args.store), lease_ms=args.lease_ms)
     app = build(tasks).streamable_http_app()
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

@@ -21,6 +21,8 @@ RULES: Final[dict[str, str]] = {
     "untouched",
     "S-CREATE.5": "a task keeps its creating request's client capabilities exactly as given, "
     "unchanged by every later write",
+    "S-CREATE.6": "a task created with claimed_by is inserted claimed at generation 1 in the "
+    "same atomic step; no other claim takes it while the lease lives",
     # get
     "S-GET.1": "unknown, foreign-owner and expired tasks raise the same TaskNotFound",
     "S-GET.2": "a task with owner None answers to any caller",

@@ -10,9 +10,12 @@ from mcp_tasks import (
     ANY_OWNER,
     Complete,
     DuplicateTaskId,
+    InvalidArgument,
     NewTask,
+    Outcome,
     Progress,
     RequireInput,
+    StaleLease,
     StoreOptions,
     TaskLimitReached,
     TaskNotFound,
@@ -20,6 +23,7 @@ from mcp_tasks import (
     WorkSpec,
     new_task_id,
 )
+from mcp_tasks.domain.rules import lease_of
 from mcp_tasks_contract.suite.base import (
     ELICIT,
     LONG_LEASE_MS,
@@ -37,7 +41,7 @@ if TYPE_CHECKING:
 
 
 class CreateContract(ContractBase):
-    """S-CREATE.1-4."""
+    """S-CREATE.1-6."""
 
     @pytest.mark.rule("S-CREATE.1", "INV-TIMES")
     async def test_create_returns_the_new_record_at_revision_zero(
@@ -187,3 +191,50 @@ class CreateContract(ContractBase):
         assert plain.client_capabilities is None
         await store.put_status(plain.task_id, Complete({"v": 1}))
         assert (await current(other, plain.task_id)).client_capabilities is None
+
+    @pytest.mark.rule("S-CREATE.6", "S-TTL.1")
+    async def test_a_task_created_claimed_is_its_creators_alone(
+        self, handles: StoreHandles
+    ) -> None:
+        """claimed_by + lease_ms insert the task claimed at generation 1, held as long as the
+        lease; no claim (by id or not) from any handle takes it while the lease lives; the
+        creator's lease (rules.lease_of) writes and renews; released, it is claimable again
+        at generation 2."""
+        store, other = await handles.open_many(2)
+        task = NewTask(
+            task_id=new_task_id(),
+            ttl_ms=1_000,  # shorter than the lease: the lease holds the task
+            work=WorkSpec("job"),
+            claimed_by="creator",
+            lease_ms=LONG_LEASE_MS,
+        )
+        created = await store.create(task)
+        assert (created.revision, created.generation) == (0, 1)
+        assert created.claim is not None
+        assert created.claim.worker_id == "creator"
+        assert created.claim.expires_at == created.created_at + LONG_LEASE_MS
+        assert created.expires_at == created.claim.expires_at  # held by the lease (S-TTL.1)
+        assert await current(other, task.task_id) == created
+        assert await other.claim("thief", lease_ms=LONG_LEASE_MS) is None
+        assert await other.claim("thief", lease_ms=LONG_LEASE_MS, task_id=task.task_id) is None
+        lease = lease_of(created)
+        assert (lease.worker_id, lease.generation) == ("creator", 1)
+        renewed = await store.renew(lease, lease_ms=LONG_LEASE_MS)
+        written = await store.put_status(task.task_id, Progress("p"), lease=renewed)
+        assert written.outcome is Outcome.APPLIED
+        with pytest.raises(StaleLease):  # unleased writes never mix with a live claim
+            await other.put_status(task.task_id, Progress("q"))
+        await store.release(renewed)
+        again = await other.claim("second", lease_ms=LONG_LEASE_MS)
+        assert again is not None
+        assert (again.record.task_id, again.lease.generation) == (task.task_id, 2)
+
+    @pytest.mark.rule("S-CREATE.6")
+    def test_claimed_by_needs_work_and_a_lease(self) -> None:
+        """A claimed create names a lease and has work; a lease alone means nothing."""
+        with pytest.raises(InvalidArgument):
+            NewTask(task_id=new_task_id(), work=WorkSpec("job"), claimed_by="w")
+        with pytest.raises(InvalidArgument):
+            NewTask(task_id=new_task_id(), claimed_by="w", lease_ms=LONG_LEASE_MS)
+        with pytest.raises(InvalidArgument):
+            NewTask(task_id=new_task_id(), work=WorkSpec("job"), lease_ms=LONG_LEASE_MS)

@@ -13,18 +13,35 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from mcp_tasks.adapters.sdk import TasksExtension, install
+from mcp_tasks.adapters.sdk import TasksExtension, install, mcpserver_tool_call
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import MCPTasksError
-from mcp_tasks.engine import Policy, Preflight, TaskEngine, TaskMode, ToolOptions, to_jsonrpc_error
+from mcp_tasks.engine import (
+    Policy,
+    Preflight,
+    TaskEngine,
+    TaskMode,
+    ToolCall,
+    ToolOptions,
+    to_jsonrpc_error,
+    tool_executor,
+)
 from mcp_tasks.runtime.context import TaskContext, current_task_context
 from mcp_tasks.runtime.control import UNSET, Deferred, TaskControl, defer, defer_slot
 from mcp_tasks.runtime.notifier import LocalNotifier, Notifier
-from mcp_tasks.runtime.runner import DEFAULT_LEASE_MS, DEFAULT_REAP_INTERVAL_S, Runner
+from mcp_tasks.runtime.runner import (
+    DEFAULT_LEASE_MS,
+    DEFAULT_MAX_ADOPTED,
+    DEFAULT_REAP_INTERVAL_S,
+    DEFAULT_RECOVERY_INTERVAL_S,
+    Runner,
+)
 from mcp_tasks.stores.memory import MemoryTaskStore
 from mcp_tasks.stores.opening import URL_ENV, describe_store, store_from_url
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from mcp.server.lowlevel.server import Server
     from mcp.server.mcpserver import MCPServer
 
@@ -77,6 +94,14 @@ class Tasks:
     it). The in-memory default is not closed: it holds no connections, and staying open
     lets the lifespan run again (FastMCP enters it once per in-memory client). A closed
     store cannot serve a second lifespan, so a Tasks that closes its store runs once.
+
+    Durable execution: ``lease_ms`` (default 30 s) is how soon another process takes over
+    the tasks of a process that died, ``heartbeat_ms`` how often a running task's lease is
+    renewed (default: a third of the lease, at most 10 s), ``recovery_interval_s`` (1 s)
+    how often an idle process looks for such work (``None``: never; this process only runs
+    the tasks it creates), and ``max_adopted`` how many of them it runs at once. A body may
+    run more than once: see ``TaskContext.idempotency_key``. ``run_tasks=False``: this
+    process creates tasks but runs none; ``mcp-tasks worker`` processes run them.
     """
 
     Context = TaskContext
@@ -93,7 +118,11 @@ class Tasks:
         notifier: Notifier | None = None,
         worker_id: str | None = None,
         lease_ms: int = DEFAULT_LEASE_MS,
+        heartbeat_ms: int | None = None,
+        recovery_interval_s: float | None = DEFAULT_RECOVERY_INTERVAL_S,
+        max_adopted: int = DEFAULT_MAX_ADOPTED,
         reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
+        run_tasks: bool = True,
         clock: Clock = system_clock,
     ) -> None:
         #: Whether the app chose the store itself (a Store or URL passed in).
@@ -113,7 +142,11 @@ class Tasks:
             self.notifier,
             worker_id=worker_id,
             lease_ms=lease_ms,
+            heartbeat_ms=heartbeat_ms,
+            recovery_interval_s=recovery_interval_s,
+            max_adopted=max_adopted,
             reap_interval_s=reap_interval_s,
+            run_tasks=run_tasks,
         )
         self.engine = TaskEngine(
             self.store,
@@ -214,16 +247,29 @@ class Tasks:
         poll_interval_ms: int | None = None,
         preflight: Preflight | None = None,
         manual: bool = False,
+        retry_delays_ms: Iterable[int] = (),
+        run: ToolCall | None = None,
     ) -> ToolOptions:
-        """Declare how the tool ``name`` takes part in tasks (any SDK's tool)."""
+        """Declare how the tool ``name`` takes part in tasks (any SDK's tool).
+
+        ``run(arguments)`` runs the tool without a request and returns its result: with it,
+        a task of this tool is run again by any process after the one running it died, and
+        after a retry delay (:meth:`tool` and the FastMCP extension provide it themselves).
+        Without it such a task fails ("cannot be run again"). ``retry_delays_ms``: the delay
+        before each retry the body asks for (``ctx.retry(...)``); see
+        :func:`~mcp_tasks.fixed_backoff` and :func:`~mcp_tasks.exponential_backoff`.
+        """
         options = ToolOptions(
             mode=mode,
             ttl_ms=ttl_ms,
             poll_interval_ms=poll_interval_ms,
             preflight=preflight,
             manual=manual,
+            retry_delays_ms=retry_delays_ms,
         )
         self.engine.tools[name] = options
+        if run is not None:
+            self.runner.executors[name] = tool_executor(run)
         return options
 
     def tool(
@@ -236,6 +282,7 @@ class Tasks:
         poll_interval_ms: int | None = None,
         preflight: Preflight | None = None,
         manual: bool = False,
+        retry_delays_ms: Iterable[int] = (),
         **tool_kwargs: Any,
     ) -> Callable[[F], F]:
         """Register ``fn`` as a tool of ``server`` that may run as a task.
@@ -243,6 +290,8 @@ class Tasks:
         A parameter annotated :class:`TaskContext` receives the task's context. ``mode`` is
         ``"forbidden"``, ``"optional"``, ``"required"`` or ``callable(arguments, request)``.
         ``manual=True`` runs the function inline: it returns :func:`defer` to make a task.
+        ``retry_delays_ms`` as in :meth:`register`. A task of this tool survives the process
+        running it: another process runs it again (at least once, never in parallel).
         """
 
         def decorator(fn: F) -> F:
@@ -255,6 +304,8 @@ class Tasks:
                 poll_interval_ms=poll_interval_ms,
                 preflight=preflight,
                 manual=manual,
+                retry_delays_ms=retry_delays_ms,
+                run=None if manual else mcpserver_tool_call(server, tool_name),
             )
             return fn
 

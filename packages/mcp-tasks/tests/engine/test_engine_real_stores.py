@@ -195,23 +195,34 @@ async def test_an_unreachable_postgres_answers_internal_error_on_every_method() 
         await store.close()
 
 
-async def test_a_store_failing_between_create_and_claim_fails_the_task(
+async def test_a_task_is_created_claimed_in_its_one_insert(
     sqlite_store: SQLiteTaskStore,
 ) -> None:
-    """When the store refuses the runner's claim right after the create (a real SQLite
-    trigger refuses every claim), the call answers -32603 "Task store unavailable" and the
-    task it created is failed, not left ``working`` with nobody to run it."""
+    """The row a task-creating call inserts already carries the runner's claim (S-CREATE.6):
+    no claim update follows, so no other process's recovery loop can take the task between
+    its creation and its first run. Real SQLite triggers refuse an unclaimed insert and any
+    later write that sets a claim; the call still answers a task, which completes."""
     await sqlite_store.migrate()
     with closing(sqlite3.connect(sqlite_store.path)) as conn:
-        conn.execute(
-            "CREATE TRIGGER refuse_claims BEFORE UPDATE OF claim_expires_at ON tasks "
-            "WHEN NEW.claim_expires_at IS NOT NULL BEGIN SELECT RAISE(ABORT, 'no claims'); END"
+        conn.executescript(
+            "CREATE TRIGGER insert_claimed BEFORE INSERT ON tasks "
+            "WHEN NEW.claim_expires_at IS NULL BEGIN SELECT RAISE(ABORT, 'unclaimed'); END;"
+            "CREATE TRIGGER no_later_claims BEFORE UPDATE OF generation ON tasks "
+            "WHEN NEW.generation <> OLD.generation BEGIN SELECT RAISE(ABORT, 'claim'); END;"
         )
-        conn.commit()
     tasks = Tasks(store=sqlite_store)
     async with http_client(tasks) as client:
         reply = await client.post("tools/call", {"name": "ask"})
-        assert reply.json()["error"] == UNAVAILABLE
-    with closing(sqlite3.connect(sqlite_store.path)) as conn:
-        statuses = [row[0] for row in conn.execute("SELECT status FROM tasks")]
-    assert statuses == ["failed"]
+        created = reply.json()["result"]
+        assert created["resultType"] == "task"
+        assert created["status"] == "working"
+        task_id = created["taskId"]
+        record = await sqlite_store.get(task_id, ANY_OWNER)
+        assert record.generation == 1
+        assert record.claim is not None
+        assert record.claim.worker_id == tasks.runner.worker_id
+        await wait_for(client, task_id, "input_required")
+        answer = {"name": {"action": "accept", "content": {"name": "Ada"}}}
+        await client.call("tasks/update", {"taskId": task_id, "inputResponses": answer})
+        done = await wait_for(client, task_id, "completed")
+    assert "Ada" in str(done["result"])

@@ -43,7 +43,9 @@ class Harness:
 
     def __init__(self, options: StoreOptions | None = None) -> None:
         self.backend = MemoryBackend()
-        self.tasks = Tasks(store=MemoryTaskStore(options, backend=self.backend))
+        self.tasks = Tasks(
+            store=MemoryTaskStore(options, backend=self.backend), lease_ms=2_000, heartbeat_ms=500
+        )
         self.calls = 0
 
     def result(self, text: str = "ok") -> CallToolResult:
@@ -283,7 +285,8 @@ async def test_unexpected_exception_and_late_input_fail_the_task(harness: Harnes
 
 
 async def test_ttl_per_tool_and_per_call(harness: Harness) -> None:
-    """ttl_ms may be fixed per tool, None (unlimited), or computed from each call's arguments."""
+    """ttl_ms may be fixed per tool, None (unlimited), or computed from each call's arguments.
+    (The harness's lease is shorter than each TTL: a live lease holds its task, S-TTL.1.)"""
     fixed = await harness.call(ToolOptions(ttl_ms=5_000))
     unlimited = await harness.call(ToolOptions(ttl_ms=None))
     per_call = await harness.call(

@@ -31,7 +31,10 @@ MISSING_TASKS = {
 class Harness:
     def __init__(self) -> None:
         self.backend = MemoryBackend()
-        self.tasks = Tasks(store=MemoryTaskStore(backend=self.backend))
+        # The lease is shorter than every TTL the tests choose (a live lease holds its task).
+        self.tasks = Tasks(
+            store=MemoryTaskStore(backend=self.backend), lease_ms=2_000, heartbeat_ms=500
+        )
 
     async def call(
         self,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -36,6 +36,7 @@ from mcp_tasks.engine import (
     ToolOptions,
     result_to_change,
     to_jsonrpc_error,
+    tool_executor,
 )
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
     from mcp_tasks.domain.models import StatusChange
     from mcp_tasks.engine import TaskEngine
+    from mcp_tasks.runtime.runner import Body
 
     #: What runs the runner and reaper while the server lives (``Tasks.running``).
     Running = Callable[[], AbstractAsyncContextManager[None]]
@@ -113,6 +115,21 @@ def fastmcp_result_to_change(outcome: object) -> StatusChange:
     return result_to_change(_as_call_tool_result(outcome))
 
 
+async def _as_task_outcome(call: Callable[[], Awaitable[object]]) -> object:
+    """Run a FastMCP tool inside a task. FastMCP turns a tool's own error into an error
+    result only after the interceptors; inside a task it must become `completed` +
+    `isError` here. A task error the tool did not handle (e.g. input the client lacks)
+    fails the task as the JSON-RPC error it maps to."""
+    try:
+        return await call()
+    except FastMCPError as error:
+        if isinstance(error.__cause__, MCPTasksError):
+            raise to_jsonrpc_error(error.__cause__) from None
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=str(error))], is_error=True
+        )
+
+
 class FastMCPTasksExtension(ServerExtension):
     """`io.modelcontextprotocol/tasks` for FastMCP: an engine (Store, runner) and what runs
     its runner (`Tasks.fastmcp_extension()` builds one from a `Tasks`)."""
@@ -122,6 +139,28 @@ class FastMCPTasksExtension(ServerExtension):
     def __init__(self, engine: TaskEngine, running: Running) -> None:
         self._engine = engine
         self._running = running
+        # A task of a tool of the server this extension is bound to runs again (after a
+        # crash, for a retry) through that server, found when the task is recovered.
+        engine.runner.resolvers.append(self._executor)
+
+    async def _executor(self, name: str) -> Body | None:
+        """The executor of the bound server's task tool ``name`` (``None``: not ours)."""
+        ref = self._server_ref
+        server = ref() if ref is not None else None
+        if server is None:
+            return None
+        tool = await server.get_tool(name)
+        if tool is None or tool_options(tool) is None:
+            return None
+
+        async def call(arguments: Mapping[str, Any]) -> object:
+            # No middleware: it ran on the call that created the task, and it reads the
+            # request, which is long gone.
+            return await _as_task_outcome(
+                lambda: server.call_tool(name, dict(arguments), run_middleware=False)
+            )
+
+        return tool_executor(call, fastmcp_result_to_change)
 
     def __repr__(self) -> str:
         return f"FastMCPTasksExtension({self._engine!r})"
@@ -170,16 +209,7 @@ class FastMCPTasksExtension(ServerExtension):
             return await call_next()
 
         async def run_tool() -> object:
-            # FastMCP turns a tool's own error into an error result only after the
-            # interceptors; inside a task it must become `completed` + isError here.
-            try:
-                return await call_next()
-            except FastMCPError as error:
-                if isinstance(error.__cause__, MCPTasksError):  # e.g. input the client lacks
-                    raise to_jsonrpc_error(error.__cause__) from None
-                return types.CallToolResult(
-                    content=[types.TextContent(type="text", text=str(error))], is_error=True
-                )
+            return await _as_task_outcome(call_next)
 
         result = await self._engine.handle_tool_call(
             request_view_of_context(rc),

@@ -7,22 +7,33 @@ or ``async with tasks.running():`` inside a Starlette/FastAPI lifespan.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.extension import Extension, MethodBinding, compose_tool_call_handler
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, CallToolRequestParams, RequestParams
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CallToolRequestParams,
+    CallToolResult,
+    RequestParams,
+    TextContent,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
 from mcp_tasks.adapters.ownership import current_owner
-from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, RequestView
+from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, RequestView, ToolCall
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.lowlevel.server import Server
+    from mcp.server.mcpserver import MCPServer
 
     from mcp_tasks.engine import TaskEngine
+
+logger = logging.getLogger(__name__)
 
 
 class TaskMethodParams(RequestParams):
@@ -129,3 +140,20 @@ def install(engine: TaskEngine, server: Server[Any]) -> TasksExtension:
             compose_tool_call_handler([extension], entry.handler),
         )
     return extension
+
+
+def mcpserver_tool_call(server: MCPServer[Any], name: str) -> ToolCall:
+    """Call ``server``'s tool ``name`` without a request (a task run again after a crash or
+    for a retry), answered as the SDK's own ``tools/call`` handler answers it: a JSON-RPC
+    error passes through, any other failure of the tool is an error result (``isError``)."""
+
+    async def call(arguments: Mapping[str, Any]) -> object:
+        try:
+            return await server.call_tool(name, dict(arguments))
+        except MCPError:
+            raise
+        except Exception as exc:
+            logger.info("tool %r failed: %r", name, str(exc))
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+
+    return call

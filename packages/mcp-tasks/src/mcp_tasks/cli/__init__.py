@@ -12,7 +12,7 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, NoReturn, cast
 
-from mcp_tasks.cli import admin, call, contract, demo, serve, stress, task
+from mcp_tasks.cli import admin, call, contract, demo, serve, stress, task, worker
 from mcp_tasks.cli._errors import EXIT_INTERRUPTED, EXIT_USAGE, explain
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_subparsers(dest="command", metavar="COMMAND", required=True),
     )
     serve.add_parser(commands)
+    worker.add_parser(commands)
     demo.add_parser(commands)
     call.add_parser(commands)
     task.add_parsers(commands)

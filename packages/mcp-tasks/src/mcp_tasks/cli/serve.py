@@ -78,6 +78,8 @@ class Prepared:
     app: Any
     stores: list[str]
     store_objects: list[Store] = field(default_factory=list)
+    #: The Tasks of our extension the app serves (none: it serves another tasks extension).
+    tasks: list[Tasks] = field(default_factory=list)
 
 
 def load_object(spec: str) -> tuple[Any, Any]:
@@ -118,7 +120,9 @@ def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
     """
     if spec is None:
         store = store_from_url(resolve_store_url(store_flag, for_serving=True))
-        return Prepared(demo_server(store), [describe_store(store)], [store])
+        with collect_tasks() as demo:
+            server = demo_server(store)
+        return Prepared(server, [describe_store(store)], [store], demo)
     with collect_tasks() as created:
         module, app = load_object(spec)
     # Tasks built at import, and (for a module imported before) the module's own.
@@ -126,7 +130,10 @@ def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
     attached = list({id(t): t for t in found if t.attached}.values())
     if attached:
         return Prepared(
-            app, [_hand_store(t, store_flag, spec) for t in attached], [t.store for t in attached]
+            app,
+            [_hand_store(t, store_flag, spec) for t in attached],
+            [t.store for t in attached],
+            attached,
         )
     if is_fastmcp(app):
         # FastMCP's `task=True` tools need only an extension with the tasks identifier.
@@ -140,7 +147,7 @@ def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
                     "--store does not apply to it"
                 ) from None
             return Prepared(app, ["the app's own tasks extension"])
-        return Prepared(app, [tasks.store_description], [tasks.store])
+        return Prepared(app, [tasks.store_description], [tasks.store], [tasks])
     if isinstance(app, MCPServer | Server):
         # Which tools are tasks is the app's own decision (tasks.tool / tasks.register).
         raise ServeError(
@@ -181,6 +188,9 @@ def listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        # Listening before the banner: whoever waits for the banner can connect at once
+        # (connections queue until uvicorn accepts them). 2048 is uvicorn's own backlog.
+        sock.listen(2048)
     except OSError as error:
         sock.close()
         reason = (error.strerror or str(error)).lower()

@@ -172,9 +172,22 @@ class NewTask:
     client_capabilities: JSONObject | None = None
     """The creating request's client capabilities: every input request the task makes is
     checked against them, on any node and after a re-run. ``None``: not known (not checked)."""
+    claimed_by: str | None = None
+    """Create the task already claimed by this worker (S-CREATE.6), for ``lease_ms``: no
+    other worker's claim can take it between its creation and its first run."""
+    lease_ms: int | None = None
 
     def __post_init__(self) -> None:
         _check_positive_ms(self.ttl_ms, "ttl_ms")
+        if self.claimed_by is not None:
+            if not isinstance(self.claimed_by, str) or not self.claimed_by:
+                raise InvalidArgument("claimed_by must be a non-empty worker id")
+            if self.work is None:
+                raise InvalidArgument("only a task with work can be created claimed")
+            if self.lease_ms is None or not is_positive_ms_or_none(self.lease_ms):
+                raise InvalidArgument("lease_ms must be a positive integer with claimed_by")
+        elif self.lease_ms is not None:
+            raise InvalidArgument("lease_ms is only meaningful with claimed_by")
         if self.client_capabilities is not None:
             object.__setattr__(
                 self,

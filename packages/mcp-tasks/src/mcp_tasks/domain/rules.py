@@ -82,8 +82,9 @@ def next_update_time(previous: int, now: int) -> int:
 
 
 def new_record(task: NewTask, now: int) -> TaskRecord:
-    """The record ``create`` inserts."""
-    return TaskRecord(
+    """The record ``create`` inserts: at revision 0, unclaimed at generation 0, or claimed
+    at generation 1 when the task names the worker it is created for (S-CREATE.6)."""
+    record = TaskRecord(
         task_id=task.task_id,
         owner=task.owner,
         status=TaskStatus.WORKING,
@@ -97,6 +98,21 @@ def new_record(task: NewTask, now: int) -> TaskRecord:
         work=task.work,
         client_capabilities=task.client_capabilities,
     )
+    if task.claimed_by is None or task.lease_ms is None:
+        return record
+    return apply_claim(record, task.claimed_by, task.lease_ms, now).record
+
+
+def lease_of(record: TaskRecord) -> Lease:
+    """The lease a claimed record stands for (a task created claimed, S-CREATE.6).
+
+    Raises:
+        StaleLease: the record holds no claim.
+    """
+    claim = record.claim
+    if claim is None:
+        raise StaleLease
+    return Lease(record.task_id, claim.worker_id, claim.token, record.generation, claim.expires_at)
 
 
 def visible(record: TaskRecord | None, owner: OwnerArg, now: int) -> TaskRecord:

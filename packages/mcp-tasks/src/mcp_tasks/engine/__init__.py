@@ -5,9 +5,12 @@ from mcp_tasks.engine.core import (
     TASK_METHODS,
     Preflight,
     TaskEngine,
+    ToolCall,
     ToolOptions,
     TtlOption,
     result_to_change,
+    run_tool_call,
+    tool_executor,
 )
 from mcp_tasks.engine.errors import to_jsonrpc_error
 from mcp_tasks.engine.policy import Policy, TaskMode
@@ -23,8 +26,11 @@ __all__ = [
     "RequestView",
     "TaskEngine",
     "TaskMode",
+    "ToolCall",
     "ToolOptions",
     "TtlOption",
     "result_to_change",
+    "run_tool_call",
     "to_jsonrpc_error",
+    "tool_executor",
 ]

@@ -25,25 +25,31 @@ from mcp_tasks.domain.ids import new_task_id, redact
 from mcp_tasks.domain.models import (
     Complete,
     Fail,
+    Lease,
     NewTask,
     StatusChange,
     TaskRecord,
     is_positive_ms_or_none,
     validate_input_requests,
 )
+from mcp_tasks.domain.retries import retry_delays
+from mcp_tasks.domain.rules import lease_of
 from mcp_tasks.engine import errors
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
 from mcp_tasks.runtime.context import (
     InlineTaskContext,
     InputRequired,
+    RetryRequested,
     check_input_requests,
 )
 from mcp_tasks.runtime.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
 from mcp_tasks.runtime.logs import log_failure
-from mcp_tasks.runtime.runner import Runner, RunnerNotStarted, tool_work
+from mcp_tasks.runtime.runner import Body, Runner, RunnerNotStarted, tool_work
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from mcp_tasks.engine.request import RequestView
     from mcp_tasks.runtime.context import RunningTaskContext
     from mcp_tasks.runtime.notifier import Notifier
@@ -71,6 +77,8 @@ round that has every answer."""
 TtlOption: TypeAlias = "int | Unset | Callable[[Mapping[str, Any]], int | None] | None"
 CallNext: TypeAlias = Callable[[], Awaitable[Any]]
 ResultConverter: TypeAlias = Callable[[Any], StatusChange]
+ToolCall: TypeAlias = Callable[[Mapping[str, Any]], Awaitable[Any]]
+"""Runs a tool with these arguments and returns what it returns (its result)."""
 
 
 @dataclass(frozen=True)
@@ -84,9 +92,13 @@ class ToolOptions:
     preflight: Preflight | None = None
     manual: bool = False
     """Run the tool inline; it returns :func:`~mcp_tasks.runtime.control.defer` to make a task."""
+    retry_delays_ms: Iterable[int] = ()
+    """The delay before each retry a body asks for (``TaskContext.retry``); see
+    :mod:`mcp_tasks.domain.retries` for the fixed and exponential helpers."""
 
     def __post_init__(self) -> None:
         check_policy(self.mode)
+        object.__setattr__(self, "retry_delays_ms", retry_delays(self.retry_delays_ms))
         ttl: object = self.ttl_ms
         if not (isinstance(ttl, Unset) or callable(ttl) or is_positive_ms_or_none(ttl)):
             raise ValueError("ttl_ms must be a positive integer, None or a function")
@@ -116,6 +128,34 @@ def result_to_change(result: object) -> StatusChange:
         logger.error("a task body returned a CreateTaskResult, which is not a tool result")
         return Fail({"code": -32603, "message": "The tool returned a task instead of a result"})
     return Complete({k: v for k, v in result.items() if k != "resultType"})
+
+
+def _error_of(exc: MCPError | MCPTasksError) -> dict[str, Any]:
+    error = exc if isinstance(exc, MCPError) else errors.to_jsonrpc_error(exc)
+    dumped: dict[str, Any] = error.error.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dumped
+
+
+async def run_tool_call(
+    call: CallNext, to_change: ResultConverter = result_to_change
+) -> StatusChange:
+    """Run a tool inside a task and say how the task ends: its result through ``to_change``;
+    a JSON-RPC error (``MCPError``) fails the task as that error, and so does a domain error
+    from a tool the SDK does not wrap (low-level ``Server``), as the error it maps to."""
+    try:
+        return to_change(await call())
+    except (MCPError, MCPTasksError) as exc:
+        return Fail(_error_of(exc))
+
+
+def tool_executor(call: ToolCall, to_change: ResultConverter = result_to_change) -> Body:
+    """The executor of a tool: runs a task of it from the task's record alone (its arguments;
+    the task's context is bound), in any process, as often as the task needs."""
+
+    async def execute(context: RunningTaskContext) -> StatusChange:
+        return await run_tool_call(lambda: call(context.arguments), to_change)
+
+    return execute
 
 
 def _capabilities_of(request: RequestView) -> dict[str, Any]:
@@ -265,6 +305,12 @@ class TaskEngine:
             result = await call_next()
         except InputRequired:
             result = None
+        except RetryRequested as retry:  # no retry without a task: the body's error it is
+            raise MCPError(
+                code=int(retry.error.get("code", -32603)),  # type: ignore[arg-type]
+                message=str(retry.error.get("message", "Internal error")),
+                data=retry.error.get("data"),
+            ) from None
         except MCPTasksError as error:  # from a tool the SDK does not wrap (low-level Server)
             raise errors.to_jsonrpc_error(error) from None
         finally:
@@ -321,41 +367,47 @@ class TaskEngine:
         to_change: ResultConverter,
     ) -> dict[str, Any]:
         try:
-            work = tool_work(name, arguments, answers)
+            claim = self.runner.claim_for_create()
+        except RunnerNotStarted:
+            raise errors.internal_error("The task runner is not running") from None
+        task_id = new_task_id()
+        try:
             task = NewTask(
-                task_id=new_task_id(),
+                task_id=task_id,
                 owner=request.owner,
                 ttl_ms=self._ttl_for(name, options, arguments),
                 poll_interval_ms=options.poll_interval_ms or self.default_poll_interval_ms,
-                work=work,
+                work=tool_work(
+                    name,
+                    arguments,
+                    answers,
+                    task_id=task_id,
+                    retry_delays_ms=tuple(options.retry_delays_ms),
+                ),
                 client_capabilities=_capabilities_of(request),
+                claimed_by=claim[0] if claim else None,
+                lease_ms=claim[1] if claim else None,
             )
         except NotJSONSafe:
             raise errors.invalid_params("Tool arguments are not JSON-safe") from None
-        if not self.runner.running:
-            raise errors.internal_error("The task runner is not running")
+        # Created claimed by this runner: no recovery loop elsewhere can take it first, and
+        # if this process dies the claim runs out and any process runs it again.
         record = await self._create(task)
+        if claim is None:  # a worker runs it (Tasks(run_tasks=False))
+            return create_task_result(record, self.clock())
 
-        async def body(context: RunningTaskContext) -> StatusChange:
-            try:
-                return to_change(await call_next())
-            except (MCPError, MCPTasksError) as exc:
-                # A domain error reaches here from a tool the SDK does not wrap (low-level
-                # Server): it fails the task as the JSON-RPC error it maps to.
-                error = exc if isinstance(exc, MCPError) else errors.to_jsonrpc_error(exc)
-                return Fail(error.error.model_dump(by_alias=True, mode="json", exclude_none=True))
+        async def first_run(context: RunningTaskContext) -> StatusChange:
+            # The first run goes through the request's own chain (middleware, other
+            # extensions); runs after a crash or a retry use the tool's executor.
+            return await run_tool_call(call_next, to_change)
 
         try:
-            await self.runner.start(record.task_id, body)
-        except RunnerNotStarted:
-            await self._fail_quietly(record.task_id, "The task runner is not running")
+            self.runner.run_created(record, first_run)
+        except RunnerNotStarted:  # it stopped since the claim: the task must not wait for it
+            await self._fail_quietly(
+                record.task_id, "The task runner is not running", lease=lease_of(record)
+            )
             raise errors.internal_error("The task runner is not running") from None
-        except StoreUnavailable as exc:
-            # Created but never claimed: fail it, or it would stay `working` with no runner.
-            what = "claiming a new task failed: the store is unavailable"
-            log_failure(logger, what, exc, record.task_id)
-            await self._fail_quietly(record.task_id, "Task store unavailable")
-            raise errors.to_jsonrpc_error(exc) from None
         # The create was durable before we answer: a tasks/get on any node resolves it now.
         return create_task_result(record, self.clock())
 
@@ -408,10 +460,12 @@ class TaskEngine:
             record = await self._fail_quietly(record.task_id, "Starting the task failed") or record
         return create_task_result(record, self.clock())
 
-    async def _fail_quietly(self, task_id: str, message: str) -> TaskRecord | None:
+    async def _fail_quietly(
+        self, task_id: str, message: str, *, lease: Lease | None = None
+    ) -> TaskRecord | None:
         try:
             transition = await self.store.put_status(
-                task_id, Fail({"code": -32603, "message": message})
+                task_id, Fail({"code": -32603, "message": message}), lease=lease
             )
         except Exception as exc:
             log_failure(logger, "recording a task failure failed", exc, task_id)

@@ -5,9 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from mcp_tasks.domain.errors import InputKeyReused, InputNotPossible, MissingClientCapability
+from mcp_tasks.domain.errors import (
+    InputKeyReused,
+    InputNotPossible,
+    MissingClientCapability,
+    StaleLease,
+)
 from mcp_tasks.domain.ids import redact
 from mcp_tasks.domain.models import (
     Lease,
@@ -118,6 +123,27 @@ class TaskCancelled(BaseException):
     every ``Exception`` into an error result let it through to the runner."""
 
 
+class RetryRequested(BaseException):
+    """The body asks to run again later (:meth:`TaskContext.retry`): the task waits its
+    tool's next retry delay and runs again, or, with no delay left, fails with :attr:`error`.
+
+    A ``BaseException``, so that tool frameworks which turn every ``Exception`` into an
+    error result let it through to the runner. An exception never uses up a retry by
+    itself: only this signal does."""
+
+    def __init__(self, error: Mapping[str, Any]) -> None:
+        super().__init__(str(error.get("message", "retry requested")))
+        self.error: JSONObject = dict(error)
+
+
+def retry_error(message: str, code: int = -32603, data: JSONValue = None) -> JSONObject:
+    """The JSON-RPC error a retry request carries (the task's error once no retry is left)."""
+    error: JSONObject = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return error
+
+
 class InputRequired(BaseException):
     """A synchronous call asked for input its request did not carry: the engine answers an
     ``InputRequiredResult`` with :attr:`requests`, and the client calls again with the
@@ -161,6 +187,28 @@ class TaskContext:
     def task_id(self) -> str | None:
         """The task's id, or ``None`` when the call runs synchronously."""
         return None
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """The same on every run of this task (the task id): a body may run more than once
+        (after a crash, a lost lease or a retry), so pass this to anything that must happen
+        once (a payment, an email, an upstream job). ``None`` when the call is synchronous."""
+        return None
+
+    @property
+    def attempt(self) -> int:
+        """How many retries came before this run (0 on the first run; a re-run after a crash
+        is not a retry and keeps the count)."""
+        return 0
+
+    def retry(self, message: str, *, code: int = -32603, data: JSONValue = None) -> NoReturn:
+        """Stop this run and run again after the tool's next retry delay; with no delay left
+        (or none configured, or a synchronous call) the task fails with this error.
+
+        Raises:
+            RetryRequested: always (let it propagate).
+        """
+        raise RetryRequested(retry_error(message, code, data))
 
     @property
     def arguments(self) -> Mapping[str, Any]:
@@ -271,8 +319,13 @@ class RunningTaskContext(TaskContext):
         arguments: Mapping[str, Any] | None = None,
         input_responses: Mapping[str, Any] | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
+        owner: str | None = None,
+        attempt: int = 0,
     ) -> None:
         super().__init__(arguments=arguments, input_responses=input_responses)
+        #: The task's owner (the principal that created it), on every run.
+        self.owner = owner
+        self._attempt = attempt
         # The task's client capabilities, from its record (those of the request that
         # created it): a task never asks for an input kind its client did not declare, on
         # any node and after a re-run. None: not known (a task created without them).
@@ -289,16 +342,31 @@ class RunningTaskContext(TaskContext):
     def task_id(self) -> str:
         return self._task_id
 
+    @property
+    def idempotency_key(self) -> str:
+        return self._task_id
+
+    @property
+    def attempt(self) -> int:
+        return self._attempt
+
     def mark_cancelled(self) -> None:
         self._cancelled = True
+
+    async def _put(self, change: Progress | RequireInput) -> None:
+        """A leased write; a refused lease (another worker took the task over, or it ended)
+        stops this run at once."""
+        try:
+            await self._store.put_status(self._task_id, change, lease=self.lease)
+        except StaleLease:
+            self.mark_cancelled()
+            raise TaskCancelled from None
+        await self._notifier.publish(self._task_id)
 
     async def progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
-        await self._store.put_status(
-            self._task_id, Progress(progress_message(progress, total, message)), lease=self.lease
-        )
-        await self._notifier.publish(self._task_id)
+        await self._put(Progress(progress_message(progress, total, message)))
 
     async def request_input(
         self, requests: Mapping[str, Mapping[str, Any]], status_message: str | None = None
@@ -321,10 +389,7 @@ class RunningTaskContext(TaskContext):
                 elif asked != input_digest(request):
                     raise InputKeyReused(key)
             if missing:
-                await self._store.put_status(
-                    self._task_id, RequireInput(missing, status_message), lease=self.lease
-                )
-                await self._notifier.publish(self._task_id)
+                await self._put(RequireInput(missing, status_message))
                 logger.debug("task %s waits for input", redact(self._task_id))
             while True:
                 if all(k in record.input_responses for k in keys):

@@ -1,9 +1,14 @@
-"""The in-process runner: runs task bodies under a lifespan-owned task group, never in a request.
+"""The runner: runs task bodies under a lifespan-owned task group, never in a request.
 
 A body runs outside the request's cancel scope (the SDK's HTTP path cancels a request by
-closing its stream). The runner claims each task by id right after it is created, renews
-the lease while the body runs, stops the body when the task is cancelled or the lease is
-lost, and records the body's outcome with its lease.
+closing its stream). A task is created already claimed by the runner of the process that
+creates it (S-CREATE.6); the runner renews the lease on a heartbeat, stops the body when
+the task is cancelled or the lease is lost, and records the body's outcome with its lease.
+
+Work outlives its process: the recovery loop claims tasks whose lease ran out or was
+released (a crashed or stopped process, a retry that is due) and runs them again through
+the executor registered for their tool (:attr:`Runner.executors`). A body may therefore run
+more than once; its outcome is committed once (docs/serving-tasks.md, "Durable execution").
 """
 
 from __future__ import annotations
@@ -17,32 +22,64 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import anyio.abc
 
-from mcp_tasks.domain.errors import MCPTasksError, StaleLease, TaskNotFound
+from mcp_tasks.domain.errors import InvalidArgument, MCPTasksError, StaleLease, TaskNotFound
 from mcp_tasks.domain.ids import redact
-from mcp_tasks.domain.models import Claimed, Complete, Fail, StatusChange, WorkSpec
-from mcp_tasks.domain.rules import ANY_OWNER
-from mcp_tasks.runtime.context import RunningTaskContext, TaskCancelled
+from mcp_tasks.domain.models import (
+    Claimed,
+    Complete,
+    Fail,
+    Outcome,
+    Retry,
+    StatusChange,
+    TaskRecord,
+    WorkSpec,
+)
+from mcp_tasks.domain.rules import ANY_OWNER, lease_of
+from mcp_tasks.runtime.context import RetryRequested, RunningTaskContext, TaskCancelled
 from mcp_tasks.runtime.logs import log_failure
 
 if TYPE_CHECKING:
+    from mcp_tasks.domain.jsonsafe import JSONObject
     from mcp_tasks.runtime.notifier import Notifier, Subscription
     from mcp_tasks.stores.protocol import Store
 
 logger = logging.getLogger(__name__)
 
 Body = Callable[[RunningTaskContext], Awaitable[StatusChange]]
-"""A task body: runs the work with its context and says how the task ends."""
+"""A task body: runs the work with its context and says how the task ends. Registered by
+tool name (:attr:`Runner.executors`) it is an *executor*: it can run any task of that tool
+again from the task's record alone."""
+
+Resolver = Callable[[str], Awaitable["Body | None"]]
+"""Finds the executor of a tool by name when none is registered (e.g. a FastMCP server's
+tools, looked up when a task of theirs is recovered)."""
 
 DEFAULT_LEASE_MS: Final = 30_000
+DEFAULT_HEARTBEAT_MS: Final = 10_000
+DEFAULT_RECOVERY_INTERVAL_S: Final = 1.0
+DEFAULT_MAX_ADOPTED: Final = 64
 DEFAULT_REAP_INTERVAL_S: Final = 30.0
+
+#: What a task that no process here can run again ends with (logged with the tool's name).
+NO_EXECUTOR_ERROR: Final[JSONObject] = {
+    "code": -32603,
+    "message": "The task was interrupted and its tool cannot be run again on this server",
+}
 
 
 def tool_work(
-    name: str, arguments: Mapping[str, Any], input_responses: Mapping[str, Any] | None = None
+    name: str,
+    arguments: Mapping[str, Any],
+    input_responses: Mapping[str, Any] | None = None,
+    *,
+    task_id: str | None = None,
+    retry_delays_ms: tuple[int, ...] = (),
 ) -> WorkSpec:
     """The work descriptor of a tool call: everything its body needs to run again from the
-    record alone, on any node: the arguments and the answers to input rounds resolved
-    before the task existed (answers given later are on the record itself).
+    record alone, on any node: the tool's name, the arguments, the answers to input rounds
+    resolved before the task existed (answers given later are on the record itself), the
+    retry delays, and the idempotency key (the task id). The client's capabilities and the
+    owner are fields of the record itself.
 
     Raises:
         NotJSONSafe: the arguments or answers are not JSON.
@@ -50,6 +87,8 @@ def tool_work(
     return WorkSpec(
         type=name,
         input={"arguments": dict(arguments), "inputResponses": dict(input_responses or {})},
+        idempotency_key=task_id,
+        retry_delays_ms=retry_delays_ms,
     )
 
 
@@ -70,7 +109,17 @@ class RunnerNotStarted(MCPTasksError):
 
 
 class Runner:
-    """Runs task bodies in this process; one per :class:`~mcp_tasks.tasks.Tasks`."""
+    """Runs task bodies in this process; one per :class:`~mcp_tasks.tasks.Tasks`.
+
+    ``lease_ms`` is how long a claim lives without renewal (how soon another process takes
+    over a task whose process died); ``heartbeat_ms`` how often a running body's lease is
+    renewed (less than the lease; default: a third of it, at most 10 s).
+    ``recovery_interval_s`` is how often the recovery loop looks for work nobody holds when
+    it found none (``None``: no recovery loop, e.g. a process that only creates tasks); it
+    keeps at most ``max_adopted`` adopted bodies running at once.
+    ``run_tasks=False``: this process runs no body at all; it creates tasks unclaimed for
+    workers (``mcp-tasks worker``) to run, and only reaps.
+    """
 
     def __init__(
         self,
@@ -79,15 +128,42 @@ class Runner:
         *,
         worker_id: str | None = None,
         lease_ms: int = DEFAULT_LEASE_MS,
+        heartbeat_ms: int | None = None,
+        recovery_interval_s: float | None = DEFAULT_RECOVERY_INTERVAL_S,
+        max_adopted: int = DEFAULT_MAX_ADOPTED,
         reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
+        run_tasks: bool = True,
     ) -> None:
+        if isinstance(lease_ms, bool) or not isinstance(lease_ms, int) or lease_ms <= 0:
+            raise InvalidArgument("lease_ms must be a positive integer")
+        if heartbeat_ms is None:
+            heartbeat_ms = max(1, min(DEFAULT_HEARTBEAT_MS, lease_ms // 3))
+        if (
+            isinstance(heartbeat_ms, bool)
+            or not isinstance(heartbeat_ms, int)
+            or not 0 < heartbeat_ms < lease_ms
+        ):
+            raise InvalidArgument("heartbeat_ms must be a positive integer below lease_ms")
+        if recovery_interval_s is not None and not recovery_interval_s > 0:
+            raise InvalidArgument("recovery_interval_s must be positive or None")
+        if isinstance(max_adopted, bool) or not isinstance(max_adopted, int) or max_adopted < 1:
+            raise InvalidArgument("max_adopted must be a positive integer")
         self.store = store
         self.notifier = notifier
         self.worker_id = worker_id or f"inproc-{secrets.token_hex(4)}"
         self.lease_ms = lease_ms
+        self.heartbeat_ms = heartbeat_ms
+        self.recovery_interval_s = recovery_interval_s
+        self.max_adopted = max_adopted
         self.reap_interval_s = reap_interval_s
+        self.run_tasks = run_tasks
+        #: Tool name → the executor that runs a task of that tool from its record alone.
+        self.executors: dict[str, Body] = {}
+        #: Asked in order when :attr:`executors` has no entry for a tool.
+        self.resolvers: list[Resolver] = []
         self._group: anyio.abc.TaskGroup | None = None
         self._depth = 0
+        self._adopted = 0
 
     def __repr__(self) -> str:
         return f"Runner(worker_id={self.worker_id!r}, running={self.running})"
@@ -96,10 +172,22 @@ class Runner:
     def running(self) -> bool:
         return self._group is not None
 
+    async def executor_for(self, tool: str) -> Body | None:
+        """The executor of ``tool``: registered, or found by a resolver; ``None`` if neither."""
+        found = self.executors.get(tool)
+        for resolve in self.resolvers:
+            if found is not None:
+                break
+            found = await resolve(tool)
+        return found
+
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
         """Own the task group while the server lives. Re-entering is a no-op, so the same
-        lifespan may be composed at two levels (e.g. Starlette and MCPServer)."""
+        lifespan may be composed at two levels (e.g. Starlette and MCPServer).
+
+        On exit every body is cancelled and its lease released at once, so another process
+        takes the work over without waiting for the lease to run out."""
         if self._group is not None:
             self._depth += 1
             try:
@@ -111,20 +199,49 @@ class Runner:
             self._group = group
             if self.reap_interval_s is not None:
                 group.start_soon(self._reap_forever, self.reap_interval_s)
+            if self.run_tasks and self.recovery_interval_s is not None:
+                group.start_soon(self._recover_forever, self.recovery_interval_s)
             try:
                 yield
             finally:
                 self._group = None
                 group.cancel_scope.cancel()
 
-    async def start(self, task_id: str, body: Body) -> None:
-        """Claim the task and run ``body`` in the background.
+    def claim_for_create(self) -> tuple[str, int] | None:
+        """``(worker_id, lease_ms)`` for a task this runner will run as soon as it is created
+        (``NewTask.claimed_by``/``lease_ms``): no other process can take it meanwhile.
+        ``None`` when this runner runs no task (``run_tasks=False``): the task is created
+        unclaimed, for a worker.
+
+        Raises:
+            RunnerNotStarted: no lifespan is running.
+        """
+        if self._group is None:
+            raise RunnerNotStarted
+        return (self.worker_id, self.lease_ms) if self.run_tasks else None
+
+    def run_created(self, record: TaskRecord, body: Body) -> None:
+        """Run ``body`` for a task created claimed by this runner (:meth:`claim_for_create`).
 
         The body's context takes its arguments, earlier answers and the client's
-        capabilities from the claimed record (:func:`tool_work`,
-        ``TaskRecord.client_capabilities``), never from a request, so a body claimed again
-        (after a restart, by another runner) sees exactly what the first run saw, and every
-        input request it makes is checked against the same capabilities.
+        capabilities from the record (:func:`tool_work`, ``TaskRecord.client_capabilities``),
+        never from a request, so a body run again (after a restart, by another runner) sees
+        exactly what the first run saw, and every input request it makes is checked against
+        the same capabilities.
+
+        Raises:
+            RunnerNotStarted: no lifespan is running.
+            StaleLease: the record is not claimed.
+        """
+        group = self._group
+        if group is None:
+            raise RunnerNotStarted
+        claimed = Claimed(record, lease_of(record))
+        group.start_soon(self._run, claimed, body, False)
+
+    async def start(self, task_id: str, body: Body) -> None:
+        """Claim an existing task by id and run ``body`` in the background (a task created
+        unclaimed; the engine creates its tasks claimed and calls :meth:`run_created`).
 
         Raises:
             RunnerNotStarted: no lifespan is running.
@@ -133,22 +250,96 @@ class Runner:
         if group is None:
             raise RunnerNotStarted
         claimed = await self.store.claim(self.worker_id, lease_ms=self.lease_ms, task_id=task_id)
-        if claimed is None:  # cancelled (or reaped) between create and claim: nothing to run
+        if claimed is None:  # cancelled, reaped or taken between create and claim
             logger.debug("task %s was not claimable", redact(task_id))
             return
-        arguments, input_responses = work_input(claimed.record.work)
-        context = RunningTaskContext(
-            task_id=task_id,
+        group.start_soon(self._run, claimed, body, False)
+
+    # --- adopting work nobody holds -------------------------------------------------
+
+    async def _recover_forever(self, interval_s: float) -> None:
+        """Claim work with no live lease (oldest first) and run it through its executor.
+        Claims back to back while there is work and room; sleeps ``interval_s`` otherwise."""
+        while True:
+            claimed: Claimed | None = None
+            if self._adopted < self.max_adopted:
+                try:
+                    claimed = await self.store.claim(self.worker_id, lease_ms=self.lease_ms)
+                except MCPTasksError:
+                    logger.warning("claiming unheld tasks failed; will retry")
+            if claimed is None:
+                await anyio.sleep(interval_s)
+                continue
+            await self._adopt(claimed)
+
+    async def _claim_when_due(self, task_id: str, delay_ms: int) -> None:
+        """Run a retry of a task this runner ran, when its delay is over (the recovery loop
+        of any process would find it too, up to its interval later)."""
+        await anyio.sleep(delay_ms / 1000)
+        try:
+            claimed = await self.store.claim(
+                self.worker_id, lease_ms=self.lease_ms, task_id=task_id
+            )
+        except MCPTasksError:
+            return  # the recovery loop will find it
+        if claimed is not None:
+            await self._adopt(claimed)
+
+    async def _adopt(self, claimed: Claimed) -> None:
+        """Run a claimed task through its tool's executor; a task no executor here can run
+        fails at once (waiting would hold it forever: every claim extends its life)."""
+        group = self._group
+        record = claimed.record
+        tool = record.work.type if record.work is not None else ""
+        try:
+            body = await self.executor_for(tool)
+        except Exception:
+            logger.exception("looking up the executor of tool %r failed", tool)
+            body = None
+        if group is None:
+            await self._release(claimed)
+            return
+        if body is None:
+            logger.error(
+                "task %s of tool %r has no executor here: it fails", redact(record.task_id), tool
+            )
+            try:
+                await self.store.put_status(
+                    record.task_id, Fail(NO_EXECUTOR_ERROR), lease=claimed.lease
+                )
+                await self.notifier.publish(record.task_id)
+            except MCPTasksError:
+                logger.debug("failing task %s failed", redact(record.task_id))
+            await self._release(claimed)
+            return
+        logger.info(
+            "resuming a task of tool %r (generation %d, attempt %d)",
+            tool,
+            record.generation,
+            record.attempt,
+        )
+        self._adopted += 1
+        group.start_soon(self._run, claimed, body, True)
+
+    # --- running one body ------------------------------------------------------------
+
+    def _context(self, claimed: Claimed) -> RunningTaskContext:
+        record = claimed.record
+        arguments, input_responses = work_input(record.work)
+        return RunningTaskContext(
+            task_id=record.task_id,
             store=self.store,
             notifier=self.notifier,
             lease=claimed.lease,
             arguments=arguments,
             input_responses=input_responses,
-            client_capabilities=claimed.record.client_capabilities,
+            client_capabilities=record.client_capabilities,
+            owner=record.owner,
+            attempt=record.attempt,
         )
-        group.start_soon(self._run, claimed, context, body)
 
-    async def _run(self, claimed: Claimed, context: RunningTaskContext, body: Body) -> None:
+    async def _run(self, claimed: Claimed, body: Body, adopted: bool) -> None:
+        context = self._context(claimed)
         task_id = claimed.record.task_id
         try:
             change: StatusChange | None = None
@@ -159,19 +350,41 @@ class Runner:
                     change = await self._outcome(context, body)
                 tg.cancel_scope.cancel()
             if change is not None and not context.cancelled:
-                await self.store.put_status(task_id, change, lease=context.lease)
-                await self.notifier.publish(task_id)
+                await self._record(context, change)
         except (StaleLease, TaskNotFound):
             logger.debug("task %s ended elsewhere; outcome dropped", redact(task_id))
         except MCPTasksError as exc:
             log_failure(logger, "recording a task outcome failed", exc, task_id)
         finally:
-            # Also on shutdown: a released task is claimable by another node at once.
+            if adopted:
+                self._adopted -= 1
+            # Also on shutdown: a released task is claimable by another process at once.
             with anyio.CancelScope(shield=True):
-                try:
-                    await self.store.release(context.lease)
-                except MCPTasksError:
-                    logger.debug("releasing the lease of task %s failed", redact(task_id))
+                await self._release(Claimed(claimed.record, context.lease))
+
+    async def _record(self, context: RunningTaskContext, change: StatusChange) -> None:
+        task_id = context.task_id
+        transition = await self.store.put_status(task_id, change, lease=context.lease)
+        await self.notifier.publish(task_id)
+        record = transition.record
+        if transition.outcome is not Outcome.APPLIED:
+            return
+        logger.debug(
+            "task %s: outcome recorded (%s, generation %d)",
+            redact(task_id),
+            record.status.value,
+            record.generation,
+        )
+        if record.retry_at is not None and self._group is not None:
+            # A retry: the claim is released and the task waits its delay (store clock).
+            delay = max(0, record.retry_at - record.last_updated_at)
+            self._group.start_soon(self._claim_when_due, task_id, delay)
+
+    async def _release(self, claimed: Claimed) -> None:
+        try:
+            await self.store.release(claimed.lease)
+        except MCPTasksError:
+            logger.debug("releasing the lease of task %s failed", redact(claimed.record.task_id))
 
     @staticmethod
     async def _outcome(context: RunningTaskContext, body: Body) -> StatusChange | None:
@@ -180,6 +393,8 @@ class Runner:
             return await body(context)
         except TaskCancelled:
             return None
+        except RetryRequested as retry:
+            return Retry(retry.error)
         except Exception:
             logger.exception("a task body raised")
             return Fail({"code": -32603, "message": "Internal error"})
@@ -189,8 +404,9 @@ class Runner:
     async def _watch(
         self, context: RunningTaskContext, changes: Subscription, body_scope: anyio.CancelScope
     ) -> None:
-        """Renew the lease; stop the body once the task is terminal, gone or not ours."""
-        renew_every = self.lease_ms / 3000
+        """Renew the lease on the heartbeat; stop the body at once when the task is
+        terminal, gone or taken over by another worker."""
+        renew_every = self.heartbeat_ms / 1000
         task_id = context.task_id
         renew_at = anyio.current_time() + renew_every
         while True:
@@ -203,7 +419,7 @@ class Runner:
                 if not changed:
                     continue
                 record = await self.store.get(task_id, ANY_OWNER)
-                if not record.status.is_terminal:
+                if not record.status.is_terminal and record.generation == context.lease.generation:
                     continue
             except (StaleLease, TaskNotFound):
                 pass

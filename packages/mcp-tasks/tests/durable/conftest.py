@@ -1,0 +1,182 @@
+"""Real processes on one store: ``mcp-tasks serve`` / ``mcp-tasks worker`` of ``crash_app``
+(or the conformance fixture server), started, killed and stopped by the crash tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.abc
+import pytest
+
+from mcp_tasks import drop_namespace, namespaced_url
+from mcp_tasks_contract.servers import postgres_url
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+__all__ = ["postgres_url"]
+
+HERE = Path(__file__).resolve().parent
+READY = re.compile(r"mcp-tasks: (serving on (?P<url>http://\S+)|worker .* running)")
+#: Starting a process imports the SDK: slow on a loaded 2-core machine, never timed.
+START_TIMEOUT_S = 120
+
+
+@dataclass
+class Process:
+    """One real server or worker process and what it printed."""
+
+    process: anyio.abc.Process
+    url: str | None = None
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+
+    async def wait(self) -> int:
+        return await self.process.wait()
+
+
+class Processes:
+    """Starts processes of one store and kills whatever is left at the end."""
+
+    def __init__(self, store_url: str, log: Path, stack: AsyncExitStack, tg: anyio.abc.TaskGroup):
+        self.store_url = store_url
+        self.log = log
+        self._stack = stack
+        self._tg = tg
+        self.started: list[Process] = []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {
+            **os.environ,
+            "CRASH_STORE_URL": self.store_url,
+            "CRASH_LOG": str(self.log),
+            "PYTHONUNBUFFERED": "1",
+            **extra,
+        }
+
+    async def start(
+        self, command: Sequence[str], *, ready_port: int | None = None, **env: str
+    ) -> Process:
+        """Start ``command`` (in this folder) and wait until it says it is ready (or, with
+        ``ready_port``, until that port accepts connections)."""
+        raw = await anyio.open_process(
+            list(command),
+            cwd=HERE,
+            env=self.env(**env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        process = Process(raw)
+        self.started.append(process)
+        ready = anyio.Event()
+
+        async def read() -> None:
+            assert raw.stderr is not None
+            buffer = b""
+            async for chunk in raw.stderr:
+                buffer += chunk
+                *lines, rest = buffer.split(b"\n")
+                buffer = rest
+                for line in lines:
+                    text = line.decode(errors="replace")
+                    process.output.append(text)
+                    found = READY.search(text)
+                    if found:
+                        process.url = found.group("url")
+                        ready.set()
+            ready.set()  # ended before it was ready: the wait below says so
+
+        self._tg.start_soon(read)
+        with anyio.fail_after(START_TIMEOUT_S):
+            if ready_port is not None:
+                await accepting(ready_port, raw)
+                return process
+            await ready.wait()
+        if raw.returncode is not None or not any(READY.search(t) for t in process.output):
+            raise AssertionError("the process did not start:\n" + "\n".join(process.output))
+        return process
+
+    async def serve(self, app: str = "crash_app:mcp", **env: str) -> Process:
+        return await self.start(
+            [sys.executable, "-m", "mcp_tasks.cli", "serve", app, "--port", "0"], **env
+        )
+
+    async def worker(self, app: str = "crash_app:mcp", **env: str) -> Process:
+        return await self.start([sys.executable, "-m", "mcp_tasks.cli", "worker", app], **env)
+
+    def lines(self, kind: str) -> list[tuple[int, str, str]]:
+        """``(pid, task id, what)`` of each ``kind`` line the app logged, in order."""
+        if not self.log.exists():
+            return []
+        found = []
+        for line in self.log.read_text(encoding="utf-8").splitlines():
+            got_kind, pid, task_id, what = line.split(" ", 3)
+            if got_kind == kind:
+                found.append((int(pid), task_id, what))
+        return found
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            if process.process.returncode is None:
+                process.kill()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A durable store two processes share: a SQLite file, or a fresh Postgres schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tasks.db'}"
+        return
+    url = namespaced_url(request.getfixturevalue("postgres_url"), "crash_" + secrets.token_hex(6))
+    try:
+        yield url
+    finally:
+        await drop_namespace(url)
+
+
+@pytest.fixture
+async def processes(store_url: str, tmp_path: Path) -> AsyncIterator[Processes]:
+    async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
+        started = Processes(store_url, tmp_path / "crash.log", stack, tg)
+        try:
+            yield started
+        finally:
+            started.stop_all()
+            with anyio.move_on_after(30):
+                for process in started.started:
+                    await process.wait()
+            tg.cancel_scope.cancel()
+
+
+async def accepting(port: int, process: anyio.abc.Process) -> None:
+    """Wait until 127.0.0.1:``port`` accepts a connection (or the process ended)."""
+    while process.returncode is None:
+        try:
+            stream = await anyio.connect_tcp("127.0.0.1", port)
+        except OSError:
+            await anyio.sleep(0.1)
+            continue
+        await stream.aclose()
+        return
+    raise AssertionError("the process ended before it listened")

@@ -1,0 +1,90 @@
+"""The app the crash tests serve in two real processes (``mcp-tasks serve`` / ``worker``).
+
+Its store (``CRASH_STORE_URL``) is wrapped so that every write that ENDS a task and was
+applied is appended to ``CRASH_LOG`` (one line: process id, task id, status): the test
+counts commits per task across processes. Every start of a body run appends a ``run`` line
+the same way, so the test sees which process ran what (at least once) and that each task
+committed exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+from mcp_tasks import Outcome, TaskContext, Tasks, store_from_url
+
+if TYPE_CHECKING:
+    from mcp_tasks.domain.models import Lease, StatusChange, Transition
+    from mcp_tasks.stores.protocol import Store
+
+LOG = os.environ["CRASH_LOG"]
+LEASE_MS = int(os.environ.get("CRASH_LEASE_MS", "3000"))
+
+
+def log(kind: str, task_id: str, what: str) -> None:
+    # One short write in append mode: lines of concurrent processes never interleave.
+    with open(LOG, "a", encoding="utf-8") as file:
+        file.write(f"{kind} {os.getpid()} {task_id} {what}\n")
+
+
+class CommitLog:
+    """A Store that delegates everything and logs each applied terminal write."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def put_status(
+        self,
+        task_id: str,
+        change: StatusChange,
+        *,
+        lease: Lease | None = None,
+        expected_revision: int | None = None,
+        event_id: str | None = None,
+    ) -> Transition:
+        transition = await self._store.put_status(
+            task_id, change, lease=lease, expected_revision=expected_revision, event_id=event_id
+        )
+        if transition.outcome is Outcome.APPLIED and transition.record.status.is_terminal:
+            log("commit", task_id, transition.record.status.value)
+        return transition
+
+
+store: Any = CommitLog(store_from_url(os.environ["CRASH_STORE_URL"]))
+tasks = Tasks(store=store, close_store=True, lease_ms=LEASE_MS)
+mcp: MCPServer[Any] = MCPServer("crash", extensions=[tasks.extension()], lifespan=tasks.lifespan)
+
+
+@tasks.tool(mcp, mode="required", poll_interval_ms=100)
+async def slow(seconds: float, ctx: TaskContext) -> str:
+    """Report that this run started, sleep, answer which process finished."""
+    assert ctx.idempotency_key is not None
+    log("run", ctx.idempotency_key, f"attempt={ctx.attempt}")
+    await ctx.progress(0, seconds, f"running in {os.getpid()}")
+    await anyio.sleep(seconds)
+    return f"done by {os.getpid()}"
+
+
+@tasks.tool(mcp, mode="required", poll_interval_ms=100, retry_delays_ms=[2_000])
+async def flaky(ctx: TaskContext) -> str:
+    """Ask for one retry on the first run; the retry succeeds."""
+    assert ctx.idempotency_key is not None
+    log("run", ctx.idempotency_key, f"attempt={ctx.attempt}")
+    if ctx.attempt == 0:
+        ctx.retry("upstream busy")
+    return f"done on attempt {ctx.attempt}"
+
+
+@tasks.tool(mcp, mode="required", poll_interval_ms=100, retry_delays_ms=[300, 300])
+async def hopeless(ctx: TaskContext) -> str:
+    """Ask for a retry on every run: the retries run out and the task fails."""
+    assert ctx.idempotency_key is not None
+    log("run", ctx.idempotency_key, f"attempt={ctx.attempt}")
+    ctx.retry(f"still broken on attempt {ctx.attempt}", code=-32000, data={"a": ctx.attempt})

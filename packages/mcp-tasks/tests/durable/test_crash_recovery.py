@@ -1,0 +1,218 @@
+"""Tasks outlive the process running them: two real processes on one durable store (a SQLite
+file, a Postgres schema). The first is killed (SIGKILL) or stopped (SIGTERM) mid-task; the
+second runs every task again and commits each exactly once.
+
+The app (``crash_app``) logs every body run and every applied terminal write to a file the
+test reads; its lease is ``LEASE_S``. Bounds are generous multiples only where a process
+must start; the takeover bounds are the ones the docs promise (lease + 2 s after SIGKILL,
+2 s after SIGTERM).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+
+from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
+
+if TYPE_CHECKING:
+    from conftest import Processes
+
+pytestmark = pytest.mark.anyio
+
+TASKS = 10
+BODY_S = 3.0
+LEASE_S = 3.0
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[4] / "examples"
+
+
+async def create_tasks(url: str, tool: str, arguments: dict[str, Any], n: int) -> list[str]:
+    async with tasks_client(url) as client:
+        ids = []
+        for _ in range(n):
+            handle = await start_tool(client, tool, arguments)
+            assert isinstance(handle, TaskHandle)
+            ids.append(handle.task_id)
+        return ids
+
+
+async def states(url: str, ids: list[str]) -> dict[str, TaskState]:
+    async with tasks_client(url) as client:
+        return {task_id: await TaskHandle.attach(client, task_id).get() for task_id in ids}
+
+
+async def wait_for_states(
+    url: str, ids: list[str], done: Any, *, timeout_s: float
+) -> dict[str, TaskState]:
+    """Poll ``url`` until ``done(states)``; fail after ``timeout_s`` with the last states."""
+    seen: dict[str, TaskState] = {}
+    with anyio.move_on_after(timeout_s):
+        while True:
+            seen = await states(url, ids)
+            if done(seen):
+                return seen
+            await anyio.sleep(0.1)
+    raise AssertionError(f"timed out; statuses {Counter(s.status for s in seen.values())}")
+
+
+def all_running_in(pid: int) -> Any:
+    return lambda seen: all(s.status_message == f"running in {pid}" for s in seen.values())
+
+
+def all_completed(seen: dict[str, TaskState]) -> bool:
+    return all(s.status == "completed" for s in seen.values())
+
+
+async def wait_for_runs(processes: Processes, ids: list[str], pid: int, timeout_s: float) -> float:
+    """Seconds until every task has a body run in ``pid`` (read from the app's log)."""
+    start = time.monotonic()
+    with anyio.fail_after(timeout_s):
+        # The log is written by another process: there is nothing to wait on but the file.
+        while not set(ids) <= {t for p, t, _ in processes.lines("run") if p == pid}:  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+    return time.monotonic() - start
+
+
+def assert_committed_once_by(processes: Processes, ids: list[str], pid: int) -> None:
+    commits = processes.lines("commit")
+    assert Counter(t for _, t, _ in commits) == dict.fromkeys(ids, 1), "one commit per task"
+    assert {(p, what) for p, _, what in commits} == {(pid, "completed")}
+
+
+@pytest.mark.parametrize("second", ["serve", "worker"])
+async def test_sigkill_mid_task_another_process_completes_every_task_once(
+    processes: Processes, second: str
+) -> None:
+    """Ten 3-second tasks start on process A; A is SIGKILLed mid-task. Process B (a server,
+    or a worker) runs each again once A's lease ran out, within lease + 2 s of the kill,
+    and completes it: one commit per task, all by B; the clients poll B."""
+    lease_ms = str(int(LEASE_S * 1000))
+    first = await processes.serve(CRASH_LEASE_MS=lease_ms)
+    other = await (processes.serve if second == "serve" else processes.worker)(
+        CRASH_LEASE_MS=lease_ms
+    )
+    assert first.url is not None
+    ids = await create_tasks(first.url, "slow", {"seconds": BODY_S}, TASKS)
+    await wait_for_states(first.url, ids, all_running_in(first.pid), timeout_s=30)
+    first.kill()
+    killed_at = time.monotonic()
+    assert await first.wait() == -9
+    takeover_s = await wait_for_runs(processes, ids, other.pid, timeout_s=60)
+    # The poll loop itself adds up to a few hundredths; the bound is the promise.
+    assert takeover_s <= LEASE_S + 2, f"takeover took {takeover_s:.2f}s"
+    reader = other.url or (await processes.serve(CRASH_LEASE_MS=lease_ms)).url
+    assert reader is not None
+    final = await wait_for_states(reader, ids, all_completed, timeout_s=60)
+    done_s = time.monotonic() - killed_at
+    assert done_s <= LEASE_S + 2 + BODY_S + 2, f"completion took {done_s:.2f}s"
+    assert {s.call_tool_result().content[0].text for s in final.values()} == {  # type: ignore[union-attr]
+        f"done by {other.pid}"
+    }
+    runs = Counter((p, t) for p, t, _ in processes.lines("run"))
+    assert all(runs[(first.pid, t)] == 1 and runs[(other.pid, t)] == 1 for t in ids)
+    assert_committed_once_by(processes, ids, other.pid)
+
+
+async def test_sigterm_hands_the_work_over_at_once(processes: Processes) -> None:
+    """On SIGTERM process A cancels its bodies and releases their leases before it exits
+    (uvicorn re-raises the SIGTERM it handled once the lifespan has ended), so B runs every
+    task again within 2 s of the signal, long before the lease would have run out, and
+    completes each once."""
+    long_lease = "60000"  # a takeover within 2 s cannot come from an expired lease
+    first = await processes.serve(CRASH_LEASE_MS=long_lease)
+    other = await processes.serve(CRASH_LEASE_MS=long_lease)
+    assert first.url is not None
+    assert other.url is not None
+    ids = await create_tasks(first.url, "slow", {"seconds": BODY_S}, TASKS)
+    await wait_for_states(first.url, ids, all_running_in(first.pid), timeout_s=30)
+    first.terminate()
+    takeover_s = await wait_for_runs(processes, ids, other.pid, timeout_s=60)
+    assert takeover_s <= 2, f"takeover took {takeover_s:.2f}s"
+    assert await first.wait() == -signal.SIGTERM
+    await wait_for_states(other.url, ids, all_completed, timeout_s=60)
+    assert_committed_once_by(processes, ids, other.pid)
+
+
+async def test_a_retry_waits_its_delay_across_a_restart(processes: Processes) -> None:
+    """``flaky`` asks for one retry (delay 2 s) on its first run. The process that ran it is
+    killed right after; another process runs the retry, not before the delay (store clock),
+    and the task completes on attempt 1."""
+    first = await processes.serve()
+    assert first.url is not None
+    (task_id,) = await create_tasks(first.url, "flaky", {}, 1)
+    with anyio.fail_after(30):
+        while not any(t == task_id for _, t, _ in processes.lines("run")):  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+    retried_at = time.monotonic()
+    first.kill()
+    other = await processes.serve()
+    assert other.url is not None
+    final = await wait_for_states(other.url, [task_id], all_completed, timeout_s=60)
+    runs = [(p, what) for p, t, what in processes.lines("run") if t == task_id]
+    assert runs == [(first.pid, "attempt=0"), (other.pid, "attempt=1")]
+    assert time.monotonic() - retried_at >= 2.0
+    text = final[task_id].call_tool_result().content[0].text  # type: ignore[union-attr]
+    assert text == "done on attempt 1"
+
+
+async def test_exhausted_retries_fail_with_the_bodys_error(processes: Processes) -> None:
+    """``hopeless`` asks for a retry on every run; after its two delays the third request
+    fails the task with exactly that run's error, in one write."""
+    first = await processes.serve()
+    assert first.url is not None
+    (task_id,) = await create_tasks(first.url, "hopeless", {}, 1)
+    final = await wait_for_states(
+        first.url, [task_id], lambda s: s[task_id].status == "failed", timeout_s=60
+    )
+    assert final[task_id].error == {
+        "code": -32000,
+        "message": "still broken on attempt 2",
+        "data": {"a": 2},
+    }
+    runs = [what for _, t, what in processes.lines("run") if t == task_id]
+    assert runs == ["attempt=0", "attempt=1", "attempt=2"]
+    assert [w for _, t, w in processes.lines("commit") if t == task_id] == ["failed"]
+
+
+async def test_the_conformance_server_as_two_processes(
+    processes: Processes, store_url: str
+) -> None:
+    """The fixture server (examples/conformance_server.py) run twice on one store: ten
+    ``slow_compute`` tasks of the first, SIGKILLed mid-task, are completed by the second."""
+    script = str(EXAMPLES / "conformance_server.py")
+    lease = str(int(LEASE_S * 1000))
+    ports = [free_port(), free_port()]
+    servers = [
+        await processes.start(
+            [sys.executable, script, "--store", store_url, "--port", str(p), "--lease-ms", lease],
+            ready_port=p,
+        )
+        for p in ports
+    ]
+    first = servers[0]
+    first_url, other_url = (f"http://127.0.0.1:{p}/mcp" for p in ports)
+    ids = await create_tasks(first_url, "slow_compute", {"seconds": BODY_S}, TASKS)
+    await wait_for_states(
+        first_url, ids, lambda s: all(x.status_message for x in s.values()), timeout_s=30
+    )
+    first.kill()
+    killed_at = time.monotonic()
+    final = await wait_for_states(other_url, ids, all_completed, timeout_s=60)
+    assert time.monotonic() - killed_at <= LEASE_S + 2 + BODY_S + 2
+    texts = {s.call_tool_result().content[0].text for s in final.values()}  # type: ignore[union-attr]
+    assert texts == {f"Computed result after {BODY_S:g}s"}
+
+
+def free_port() -> int:
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
