@@ -40,7 +40,8 @@ NEW_INVARIANTS = (
     "recovery claims without a task id take exactly the crashed tasks, once each, "
     "at generation 2, only after their leases ran out by the store's clock",
     "recovery claimed only this run's tasks; then nothing was left to claim",
-    "every task completes exactly once, with the result of its one applied Complete",
+    "every task completes exactly once, with the result of its one applied Complete, "
+    "written by the holder of its last claim",
     "every late commit with a crashed worker's stale lease is refused (StaleLease) "
     "and changes nothing",
     "claims and releases balance: each claim ends once, by a release after completing "

@@ -485,12 +485,15 @@ def _check_recovery(
         i: [result for outcome, result in done if outcome is Outcome.APPLIED]
         for i, done in phase.completions.items()
     }
+    # Who may complete a task: the holder of its last claim (its worker, or the recovery).
+    holder = {c.task_id: c.worker_id for c in sorted(phase.claims, key=lambda c: c.generation)}
     report.check(
-        "every task completes exactly once, with the result of its one applied Complete",
+        "every task completes exactly once, with the result of its one applied Complete, "
+        "written by the holder of its last claim",
         all(
             len(applied[i]) == 1
             and final[i].status is TaskStatus.COMPLETED
-            and final[i].result == applied[i][0]
+            and final[i].result == applied[i][0] == _result(i, holder.get(i, ""))
             for i in ids
         ),
         f"{len(ids)} tasks, {sum(len(results) for results in applied.values())} "
