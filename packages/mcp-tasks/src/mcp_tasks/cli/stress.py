@@ -47,7 +47,9 @@ from mcp_tasks.domain.models import (
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.opening import (
+    InvalidStoreURL,
     NamespacesNotSupported,
+    UnknownStoreScheme,
     drop_namespace,
     mask_password,
     namespaced_url,
@@ -556,6 +558,27 @@ def print_report(report: Report) -> None:
         print(f"  {'ok ' if item['ok'] else 'FAIL'} {item['name']}{detail}")
 
 
+def _fresh_namespace(url: str) -> str:
+    """A new namespace of the store `url` names, for the claims without a task id.
+
+    Raises:
+        UsageError: the backend has no namespaces.
+        InvalidStoreURL: the backend cannot read `url` (as opening the store would say).
+    """
+    try:
+        return namespaced_url(url, f"stress_{secrets.token_hex(6)}")
+    except NamespacesNotSupported as error:
+        raise UsageError(
+            "this store's backend has no namespaces; the crash-and-recover phase claims "
+            "without a task id, so it only runs in a fresh namespace of its own",
+            hint="give stress a store whose backend supports namespaced_url",
+        ) from error
+    except (UnknownStoreScheme, InvalidStoreURL):
+        raise
+    except ValueError as error:  # the backend's own words, as store_from_url gives them
+        raise InvalidStoreURL(f"{mask_password(url)}: {error}") from error
+
+
 def run(args: argparse.Namespace) -> int:
     if args.tasks < 1 or args.concurrency < 2 or args.lease_ms < 1:
         print(
@@ -564,14 +587,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     url = resolve_store_url(args.store)
-    try:
-        recovery_url = namespaced_url(url, f"stress_{secrets.token_hex(6)}")
-    except NamespacesNotSupported as error:
-        raise UsageError(
-            "this store's backend has no namespaces; the crash-and-recover phase claims "
-            "without a task id, so it only runs in a fresh namespace of its own",
-            hint="give stress a store whose backend supports namespaced_url",
-        ) from error
+    recovery_url = _fresh_namespace(url)
 
     async def main() -> Report:
         async with using_store(url) as store:
