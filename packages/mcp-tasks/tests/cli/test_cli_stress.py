@@ -18,8 +18,11 @@ import pytest
 
 from mcp_tasks import drop_namespace, namespaced_url
 from mcp_tasks.cli import main, stress
-from mcp_tasks.stores.opening import NamespacesNotSupported
-from mcp_tasks_contract.servers import postgres_url
+from mcp_tasks.domain.errors import StoreUnavailable, TaskNotFound
+from mcp_tasks.domain.ids import new_task_id
+from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.stores.opening import NamespacesNotSupported, mask_password, store_from_url
+from mcp_tasks_contract.servers import postgres_url, unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -61,9 +64,24 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         server = request.getfixturevalue("postgres_url")
         url = namespaced_url(server, "mcpt_stress_" + secrets.token_hex(6))
         try:
+            anyio.run(_first_use, url)
+        except StoreUnavailable as error:  # e.g. a configured URL nothing answers on
+            unavailable("PostgreSQL", f"{mask_password(server)} did not answer: {error.__cause__}")
+        try:
             yield url
         finally:
             anyio.run(drop_namespace, url)
+
+
+async def _first_use(url: str) -> None:
+    """One read of a random id on `url` (creating its schema): the server answers."""
+    store = store_from_url(url)
+    try:
+        await store.get(new_task_id(), ANY_OWNER)
+    except TaskNotFound:
+        pass
+    finally:
+        await store.close()
 
 
 def test_stress_invariants_hold(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
