@@ -37,6 +37,8 @@ __all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, els
 pytestmark = pytest.mark.anyio
 
 EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "external_worker"
+#: A hung worker fails the test with its log, however slow the machine (runs take 8-50 s).
+TIMEOUT_S = 180
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -101,33 +103,39 @@ async def test_a_procrastinate_worker_drives_deferred_tasks(
     command += ["--one-shot", "--concurrency=2"]
     worker = None
     try:
-        async with running(server) as url, tasks_client(url, elicitation_callback=publish_yes) as c:
-            first = await start_tool(c, "render", {"scene": "teapot", "frames": 2})
-            second = await start_tool(c, "render", {"scene": "forest", "frames": 10_000})
-            assert isinstance(first, TaskHandle)
-            assert isinstance(second, TaskHandle)
-            assert first.created is not None
-            assert first.created.status_message == "queued for the render farm"
-            # Both jobs are queued before the worker starts: one-shot, it runs them and exits.
-            with log.open("wb") as sink:
-                worker = await anyio.open_process(
-                    command,
-                    env={**os.environ, **example_env, "PYTHONPATH": pythonpath},
-                    stdout=sink,
-                    stderr=sink,
-                )
-            seen: list[TaskState] = []
+        with anyio.fail_after(TIMEOUT_S):
+            async with (
+                running(server) as url,
+                tasks_client(url, elicitation_callback=publish_yes) as c,
+            ):
+                first = await start_tool(c, "render", {"scene": "teapot", "frames": 2})
+                second = await start_tool(c, "render", {"scene": "forest", "frames": 10_000})
+                assert isinstance(first, TaskHandle)
+                assert isinstance(second, TaskHandle)
+                assert first.created is not None
+                assert first.created.status_message == "queued for the render farm"
+                # Both jobs are queued before the worker starts: one-shot, it runs them and exits.
+                with log.open("wb") as sink:
+                    worker = await anyio.open_process(
+                        command,
+                        env={**os.environ, **example_env, "PYTHONPATH": pythonpath},
+                        stdout=sink,
+                        stderr=sink,
+                    )
+                seen: list[TaskState] = []
 
-            async def record(state: TaskState) -> None:
-                seen.append(state)
+                async def record(state: TaskState) -> None:
+                    seen.append(state)
 
-            finished = await first.wait(on_status=record)
-            async for state in second.watch():
-                if state.status_message and state.status_message.startswith("rendered frame"):
-                    await second.cancel()  # the job is on it: cancel mid-render
-            cancelled = await second.get()
-            with anyio.fail_after(60):
+                finished = await first.wait(on_status=record)
+                async for state in second.watch():
+                    if state.status_message and state.status_message.startswith("rendered frame"):
+                        await second.cancel()  # the job is on it: cancel mid-render
+                cancelled = await second.get()
                 code = await worker.wait()
+    except TimeoutError:
+        output = log.read_text() if log.exists() else "(the worker had not started)"
+        pytest.fail(f"no outcome within {TIMEOUT_S} s; the worker's log:\n{output}")
     finally:
         if worker is not None and worker.returncode is None:
             worker.kill()
