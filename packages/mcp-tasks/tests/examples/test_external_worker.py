@@ -1,5 +1,11 @@
-"""The manual-mode example: the server defers, a worker in a SEPARATE process drives the
-task by id through `TaskControl` on a shared SQLite store."""
+"""The manual-mode example: the server defers a procrastinate job, procrastinate's own
+worker (a SEPARATE process) runs it and drives the task by id through `TaskControl` on a
+shared Postgres store.
+
+Each run has its own Postgres schemas, one for the task store and one for procrastinate's
+tables, dropped afterwards (the server comes from ``mcp_tasks_contract.servers``: a missing
+one skips locally and fails when ``CI`` is set).
+"""
 
 from __future__ import annotations
 
@@ -11,17 +17,28 @@ from typing import TYPE_CHECKING
 
 import anyio
 import mcp_types as types
+import psycopg
 import pytest
+from psycopg import sql
 
+from mcp_tasks import drop_namespace, namespaced_url
 from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
 from mcp_tasks.testing import running
+from mcp_tasks_contract import new_namespace
+from mcp_tasks_contract.servers import postgres_url
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from mcp.client.session import ClientRequestContext
+
+__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, else skip/fail in CI
 
 pytestmark = pytest.mark.anyio
 
 EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "external_worker"
+#: A hung worker fails the test with its log, however slow the machine (runs take 8-50 s).
+TIMEOUT_S = 180
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -34,53 +51,108 @@ async def publish_yes(
     return types.ElicitResult(action="accept", content={"publish": True})
 
 
-async def test_a_worker_process_drives_deferred_tasks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture
+async def example_env(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[dict[str, str]]:
+    """The example's environment on fresh schemas: the task store's (``?schema=``) and
+    procrastinate's (created here, its tables applied by the test); both dropped after."""
+    namespace = new_namespace()
+    jobs_schema = f"{namespace}_jobs"
+    env = {
+        "MCP_TASKS_STORE_URL": namespaced_url(postgres_url, namespace),
+        "JOBS_POSTGRES_URL": postgres_url,
+        "JOBS_SCHEMA": jobs_schema,
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.delitem(sys.modules, "worker", raising=False)  # the example's, loaded fresh
+    drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(jobs_schema))
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+        await admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(jobs_schema)))
+        try:
+            yield env
+        finally:
+            sys.modules.pop("worker", None)
+            await admin.execute(drop)
+            await drop_namespace(env["MCP_TASKS_STORE_URL"])
+
+
+async def jobs_in(postgres_url: str, schema: str) -> list[tuple[str, str, dict[str, object]]]:
+    """procrastinate's jobs in ``schema``: (task name, status, arguments), oldest first."""
+    query = sql.SQL("SELECT task_name, status::text, args FROM {}.procrastinate_jobs ORDER BY id")
+    async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
+        cursor = await conn.execute(query.format(sql.Identifier(schema)))
+        return [(name, status, args) for name, status, args in await cursor.fetchall()]
+
+
+async def test_a_procrastinate_worker_drives_deferred_tasks(
+    example_env: dict[str, str], postgres_url: str, tmp_path: Path
 ) -> None:
     """One task is rendered, asks to publish and completes; another is cancelled by the
-    client and the worker stops on it. The worker is a real subprocess on the same store."""
-    pytest.importorskip("mcp_tasks_sqlite", reason="the example needs the SQLite store")
-    store_url = f"sqlite:///{tmp_path / 'tasks.db'}"
-    jobs = tmp_path / "jobs"
-    monkeypatch.setenv("MCP_TASKS_STORE_URL", store_url)
-    monkeypatch.setenv("JOBS_DIR", str(jobs))
-    monkeypatch.syspath_prepend(str(EXAMPLE))
+    client and its job stops on it. procrastinate's worker runs in its own process in
+    one-shot mode: it takes the two queued jobs and exits once both have ended."""
     example = runpy.run_path(str(EXAMPLE / "server.py"))
-    server, tasks = example["mcp"], example["tasks"]
-    worker = await anyio.open_process(
-        [sys.executable, str(EXAMPLE / "worker.py"), "--max-jobs", "2"],
-        env={**os.environ, "MCP_TASKS_STORE_URL": store_url, "JOBS_DIR": str(jobs)},
-        stdout=None,
-        stderr=None,
-    )
+    server, tasks, jobs = example["mcp"], example["tasks"], example["app"]
+    async with jobs.open_async():
+        await jobs.schema_manager.apply_schema_async()
+    log = tmp_path / "worker.log"
+    pythonpath = os.pathsep.join(filter(None, [str(EXAMPLE), os.environ.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "procrastinate", "--app=worker.app", "worker"]
+    command += ["--one-shot", "--concurrency=2"]
+    worker = None
     try:
-        async with running(server) as url, tasks_client(url, elicitation_callback=publish_yes) as c:
-            first = await start_tool(c, "render", {"scene": "teapot", "frames": 2})
-            assert isinstance(first, TaskHandle)
-            assert first.created is not None
-            assert first.created.status_message == "queued for the render farm"
-            seen: list[TaskState] = []
+        with anyio.fail_after(TIMEOUT_S):
+            async with (
+                running(server) as url,
+                tasks_client(url, elicitation_callback=publish_yes) as c,
+            ):
+                first = await start_tool(c, "render", {"scene": "teapot", "frames": 2})
+                second = await start_tool(c, "render", {"scene": "forest", "frames": 10_000})
+                assert isinstance(first, TaskHandle)
+                assert isinstance(second, TaskHandle)
+                assert first.created is not None
+                assert first.created.status_message == "queued for the render farm"
+                # Both jobs are queued before the worker starts: one-shot, it runs them and exits.
+                with log.open("wb") as sink:
+                    worker = await anyio.open_process(
+                        command,
+                        env={**os.environ, **example_env, "PYTHONPATH": pythonpath},
+                        stdout=sink,
+                        stderr=sink,
+                    )
+                seen: list[TaskState] = []
 
-            async def record(state: TaskState) -> None:
-                seen.append(state)
+                async def record(state: TaskState) -> None:
+                    seen.append(state)
 
-            finished = await first.wait(on_status=record)
-
-            second = await start_tool(c, "render", {"scene": "forest", "frames": 10_000})
-            assert isinstance(second, TaskHandle)
-            async for state in second.watch():
-                if state.status_message and state.status_message.startswith("rendered frame"):
-                    await second.cancel()  # the worker is on it: cancel mid-render
-            cancelled = await second.get()
-        with anyio.fail_after(60):
-            code = await worker.wait()
+                finished = await first.wait(on_status=record)
+                async for state in second.watch():
+                    if state.status_message and state.status_message.startswith("rendered frame"):
+                        await second.cancel()  # the job is on it: cancel mid-render
+                cancelled = await second.get()
+                code = await worker.wait()
+    except TimeoutError:
+        output = log.read_text() if log.exists() else "(the worker had not started)"
+        pytest.fail(f"no outcome within {TIMEOUT_S} s; the worker's log:\n{output}")
     finally:
-        if worker.returncode is None:
+        if worker is not None and worker.returncode is None:
             worker.kill()
             await worker.wait()
         await tasks.store.close()
+    output = log.read_text()
     assert finished.status == "completed"
     assert text_of(finished.call_tool_result()) == "rendered teapot (2 frames), published"
     assert any(s.status == "input_required" for s in seen)
     assert cancelled.status == "cancelled"
-    assert code == 0, "the worker stopped on the cancelled task and exited after two jobs"
+    assert code == 0, f"the worker ran both jobs to their end and exited:\n{output}"
+    queued = await jobs_in(postgres_url, example_env["JOBS_SCHEMA"])
+    assert [(name, status) for name, status, _ in queued] == [("render", "succeeded")] * 2
+    assert [args for _, _, args in queued] == [
+        {"task_id": first.task_id, "scene": "teapot", "frames": 2},
+        {"task_id": second.task_id, "scene": "forest", "frames": 10_000},
+    ]
+    assert output.count("Starting job render") == 2, output  # procrastinate logs each job…
+    assert first.task_id not in output  # …but never a task id (a bearer capability)
+    assert second.task_id not in output
