@@ -37,10 +37,16 @@ from mcp_tasks.domain.models import (
     Transition,
     WorkSpec,
 )
-from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.domain.retries import exponential_backoff, fixed_backoff
+from mcp_tasks.domain.rules import ANY_OWNER, lease_of
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.engine import RequestView, TaskEngine, TaskMode, ToolOptions
-from mcp_tasks.runtime.context import TaskCancelled, TaskContext, current_task_context
+from mcp_tasks.runtime.context import (
+    RetryRequested,
+    TaskCancelled,
+    TaskContext,
+    current_task_context,
+)
 from mcp_tasks.runtime.control import Deferred, TaskControl, defer
 from mcp_tasks.runtime.notifier import LocalNotifier, Notifier
 from mcp_tasks.runtime.runner import Runner
@@ -89,6 +95,7 @@ __all__ = [
     "RequestView",
     "RequireInput",
     "Retry",
+    "RetryRequested",
     "RevisionConflict",
     "Runner",
     "StaleLease",
@@ -116,6 +123,9 @@ __all__ = [
     "current_task_context",
     "defer",
     "drop_namespace",
+    "exponential_backoff",
+    "fixed_backoff",
+    "lease_of",
     "namespaced_url",
     "new_task_id",
     "store_from_url",

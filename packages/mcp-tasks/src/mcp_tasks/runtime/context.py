@@ -196,6 +196,12 @@ class TaskContext:
         return None
 
     @property
+    def owner(self) -> str | None:
+        """The principal that created the task (the same on every run, on any process);
+        ``None`` for an unauthenticated caller or a synchronous call."""
+        return None
+
+    @property
     def attempt(self) -> int:
         """How many retries came before this run (0 on the first run; a re-run after a crash
         is not a retry and keeps the count)."""
@@ -323,8 +329,7 @@ class RunningTaskContext(TaskContext):
         attempt: int = 0,
     ) -> None:
         super().__init__(arguments=arguments, input_responses=input_responses)
-        #: The task's owner (the principal that created it), on every run.
-        self.owner = owner
+        self._owner = owner
         self._attempt = attempt
         # The task's client capabilities, from its record (those of the request that
         # created it): a task never asks for an input kind its client did not declare, on
@@ -345,6 +350,10 @@ class RunningTaskContext(TaskContext):
     @property
     def idempotency_key(self) -> str:
         return self._task_id
+
+    @property
+    def owner(self) -> str | None:
+        return self._owner
 
     @property
     def attempt(self) -> int:

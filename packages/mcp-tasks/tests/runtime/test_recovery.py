@@ -1,0 +1,239 @@
+"""Recovery: work nobody holds (its process died, it released it, or a server left it to
+workers) is claimed without an id and run again through its tool's executor, for each way a
+tool is declared: ``Tasks.tool`` on an MCPServer, ``Tasks.register(run=…)`` for any SDK, and
+FastMCP task tools through our FastMCP extension.
+
+"Another process" is a second store handle on the same memory backend: the store is all
+processes share."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import pytest
+from fastmcp import FastMCP
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+
+from mcp_tasks import (
+    ANY_OWNER,
+    MemoryBackend,
+    MemoryTaskStore,
+    NewTask,
+    RequestView,
+    TaskContext,
+    Tasks,
+    TaskStatus,
+    current_task_context,
+    new_task_id,
+)
+from mcp_tasks.runtime.runner import NO_EXECUTOR_ERROR, tool_work
+
+if TYPE_CHECKING:
+    from mcp_tasks.domain.models import TaskRecord
+
+pytestmark = pytest.mark.anyio
+
+TASKS_CAPS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+DEAD_LEASE_MS = 100
+
+
+async def orphan(backend: MemoryBackend, tool: str, arguments: dict[str, Any], **kw: Any) -> str:
+    """A task as a process that died mid-run leaves it: created claimed by that process,
+    whose lease runs out ``DEAD_LEASE_MS`` later and is never renewed nor released."""
+    task_id = new_task_id()
+    await MemoryTaskStore(backend=backend).create(
+        NewTask(
+            task_id=task_id,
+            work=tool_work(tool, arguments, task_id=task_id),
+            claimed_by="dead-process",
+            lease_ms=DEAD_LEASE_MS,
+            **kw,
+        )
+    )
+    return task_id
+
+
+async def finished(store: MemoryTaskStore, task_id: str) -> TaskRecord:
+    with anyio.fail_after(15):
+        while True:
+            record = await store.get(task_id, ANY_OWNER)
+            if record.status.is_terminal:
+                return record
+            await anyio.sleep(0.02)
+
+
+def text_of(record: TaskRecord) -> str:
+    assert record.result is not None
+    content = record.result["content"]
+    assert isinstance(content, list)
+    first = content[0]
+    assert isinstance(first, dict)
+    return str(first["text"])
+
+
+def recovering_tasks(backend: MemoryBackend, **kw: Any) -> Tasks:
+    return Tasks(
+        store=MemoryTaskStore(backend=backend), lease_ms=2_000, recovery_interval_s=0.05, **kw
+    )
+
+
+async def test_an_mcpserver_tool_runs_again_from_the_record_alone() -> None:
+    """A ``Tasks.tool`` task left by a dead process is run by another one once the lease
+    ran out: its arguments, owner and idempotency key (the task id) come from the record;
+    it is claimed at generation 2 and completes once."""
+    backend = MemoryBackend()
+    task_id = await orphan(backend, "double", {"x": 21}, owner="alice")
+    tasks = recovering_tasks(backend)
+    mcp: MCPServer[Any] = MCPServer("b", extensions=[tasks.extension()])
+    seen: list[tuple[str | None, str | None, int]] = []
+
+    @tasks.tool(mcp, mode="required")
+    async def double(x: int, ctx: TaskContext) -> str:
+        seen.append((ctx.idempotency_key, ctx.owner, ctx.attempt))
+        return str(2 * x)
+
+    async with tasks.running():
+        record = await finished(tasks.store, task_id)  # type: ignore[arg-type]
+    assert record.status is TaskStatus.COMPLETED
+    assert text_of(record) == "42"
+    assert record.generation == 2
+    assert seen == [(task_id, "alice", 0)]
+
+
+async def test_a_registered_run_function_is_the_executor() -> None:
+    """``Tasks.register(name, run=…)`` (any SDK, e.g. a low-level Server) runs such a task."""
+    backend = MemoryBackend()
+    task_id = await orphan(backend, "shout", {"word": "hi"})
+    tasks = recovering_tasks(backend)
+
+    async def shout(arguments: Any) -> dict[str, Any]:
+        context = current_task_context()
+        assert context is not None
+        assert context.task_id == task_id
+        return {"content": [{"type": "text", "text": str(arguments["word"]).upper()}]}
+
+    tasks.register("shout", mode="required", run=shout)
+    async with tasks.running():
+        record = await finished(tasks.store, task_id)  # type: ignore[arg-type]
+    assert text_of(record) == "HI"
+
+
+async def test_a_fastmcp_task_tool_runs_again_through_the_bound_server() -> None:
+    """A FastMCP ``task=True`` tool of the server our extension is bound to is found by
+    name when its task is recovered, and run without FastMCP's middleware; its own error is
+    a ``completed`` error result, as on its first run."""
+    backend = MemoryBackend()
+    good = await orphan(backend, "triple", {"x": 5})
+    bad = await orphan(backend, "explode", {})
+    tasks = recovering_tasks(backend)
+    mcp = FastMCP("f")
+    mcp.add_extension(tasks.fastmcp_extension())
+
+    @mcp.tool(task=True)
+    async def triple(x: int) -> str:
+        context = current_task_context()
+        assert context is not None
+        assert context.task_id == good
+        return str(3 * x)
+
+    @mcp.tool(task=True)
+    async def explode() -> str:
+        raise ValueError("kaboom")
+
+    async with tasks.running():
+        done = await finished(tasks.store, good)  # type: ignore[arg-type]
+        failed = await finished(tasks.store, bad)  # type: ignore[arg-type]
+    assert text_of(done) == "15"
+    assert failed.status is TaskStatus.COMPLETED
+    assert failed.result is not None
+    assert failed.result["isError"] is True
+
+
+async def test_a_task_no_executor_here_can_run_fails_at_once() -> None:
+    """A task of a tool this process cannot run again (none registered, or a tool that only
+    has a first-run closure) fails with a fixed message naming no id, and is released."""
+    backend = MemoryBackend()
+    task_id = await orphan(backend, "unknown-tool", {})
+    tasks = recovering_tasks(backend)
+    async with tasks.running():
+        record = await finished(tasks.store, task_id)  # type: ignore[arg-type]
+    assert record.status is TaskStatus.FAILED
+    assert record.error == NO_EXECUTOR_ERROR
+    assert record.claim is None
+
+
+async def test_adopted_bodies_are_bounded_by_max_adopted() -> None:
+    """Six orphans, ``max_adopted=2``: never more than two adopted bodies run at once, and
+    all six complete."""
+    backend = MemoryBackend()
+    ids = [await orphan(backend, "hold", {}) for _ in range(6)]
+    tasks = recovering_tasks(backend, max_adopted=2)
+    running = peak = 0
+
+    async def hold(arguments: Any) -> str:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await anyio.sleep(0.1)
+        running -= 1
+        return "ok"
+
+    tasks.register("hold", run=hold)
+    async with tasks.running():
+        records = [await finished(tasks.store, t) for t in ids]  # type: ignore[arg-type]
+    assert all(r.status is TaskStatus.COMPLETED for r in records)
+    assert peak == 2
+
+
+async def test_a_server_that_runs_no_tasks_leaves_them_to_a_worker() -> None:
+    """``Tasks(run_tasks=False)`` creates the task unclaimed (generation 0) and runs nothing;
+    a worker process (another Tasks on the store) claims and completes it."""
+    backend = MemoryBackend()
+    server = Tasks(store=MemoryTaskStore(backend=backend), run_tasks=False)
+    worker = recovering_tasks(backend)
+    ran_in: list[str] = []
+
+    async def job(arguments: Any) -> str:
+        ran_in.append("worker")
+        return "done"
+
+    server.register("job", mode="required")
+    worker.register("job", mode="required", run=job)
+    view = RequestView(protocol_version="2026-07-28", client_capabilities=TASKS_CAPS)
+
+    async def never() -> Any:
+        raise AssertionError("the server must not run the body")
+
+    async with server.running():
+        created = await server.engine.handle_tool_call(
+            view, name="job", arguments={}, input_responses=None, call_next=never
+        )
+        record = await server.store.get(created["taskId"], ANY_OWNER)
+        assert (record.generation, record.claim) == (0, None)
+        async with worker.running():
+            done = await finished(worker.store, created["taskId"])  # type: ignore[arg-type]
+    assert done.status is TaskStatus.COMPLETED
+    assert ran_in == ["worker"]
+
+
+async def test_a_synchronous_call_asking_for_a_retry_answers_the_bodys_error() -> None:
+    """Without a task there is nothing to retry: ``ctx.retry`` in a synchronous call
+    answers the JSON-RPC error it carries."""
+    tasks = Tasks()
+    tasks.register("sync", mode="forbidden", retry_delays_ms=[10])
+    view = RequestView(protocol_version="2026-07-28", client_capabilities={})
+
+    async def body() -> Any:
+        context = current_task_context()
+        assert context is not None
+        context.retry("try later", code=-32000, data={"after": 10})
+
+    async with tasks.running():
+        with pytest.raises(MCPError) as caught:
+            await tasks.engine.handle_tool_call(
+                view, name="sync", arguments={}, input_responses=None, call_next=body
+            )
+    assert (caught.value.code, caught.value.message) == (-32000, "try later")
+    assert caught.value.error.data == {"after": 10}
