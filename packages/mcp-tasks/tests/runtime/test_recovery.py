@@ -22,10 +22,12 @@ from mcp_tasks import (
     MemoryTaskStore,
     NewTask,
     RequestView,
+    RequireInput,
     TaskContext,
     Tasks,
     TaskStatus,
     current_task_context,
+    lease_of,
     new_task_id,
 )
 from mcp_tasks.runtime.runner import NO_EXECUTOR_ERROR, tool_work
@@ -237,3 +239,39 @@ async def test_a_synchronous_call_asking_for_a_retry_answers_the_bodys_error() -
             )
     assert (caught.value.code, caught.value.message) == (-32000, "try later")
     assert caught.value.error.data == {"after": 10}
+
+
+async def test_a_rerun_gets_its_answered_question_from_the_record() -> None:
+    """A body asked a question, the client answered, then the process died. The re-run asks
+    the same key with the same request: it gets the recorded answer at once, with no new
+    input round (the task never goes back to input_required)."""
+    backend = MemoryBackend()
+    store = MemoryTaskStore(backend=backend)
+    task_id = await orphan(backend, "greet", {})
+    question = {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": "Name?",
+            "requestedSchema": {"type": "object", "properties": {}},
+        },
+    }
+    dead = await store.get(task_id, ANY_OWNER)
+    await store.put_status(task_id, RequireInput({"name": question}), lease=lease_of(dead))
+    await store.update(task_id, None, {"name": {"action": "accept", "content": {"n": "Ada"}}})
+    answered = await store.get(task_id, ANY_OWNER)
+    tasks = recovering_tasks(backend)
+    mcp: MCPServer[Any] = MCPServer("b", extensions=[tasks.extension()])
+
+    @tasks.tool(mcp, mode="required")
+    async def greet(ctx: TaskContext) -> str:
+        answer = await ctx.elicit("name", "Name?", {"type": "object", "properties": {}})
+        content = answer.get("content")
+        assert isinstance(content, dict)
+        return f"hello {content['n']}"
+
+    async with tasks.running():
+        record = await finished(tasks.store, task_id)  # type: ignore[arg-type]
+    assert text_of(record) == "hello Ada"
+    # One write since the answer: the completion (no new input_required in between).
+    assert record.revision == answered.revision + 1

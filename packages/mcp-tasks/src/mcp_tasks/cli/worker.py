@@ -70,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
             for tasks in prepared.tasks:
                 await stack.enter_async_context(tasks.running())
             ids = ", ".join(runner.worker_id for runner in runners)
-            print(f"mcp-tasks: worker {ids} running (store: {stores})", file=sys.stderr)
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                # Only now: a SIGTERM from whoever waited for the banner is handled.
+                print(f"mcp-tasks: worker {ids} running (store: {stores})", file=sys.stderr)
                 async for received in signals:
                     name = signal.Signals(received).name
                     print(f"mcp-tasks: {name}: releasing tasks and stopping", file=sys.stderr)
