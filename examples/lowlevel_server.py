@@ -20,6 +20,8 @@ from mcp.server.lowlevel import Server
 from mcp_tasks import Tasks, current_task_context
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from mcp.server.context import ServerRequestContext
 
 tasks = Tasks()
@@ -49,7 +51,13 @@ async def call_tool(
             content=[types.TextContent(type="text", text=f"Unknown tool {params.name}")],
             is_error=True,
         )
-    text = str((params.arguments or {}).get("text", ""))
+    return await checksum(params.arguments or {})
+
+
+async def checksum(arguments: Mapping[str, Any]) -> types.CallToolResult:
+    """The tool itself, without a request: what a task of it runs again after its process
+    died (``tasks.register(..., run=checksum)``)."""
+    text = str(arguments.get("text", ""))
     task = current_task_context()  # the task's context here, or an inline one
     if task is not None:
         await task.progress(1, 2, "Hashing")
@@ -61,7 +69,7 @@ async def call_tool(
 server: Server[Any] = Server(
     "checksums", lifespan=tasks.lifespan, on_list_tools=list_tools, on_call_tool=call_tool
 )
-tasks.register("checksum", mode="optional", poll_interval_ms=200)
+tasks.register("checksum", mode="optional", poll_interval_ms=200, run=checksum)
 tasks.install(server)  # after the tools/call handler is set: it wraps it
 
 if __name__ == "__main__":
