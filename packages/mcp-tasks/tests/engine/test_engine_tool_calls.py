@@ -225,7 +225,8 @@ async def test_answers_from_rounds_before_the_task_are_persisted_and_replayed() 
         seen.append((context.arguments, context.input_responses))
         return Complete({"content": []})
 
-    second_node = Tasks(store=MemoryTaskStore(backend=first_node.backend))
+    # The body is handed over by hand: no recovery loop may take the task first.
+    second_node = Tasks(store=MemoryTaskStore(backend=first_node.backend), recovery_interval_s=None)
     async with second_node.running():
         await second_node.runner.start(created["taskId"], replay)
         done = await first_node.wait_terminal(created["taskId"])  # the same backend

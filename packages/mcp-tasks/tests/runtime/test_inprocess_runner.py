@@ -1,4 +1,7 @@
-"""The in-process runner: leases, cancellation, input waits, replay and the reaper."""
+"""The in-process runner: leases, cancellation, input waits, replay and the reaper.
+
+These tests hand bodies to the runner themselves (``runner.start``), so their Tasks run no
+recovery loop (tests/runtime/test_recovery.py covers it)."""
 
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ async def test_a_lost_lease_stops_the_body_and_drops_its_outcome() -> None:
     its outcome is not written over the new holder's."""
     clock = ManualClock()
     store = MemoryTaskStore(clock=clock)
-    tasks = Tasks(store=store, lease_ms=300)
+    tasks = Tasks(store=store, lease_ms=300, recovery_interval_s=None)
     started, stopped = anyio.Event(), anyio.Event()
 
     async def body(context: RunningTaskContext) -> StatusChange:
@@ -65,7 +68,7 @@ async def test_progress_and_outcome_are_recorded_with_the_lease() -> None:
     """A body's progress becomes the statusMessage and its outcome the terminal state; the
     claim is released afterwards."""
     store = MemoryTaskStore()
-    tasks = Tasks(store=store)
+    tasks = Tasks(store=store, recovery_interval_s=None)
     messages: list[str | None] = []
 
     async def body(context: RunningTaskContext) -> StatusChange:
@@ -134,7 +137,7 @@ async def test_lifespan_is_reentrant_and_composable() -> None:
 async def test_shutdown_releases_the_claim_of_a_running_body() -> None:
     """Leaving the lifespan stops running bodies and frees their claims for another node."""
     store = MemoryTaskStore()
-    tasks = Tasks(store=store)
+    tasks = Tasks(store=store, recovery_interval_s=None)
     started = anyio.Event()
 
     async def body(context: RunningTaskContext) -> StatusChange:
@@ -160,7 +163,7 @@ async def test_frequent_changes_do_not_postpone_lease_renewal() -> None:
     recorded. No real-time window: a renewal that never comes fails the test."""
     clock = ManualClock()
     store = MemoryTaskStore(clock=clock)
-    tasks = Tasks(store=store, lease_ms=600)  # renewed every 200 ms
+    tasks = Tasks(store=store, lease_ms=600, recovery_interval_s=None)  # renewed every 200 ms
     done = anyio.Event()
 
     async def body(context: RunningTaskContext) -> StatusChange:
