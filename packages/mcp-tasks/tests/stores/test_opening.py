@@ -145,6 +145,15 @@ def test_a_namespace_is_letters_digits_and_underscores(namespace: str) -> None:
         namespaced_url("memory://", namespace)
 
 
+def test_a_url_its_backend_cannot_read_is_invalid_when_namespaced_too() -> None:
+    """namespaced_url says what store_from_url says of a URL the backend cannot read."""
+    with pytest.raises(InvalidStoreURL) as caught:
+        namespaced_url("sqlite://relative.db", "ns1")
+    assert str(caught.value) == (
+        "sqlite://relative.db: A SQLite store URL looks like sqlite:///path/to/tasks.db"
+    )
+
+
 def test_a_store_is_described_by_its_url_with_the_password_masked() -> None:
     store = store_from_url("postgresql://me:secret@db.example:5432/app?schema=jobs")
     assert describe_store(store) == "postgresql://me:***@db.example:5432/app?schema=jobs"

@@ -47,9 +47,7 @@ from mcp_tasks.domain.models import (
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.opening import (
-    InvalidStoreURL,
     NamespacesNotSupported,
-    UnknownStoreScheme,
     drop_namespace,
     mask_password,
     namespaced_url,
@@ -573,10 +571,6 @@ def _fresh_namespace(url: str) -> str:
             "without a task id, so it only runs in a fresh namespace of its own",
             hint="give stress a store whose backend supports namespaced_url",
         ) from error
-    except (UnknownStoreScheme, InvalidStoreURL):
-        raise
-    except ValueError as error:  # the backend's own words, as store_from_url gives them
-        raise InvalidStoreURL(f"{mask_password(url)}: {error}") from error
 
 
 def run(args: argparse.Namespace) -> int:

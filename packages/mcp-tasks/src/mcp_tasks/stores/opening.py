@@ -139,10 +139,23 @@ def store_from_url(url: str | None = None, options: StoreOptions | None = None) 
 
 
 def namespaced_url(url: str, namespace: str) -> str:
-    """``url`` pointed at ``namespace`` of the same backend (see :class:`StoreBackend`)."""
+    """``url`` pointed at ``namespace`` of the same backend (see :class:`StoreBackend`).
+
+    Raises:
+        ValueError: ``namespace`` is not letters, digits and ``_``.
+        UnknownStoreScheme: no installed backend for the URL's scheme.
+        NamespacesNotSupported: the backend has no namespaces.
+        InvalidStoreURL: the backend cannot read the URL (as :func:`store_from_url` says).
+    """
     if not namespace or not all(c.isascii() and (c.isalnum() or c == "_") for c in namespace):
         raise ValueError("A namespace is letters, digits and '_'")
-    return backend_for(url).namespaced(url, namespace)
+    backend = backend_for(url)
+    try:
+        return backend.namespaced(url, namespace)
+    except (InvalidStoreURL, NamespacesNotSupported):
+        raise
+    except ValueError as error:
+        raise InvalidStoreURL(f"{mask_password(url)}: {error}") from error
 
 
 async def drop_namespace(url: str) -> None:
