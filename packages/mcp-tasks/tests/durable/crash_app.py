@@ -1,7 +1,7 @@
 """The app the crash tests serve in two real processes (``mcp-tasks serve`` / ``worker``).
 
 Its store (``CRASH_STORE_URL``) is wrapped so that every write that ENDS a task and was
-applied is appended to ``CRASH_LOG`` (one line: process id, task id, status): the test
+applied is appended to ``CRASH_LOG`` (one line: process id, task id, status, wall time): the test
 counts commits per task across processes. Every start of a body run appends a ``run`` line
 the same way, so the test sees which process ran what (at least once) and that each task
 committed exactly once.
@@ -10,6 +10,7 @@ committed exactly once.
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -53,7 +54,7 @@ class CommitLog:
             task_id, change, lease=lease, expected_revision=expected_revision, event_id=event_id
         )
         if transition.outcome is Outcome.APPLIED and transition.record.status.is_terminal:
-            log("commit", task_id, transition.record.status.value)
+            log("commit", task_id, f"{transition.record.status.value} {time.time():.3f}")
         return transition
 
 

@@ -79,10 +79,13 @@ async def wait_for_runs(processes: Processes, ids: list[str], pid: int, timeout_
     return time.monotonic() - start
 
 
-def assert_committed_once_by(processes: Processes, ids: list[str], pid: int) -> None:
+def assert_committed_once_by(processes: Processes, ids: list[str], pid: int) -> list[float]:
+    """Each task committed exactly once, ``completed``, by ``pid``; returns the commits'
+    wall-clock times."""
     commits = processes.lines("commit")
     assert Counter(t for _, t, _ in commits) == dict.fromkeys(ids, 1), "one commit per task"
-    assert {(p, what) for p, _, what in commits} == {(pid, "completed")}
+    assert {(p, what.split()[0]) for p, _, what in commits} == {(pid, "completed")}
+    return [float(what.split()[1]) for _, _, what in commits]
 
 
 @pytest.mark.parametrize("second", ["serve", "worker"])
@@ -91,7 +94,7 @@ async def test_sigkill_mid_task_another_process_completes_every_task_once(
 ) -> None:
     """Ten 3-second tasks start on process A; A is SIGKILLed mid-task. Process B (a server,
     or a worker) runs each again once A's lease ran out, within lease + 2 s of the kill,
-    and completes it: one commit per task, all by B; the clients poll B."""
+    and commits each completion once, within lease + 2 s + the body's 3 s; clients poll B."""
     lease_ms = str(int(LEASE_S * 1000))
     first = await processes.serve(CRASH_LEASE_MS=lease_ms)
     other = await (processes.serve if second == "serve" else processes.worker)(
@@ -101,7 +104,7 @@ async def test_sigkill_mid_task_another_process_completes_every_task_once(
     ids = await create_tasks(first.url, "slow", {"seconds": BODY_S}, TASKS)
     await wait_for_states(first.url, ids, all_running_in(first.pid), timeout_s=30)
     first.kill()
-    killed_at = time.monotonic()
+    killed_at = time.time()
     assert await first.wait() == -9
     takeover_s = await wait_for_runs(processes, ids, other.pid, timeout_s=60)
     # The poll loop itself adds up to a few hundredths; the bound is the promise.
@@ -109,15 +112,15 @@ async def test_sigkill_mid_task_another_process_completes_every_task_once(
     reader = other.url or (await processes.serve(CRASH_LEASE_MS=lease_ms)).url
     assert reader is not None
     final = await wait_for_states(reader, ids, all_completed, timeout_s=60)
-    done_s = time.monotonic() - killed_at
-    print(f"SIGKILL: takeover {takeover_s:.2f}s, all completed {done_s:.2f}s after the kill")
-    assert done_s <= LEASE_S + 2 + BODY_S + 2, f"completion took {done_s:.2f}s"
+    # When the commits happened (the app's own clock), not when the polls saw them.
+    done_s = max(assert_committed_once_by(processes, ids, other.pid)) - killed_at
+    print(f"SIGKILL: takeover {takeover_s:.2f}s, last commit {done_s:.2f}s after the kill")
+    assert done_s <= LEASE_S + 2 + BODY_S, f"the last commit came {done_s:.2f}s after the kill"
     assert {s.call_tool_result().content[0].text for s in final.values()} == {  # type: ignore[union-attr]
         f"done by {other.pid}"
     }
     runs = Counter((p, t) for p, t, _ in processes.lines("run"))
     assert all(runs[(first.pid, t)] == 1 and runs[(other.pid, t)] == 1 for t in ids)
-    assert_committed_once_by(processes, ids, other.pid)
 
 
 async def test_sigterm_hands_the_work_over_at_once(processes: Processes) -> None:
@@ -179,7 +182,7 @@ async def test_exhausted_retries_fail_with_the_bodys_error(processes: Processes)
     }
     runs = [what for _, t, what in processes.lines("run") if t == task_id]
     assert runs == ["attempt=0", "attempt=1", "attempt=2"]
-    assert [w for _, t, w in processes.lines("commit") if t == task_id] == ["failed"]
+    assert [w.split()[0] for _, t, w in processes.lines("commit") if t == task_id] == ["failed"]
 
 
 async def test_the_conformance_server_as_two_processes(

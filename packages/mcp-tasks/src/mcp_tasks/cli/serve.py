@@ -51,18 +51,35 @@ def port_number(text: str) -> int:
     return value
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def app_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    *,
+    help: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    """A command that loads APP on a store as `serve` does (`serve`, `worker`)."""
     parser = commands.add_parser(
-        "serve",
-        help="serve an app (or the demo tools) with Tasks over Streamable HTTP",
-        description=DESCRIPTION,
+        name,
+        help=help,
+        description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("app", nargs="?", metavar="APP", help="module:attr of the server to serve")
+    parser.add_argument("app", nargs="?", metavar="APP", help="module:attr of the server")
     parser.add_argument(
         "--store",
         metavar="URL",
         help="store URL (default: $MCP_TASKS_STORE_URL or sqlite:///./mcp-tasks.db)",
+    )
+    return parser
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = app_parser(
+        commands,
+        "serve",
+        help="serve an app (or the demo tools) with Tasks over Streamable HTTP",
+        description=DESCRIPTION,
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument(

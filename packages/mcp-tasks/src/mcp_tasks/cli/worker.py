@@ -17,7 +17,7 @@ import anyio
 
 from mcp_tasks.cli._errors import UsageError
 from mcp_tasks.cli._stores import check_reachable
-from mcp_tasks.cli.serve import prepare_app
+from mcp_tasks.cli.serve import app_parser, prepare_app
 from mcp_tasks.runtime.runner import DEFAULT_RECOVERY_INTERVAL_S
 
 if TYPE_CHECKING:
@@ -34,19 +34,11 @@ so another worker or server takes them over at once. A store it cannot reach is 
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    import argparse  # noqa: PLC0415 (only for the formatter)
-
-    parser = commands.add_parser(
+    parser = app_parser(
+        commands,
         "worker",
         help="run an app's task bodies without serving HTTP",
         description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("app", nargs="?", metavar="APP", help="module:attr of the server")
-    parser.add_argument(
-        "--store",
-        metavar="URL",
-        help="store URL (default: $MCP_TASKS_STORE_URL or sqlite:///./mcp-tasks.db)",
     )
     parser.set_defaults(handler=run)
 
