@@ -6,8 +6,12 @@ import secrets
 
 
 def new_task_id() -> str:
-    """A bearer capability: 256 random bits as 43 url-safe characters."""
-    return secrets.token_urlsafe(32)
+    """A bearer capability: 256 random bits as 43 url-safe characters, never starting with
+    ``-`` (a command line would read such an id as an option: ``mcp-tasks get URL -x…``)."""
+    while True:
+        task_id = secrets.token_urlsafe(32)
+        if not task_id.startswith("-"):
+            return task_id
 
 
 def new_token() -> str:
