@@ -28,6 +28,8 @@ KNOWN_EXTRAS: dict[str, str] = {
     "sqlite": "sqlite",
     "postgresql": "postgres",
     "postgres": "postgres",
+    "redis": "redis",
+    "rediss": "redis",
 }
 
 
