@@ -131,7 +131,7 @@ _PICK = (
     _COMMON
     + """
 local now = now_ms()
-local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms(now), 'LIMIT', 0, 256)
+local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms(now))
 for _, id in ipairs(due) do
   redis.call('ZREM', KEYS[2], id)
   local c = redis.call('HGET', ARGV[1] .. id, 'c')
