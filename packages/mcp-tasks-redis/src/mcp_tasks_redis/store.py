@@ -5,8 +5,8 @@ in one cluster slot and every script touches one slot:
 
 * ``{p}:t:<task id>`` — a hash: ``d`` the record (:func:`mcp_tasks.stores.codec.record_to_json`),
   ``v`` its version (from the namespace counter ``{p}:seq``, so a reaped and re-created id
-  never reuses one), ``c`` ``created_at``, ``e`` ``expires_at`` (empty: no TTL), ``a`` the
-  key of the owner's active set;
+  never reuses one), ``a`` the key of the owner's active set, and the fields a claim reads
+  and writes (``_FIELD_NAMES``: times, generation, the claim), which override the doc's;
 * ``{p}:rows`` — every task by ``expires_at`` (``+inf`` without TTL): the row cap counts
   the unexpired ones, ``reap`` takes the expired ones;
 * ``{p}:active:n`` / ``{p}:active:s:<owner>`` — one owner's live tasks by ``expires_at``:
@@ -17,18 +17,21 @@ in one cluster slot and every script touches one slot:
   ``retry_at``), by that time; a claim moves the due ones into ``ready``;
 * ``{p}:retain`` — terminal tasks without TTL by ``last_updated_at`` (``S-REAP``).
 
-Time is the server's (``TIME`` inside the scripts). Writes are optimistic: one script reads
-the record, its version and the server's now; the shared rules (:mod:`mcp_tasks.domain.rules`)
-compute the write; one script applies it (record and indexes) only if the version is
-unchanged, else the store reads again. ``create`` (id check, row cap, per-owner cap, insert)
-and ``reap`` are one script each. Scripts run by SHA; redis-py loads them again on
-``NOSCRIPT``.
+Time is the server's (``TIME`` inside the scripts). ``create`` (id check, row cap,
+per-owner cap, insert), ``claim`` (by id, or the oldest eligible task: ``rules.claimable``
+and ``rules.apply_claim`` restated in Lua on the hash fields) and ``reap`` are one script
+each. The other writes (``update``, ``cancel``, ``put_status``, ``renew``, ``release``) are
+optimistic: one script reads the record, its version and the server's now; the shared
+rules (:mod:`mcp_tasks.domain.rules`) compute the write; one script applies it (record and
+indexes) only if the version is unchanged, else the store reads again. Scripts run by SHA;
+redis-py loads them again on ``NOSCRIPT``.
 """
 
 from __future__ import annotations
 
 import re
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import urlsplit
 
@@ -38,12 +41,14 @@ from redis.exceptions import RedisError
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import (
     DuplicateTaskId,
+    InvalidArgument,
     MCPTasksError,
     StoreUnavailable,
     TaskLimitReached,
 )
+from mcp_tasks.domain.ids import new_token
 from mcp_tasks.domain.jsonsafe import dumps, loads
-from mcp_tasks.domain.models import Claimed, Lease, Outcome, StoreOptions, Transition
+from mcp_tasks.domain.models import Claim, Claimed, Lease, Outcome, StoreOptions, Transition
 from mcp_tasks.domain.states import Event, next_status
 from mcp_tasks.stores.codec import record_from_json, record_to_json
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
@@ -72,10 +77,12 @@ local function now_ms()
 end
 local function ms(n) return string.format('%d', n) end
 -- KEYS: 1 task, 2 seq, 3 rows, 4 active (the owner's), 5 ready, 6 delayed, 7 retain
+-- f (9 strings): the fields a claim reads and writes (_FIELD_NAMES)
 -- idx (5 strings): rows score; active, ready, delayed, retain scores ('' = not a member)
-local function put(id, doc, created, expires, idx)
+local function put(id, doc, f, idx)
   local v = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[1], 'd', doc, 'v', v, 'c', created, 'e', expires, 'a', KEYS[4])
+  redis.call('HSET', KEYS[1], 'd', doc, 'v', v, 'a', KEYS[4], 'c', f[1], 'e', f[2], 'l', f[3],
+    'k', f[4], 'r', f[5], 'g', f[6], 'cw', f[7], 'ct', f[8], 'ce', f[9])
   redis.call('ZADD', KEYS[3], idx[1], id)
   for i = 2, 5 do
     if idx[i] == '' then
@@ -88,62 +95,112 @@ local function put(id, doc, created, expires, idx)
 end
 """
 
-# ARGV: id, doc, created_at, expires_at, max_rows, max_active_per_owner, idx x5
+# The hash fields a claim reads and writes besides the doc (they override the doc's values
+# of the same record fields): c created_at, e expires_at, l ttl_ms, k claimable status with
+# work ('1'/'0'), r retry_at, g generation, cw/ct/ce the claim's worker, token and end.
+_FIELD_NAMES = ("c", "e", "l", "k", "r", "g", "cw", "ct", "ce")
+
+# ARGV: id, max_rows, max_active_per_owner, doc, fields x9, idx x5
 _CREATE = (
     _COMMON
     + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'dup' end
 local now = ms(now_ms())
-if ARGV[5] ~= '' and redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') >= tonumber(ARGV[5]) then
+if ARGV[2] ~= '' and redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') >= tonumber(ARGV[2]) then
   return 'limit'
 end
-if ARGV[6] ~= '' and redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf') >= tonumber(ARGV[6]) then
+if ARGV[3] ~= '' and redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf') >= tonumber(ARGV[3]) then
   return 'limit'
 end
-put(ARGV[1], ARGV[2], ARGV[3], ARGV[4], {ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]})
+put(ARGV[1], ARGV[4], {unpack(ARGV, 5, 13)}, {unpack(ARGV, 14, 18)})
 return 'ok'
 """
 )
 
-# ARGV: id, expected version, doc, created_at, expires_at, idx x5 → 1 written, 0 lost race
+# ARGV: id, expected version, doc, fields x9, idx x5 → 1 written, 0 lost race
 _WRITE = (
     _COMMON
     + """
 if redis.call('HGET', KEYS[1], 'v') ~= ARGV[2] then return 0 end
-put(ARGV[1], ARGV[3], ARGV[4], ARGV[5], {ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]})
+put(ARGV[1], ARGV[3], {unpack(ARGV, 4, 12)}, {unpack(ARGV, 13, 17)})
 return 1
 """
 )
 
-# KEYS: task → {now, version, doc} (version and doc nil when there is no such task)
+_STORED = "'v', 'd', 'c', 'e', 'l', 'k', 'r', 'g', 'cw', 'ct', 'ce'"
+
+# KEYS: task → {now, version, doc, fields x9} (all nil when there is no such task)
 _READ = (
     _COMMON
-    + """
-local f = redis.call('HMGET', KEYS[1], 'v', 'd')
-return {now_ms(), f[1], f[2]}
+    + f"""
+local f = redis.call('HMGET', KEYS[1], {_STORED})
+table.insert(f, 1, now_ms())
+return f
 """
 )
 
-# KEYS: ready, delayed; ARGV: task key prefix → {now} or {now, id, version, doc} of the
-# oldest claimable task. Due delayed tasks move to ready; expired ones leave it for good
-# (no write revives an expired task).
-_PICK = (
+# rules.claimable and rules.apply_claim, on the hash fields: the task at ``key`` is
+# claimed for ``worker`` with ``token`` if eligible at ``now`` → its stored fields after the
+# claim ({now, version, doc, fields x9}); 'bad' (nothing written) for a non-positive lease;
+# nil when it is not eligible. KEYS: 2 seq, 3 rows, 5 ready, 6 delayed.
+_CLAIM_FUNCTION = f"""
+local function claim(key, id, now, worker, token, lease)
+  local f = redis.call('HMGET', key, 'k', 'c', 'e', 'r', 'ce', 'g', 'a')
+  if f[1] ~= '1' then return nil end
+  if f[3] ~= '' and tonumber(f[3]) <= now then return nil end
+  if f[4] ~= '' and tonumber(f[4]) > now then return nil end
+  if f[5] ~= '' and tonumber(f[5]) > now then return nil end
+  if lease <= 0 then return 'bad' end
+  local ends = now + lease
+  local e = f[3]
+  if e ~= '' and tonumber(e) < ends then
+    e = ms(ends)
+    redis.call('HSET', key, 'e', e, 'l', ms(ends - tonumber(f[2])))
+    redis.call('ZADD', KEYS[3], e, id)
+    redis.call('ZADD', f[7], e, id)
+  end
+  local v = redis.call('INCR', KEYS[2])
+  redis.call('HSET', key, 'v', v, 'g', tonumber(f[6]) + 1, 'cw', worker, 'ct', token,
+    'ce', ms(ends), 'r', '')
+  redis.call('ZREM', KEYS[5], id)
+  redis.call('ZADD', KEYS[6], ms(ends), id)
+  local stored = redis.call('HMGET', key, {_STORED})
+  table.insert(stored, 1, now)
+  return stored
+end
+"""
+
+# KEYS: 1 task, 2 seq, 3 rows, 4 (unused), 5 ready, 6 delayed; ARGV: id, worker, token,
+# lease_ms
+_CLAIM_ONE = (
     _COMMON
+    + _CLAIM_FUNCTION
+    + """
+return claim(KEYS[1], ARGV[1], now_ms(), ARGV[2], ARGV[3], tonumber(ARGV[4]))
+"""
+)
+
+# The oldest claimable task (rules.claim_order: ready is ordered by created_at, then id),
+# claimed. Due delayed tasks move to ready first; expired ones leave it for good (no write
+# revives an expired task). KEYS as _CLAIM_ONE; ARGV: task key prefix, worker, token, lease_ms
+_CLAIM_NEXT = (
+    _COMMON
+    + _CLAIM_FUNCTION
     + """
 local now = now_ms()
-local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms(now))
+local due = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', ms(now))
 for _, id in ipairs(due) do
-  redis.call('ZREM', KEYS[2], id)
+  redis.call('ZREM', KEYS[6], id)
   local c = redis.call('HGET', ARGV[1] .. id, 'c')
-  if c then redis.call('ZADD', KEYS[1], c, id) end
+  if c then redis.call('ZADD', KEYS[5], c, id) end
 end
 while true do
-  local head = redis.call('ZRANGE', KEYS[1], 0, 0)
-  if #head == 0 then return {now} end
+  local head = redis.call('ZRANGE', KEYS[5], 0, 0)
+  if #head == 0 then return nil end
   local id = head[1]
-  local f = redis.call('HMGET', ARGV[1] .. id, 'e', 'v', 'd')
-  if f[2] and (f[1] == '' or tonumber(f[1]) > now) then return {now, id, f[2], f[3]} end
-  redis.call('ZREM', KEYS[1], id)
+  local claimed = claim(ARGV[1] .. id, id, now, ARGV[2], ARGV[3], tonumber(ARGV[4]))
+  if claimed then return claimed end
+  redis.call('ZREM', KEYS[5], id)
 end
 """
 )
@@ -189,6 +246,49 @@ def _text(value: object) -> str:
 
 def _score(value: int | None) -> str:
     return "+inf" if value is None else str(value)
+
+
+def _encode(record: TaskRecord) -> list[str | int]:
+    """The doc and the fields of _FIELD_NAMES, as the write scripts store them."""
+    claim = record.claim
+    return [
+        dumps(record_to_json(record)),
+        record.created_at,
+        _blank(record.expires_at),
+        _blank(record.ttl_ms),
+        "1" if record.work is not None and next_status(record.status, Event.CLAIM) else "0",
+        _blank(record.retry_at),
+        record.generation,
+        "" if claim is None else claim.worker_id,
+        "" if claim is None else claim.token,
+        "" if claim is None else claim.expires_at,
+    ]
+
+
+def _decode(stored: list[Any]) -> tuple[TaskRecord | None, str | None]:
+    """The record and its version from ``version, doc, fields x9`` (the doc's values of the
+    fields a claim writes are overridden by the fields)."""
+    version, doc, _created, expires, ttl, _claimable, retry, generation, *claim = stored
+    if version is None:
+        return None, None
+    worker, token, ends = (_text(part) for part in claim)
+    record = replace(
+        record_from_json(loads(doc)),
+        expires_at=_number(expires),
+        ttl_ms=_number(ttl),
+        retry_at=_number(retry),
+        generation=int(generation),
+        claim=Claim(worker, token, int(ends)) if ends else None,
+    )
+    return record, _text(version)
+
+
+def _blank(value: int | None) -> str | int:
+    return "" if value is None else value
+
+
+def _number(value: bytes) -> int | None:
+    return int(value) if value else None
 
 
 def _index(record: TaskRecord) -> list[str]:
@@ -272,7 +372,8 @@ class RedisTaskStore:
                     ("create", _CREATE),
                     ("write", _WRITE),
                     ("read", _READ),
-                    ("pick", _PICK),
+                    ("claim_one", _CLAIM_ONE),
+                    ("claim_next", _CLAIM_NEXT),
                     ("reap", _REAP),
                 )
             }
@@ -300,21 +401,13 @@ class RedisTaskStore:
             self._retain,
         ]
 
-    @staticmethod
-    def _fields(record: TaskRecord) -> list[str | int]:
-        """doc, created_at, expires_at: what the write scripts store beside the indexes."""
-        expires = "" if record.expires_at is None else str(record.expires_at)
-        return [dumps(record_to_json(record)), record.created_at, expires]
-
     async def _read(self, task_id: str) -> tuple[TaskRecord | None, str | None, int]:
-        now, version, doc = await self._run("read", [self._task_key(task_id)], [])
-        if version is None:
-            return None, None, int(now)
-        return record_from_json(loads(doc)), _text(version), int(now)
+        stored = await self._run("read", [self._task_key(task_id)], [])
+        record, version = _decode(stored[1:])
+        return record, version, int(stored[0])
 
     async def _write(self, record: TaskRecord, version: str) -> bool:
-        doc, created, expires = self._fields(record)
-        args: list[str | int] = [record.task_id, version, doc, created, expires, *_index(record)]
+        args: list[str | int] = [record.task_id, version, *_encode(record), *_index(record)]
         return bool(await self._run("write", self._keys(record), args))
 
     async def _modify(
@@ -338,16 +431,12 @@ class RedisTaskStore:
         with _driver_errors():
             seconds, micros = await client.time()
         record = rules.new_record(task, int(seconds) * 1000 + int(micros) // 1000)
-        options = self.options
-        doc, created, expires = self._fields(record)
-        cap, per_owner = options.max_rows, options.max_active_per_owner
+        cap, per_owner = self.options.max_rows, self.options.max_active_per_owner
         args: list[str | int] = [
             task.task_id,
-            doc,
-            created,
-            expires,
             "" if cap is None else cap,
             "" if per_owner is None else per_owner,
+            *_encode(record),
             *_index(record),
         ]
         answer = _text(await self._run("create", self._keys(record), args))
@@ -404,24 +493,24 @@ class RedisTaskStore:
     async def claim(
         self, worker_id: str, *, lease_ms: int, task_id: str | None = None
     ) -> Claimed | None:
-        while True:
-            if task_id is None:
-                picked = await self._run("pick", [self._ready, self._delayed], [self._task_prefix])
-                if len(picked) == 1:
-                    return None
-                now, version = int(picked[0]), _text(picked[2])
-                record: TaskRecord | None = record_from_json(loads(picked[3]))
-            else:
-                record, maybe_version, now = await self._read(task_id)
-                if record is None or maybe_version is None:
-                    return None
-                version = maybe_version
-            assert record is not None
-            if not rules.claimable(record, now):  # by id; or the indexes drifted from the rule
-                return None
-            claimed = rules.apply_claim(record, worker_id, lease_ms, now)
-            if await self._write(claimed.record, version):
-                return claimed
+        """One script: rules.claimable and rules.apply_claim on the stored fields (the
+        oldest eligible task when no id is given, through the ready set)."""
+        token = new_token()
+        # KEYS[4] is not used (it is the owner's active set elsewhere): any key of the slot.
+        keys = [self._task_key(task_id or ""), self._seq, self._rows, self._seq, self._ready]
+        keys.append(self._delayed)
+        if task_id is None:
+            args: list[str | int] = [self._task_prefix, worker_id, token, lease_ms]
+            stored = await self._run("claim_next", keys, args)
+        else:
+            stored = await self._run("claim_one", keys, [task_id, worker_id, token, lease_ms])
+        if stored is None:
+            return None
+        if stored == b"bad":
+            raise InvalidArgument("lease_ms must be positive")
+        record, _ = _decode(stored[1:])
+        assert record is not None
+        return Claimed(record, rules.lease_of(record))
 
     async def renew(self, lease: Lease, *, lease_ms: int) -> Lease:
         def compute(record: TaskRecord | None, now: int) -> tuple[Lease, TaskRecord | None]:
