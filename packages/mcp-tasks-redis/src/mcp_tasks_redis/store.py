@@ -18,13 +18,13 @@ in one cluster slot and every script touches one slot:
 * ``{p}:retain`` — terminal tasks without TTL by ``last_updated_at`` (``S-REAP``).
 
 Time is the server's (``TIME`` inside the scripts). ``create`` (id check, row cap,
-per-owner cap, insert), ``claim`` (by id, or the oldest eligible task: ``rules.claimable``
-and ``rules.apply_claim`` restated in Lua on the hash fields) and ``reap`` are one script
-each. The other writes (``update``, ``cancel``, ``put_status``, ``renew``, ``release``) are
-optimistic: one script reads the record, its version and the server's now; the shared
-rules (:mod:`mcp_tasks.domain.rules`) compute the write; one script applies it (record and
-indexes) only if the version is unchanged, else the store reads again. Scripts run by SHA;
-redis-py loads them again on ``NOSCRIPT``.
+per-owner cap, insert), ``claim`` (by id, or the oldest eligible task), ``renew``,
+``release`` (``rules.claimable``, ``apply_claim``, ``apply_renew`` and ``apply_release``
+restated in Lua on the hash fields) and ``reap`` are one script each. ``update``,
+``cancel`` and ``put_status`` are optimistic: one script reads the record, its version
+and the server's now; the shared rules (:mod:`mcp_tasks.domain.rules`) compute the write;
+one script applies it (record and indexes) only if the version is unchanged, else the
+store reads again. Scripts run by SHA; redis-py loads them again on ``NOSCRIPT``.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from mcp_tasks.domain.errors import (
     DuplicateTaskId,
     InvalidArgument,
     MCPTasksError,
+    StaleLease,
     StoreUnavailable,
     TaskLimitReached,
 )
@@ -202,6 +203,54 @@ while true do
   if claimed then return claimed end
   redis.call('ZREM', KEYS[5], id)
 end
+"""
+)
+
+# rules.apply_renew on the hash fields (the caller has refused a non-positive lease):
+# 'stale' (nothing written) or {now, the claim's new end}. KEYS as _CLAIM_ONE; ARGV: id,
+# token, generation, lease_ms
+_RENEW = (
+    _COMMON
+    + """
+local now = now_ms()
+local f = redis.call('HMGET', KEYS[1], 'k', 'c', 'e', 'ce', 'ct', 'g', 'a')
+if f[1] ~= '1' then return 'stale' end
+if f[3] ~= '' and tonumber(f[3]) <= now then return 'stale' end
+if f[4] == '' or tonumber(f[4]) <= now or f[5] ~= ARGV[2] or f[6] ~= ARGV[3] then
+  return 'stale'
+end
+local ends = now + tonumber(ARGV[4])
+local e = f[3]
+if e ~= '' and tonumber(e) < ends then
+  e = ms(ends)
+  redis.call('HSET', KEYS[1], 'e', e, 'l', ms(ends - tonumber(f[2])))
+  redis.call('ZADD', KEYS[3], e, ARGV[1])
+  redis.call('ZADD', f[7], e, ARGV[1])
+end
+redis.call('HSET', KEYS[1], 'v', redis.call('INCR', KEYS[2]), 'ce', ms(ends))
+redis.call('ZADD', KEYS[6], ms(ends), ARGV[1])
+return {now, ms(ends)}
+"""
+)
+
+# rules.apply_release on the hash fields: the claim freed if the lease is the task's (its
+# token and generation; expired or not), else nothing. KEYS as _CLAIM_ONE; ARGV: id,
+# token, generation
+_RELEASE = (
+    _COMMON
+    + """
+local f = redis.call('HMGET', KEYS[1], 'k', 'c', 'r', 'ce', 'ct', 'g')
+if not f[1] or f[4] == '' or f[5] ~= ARGV[2] or f[6] ~= ARGV[3] then return 0 end
+redis.call('HSET', KEYS[1], 'v', redis.call('INCR', KEYS[2]), 'cw', '', 'ct', '', 'ce', '')
+redis.call('ZREM', KEYS[6], ARGV[1])
+if f[1] == '1' then
+  if f[3] ~= '' then
+    redis.call('ZADD', KEYS[6], f[3], ARGV[1])
+  else
+    redis.call('ZADD', KEYS[5], f[2], ARGV[1])
+  end
+end
+return 1
 """
 )
 
@@ -374,6 +423,8 @@ class RedisTaskStore:
                     ("read", _READ),
                     ("claim_one", _CLAIM_ONE),
                     ("claim_next", _CLAIM_NEXT),
+                    ("renew", _RENEW),
+                    ("release", _RELEASE),
                     ("reap", _REAP),
                 )
             }
@@ -496,9 +547,7 @@ class RedisTaskStore:
         """One script: rules.claimable and rules.apply_claim on the stored fields (the
         oldest eligible task when no id is given, through the ready set)."""
         token = new_token()
-        # KEYS[4] is not used (it is the owner's active set elsewhere): any key of the slot.
-        keys = [self._task_key(task_id or ""), self._seq, self._rows, self._seq, self._ready]
-        keys.append(self._delayed)
+        keys = self._claim_keys(task_id or "")
         if task_id is None:
             args: list[str | int] = [self._task_prefix, worker_id, token, lease_ms]
             stored = await self._run("claim_next", keys, args)
@@ -512,18 +561,26 @@ class RedisTaskStore:
         assert record is not None
         return Claimed(record, rules.lease_of(record))
 
-    async def renew(self, lease: Lease, *, lease_ms: int) -> Lease:
-        def compute(record: TaskRecord | None, now: int) -> tuple[Lease, TaskRecord | None]:
-            renewed = rules.apply_renew(record, lease, lease_ms, now)
-            return renewed.lease, renewed.record
+    def _claim_keys(self, task_id: str) -> list[str]:
+        """The KEYS of the claim, renew and release scripts (KEYS[4] is not used by them:
+        it is the owner's active set elsewhere, so any key of the slot)."""
+        key = self._task_key(task_id)
+        return [key, self._seq, self._rows, self._seq, self._ready, self._delayed]
 
-        return await self._modify(lease.task_id, compute)
+    async def renew(self, lease: Lease, *, lease_ms: int) -> Lease:
+        """One script: rules.apply_renew on the stored fields."""
+        if lease_ms <= 0:
+            raise InvalidArgument("lease_ms must be positive")
+        args: list[str | int] = [lease.task_id, lease.token, lease.generation, lease_ms]
+        renewed = await self._run("renew", self._claim_keys(lease.task_id), args)
+        if renewed == b"stale":
+            raise StaleLease
+        return replace(lease, expires_at=int(renewed[1]))
 
     async def release(self, lease: Lease) -> None:
-        def compute(record: TaskRecord | None, now: int) -> tuple[None, TaskRecord | None]:
-            return None, rules.apply_release(record, lease)
-
-        await self._modify(lease.task_id, compute)
+        """One script: rules.apply_release on the stored fields."""
+        args: list[str | int] = [lease.task_id, lease.token, lease.generation]
+        await self._run("release", self._claim_keys(lease.task_id), args)
 
     async def reap(self, *, limit: int = 500) -> int:
         self._client()
