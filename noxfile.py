@@ -114,8 +114,9 @@ def contract_redis(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Store throughput next to the raw drivers on the same servers, and how long
+    """Store throughput next to the raw drivers on the same servers (SQL, Redis), and how long
     tasks/cancel takes to stop a body over HTTP on each Store (not a gate; the tests assert
     order, never speed). Posargs go to sql_stores.py."""
     session.run("python", "benchmarks/sql_stores.py", *session.posargs)
+    session.run("python", "benchmarks/redis_store.py")
     session.run("python", "benchmarks/cancel_latency.py")
