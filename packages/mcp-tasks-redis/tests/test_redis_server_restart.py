@@ -1,10 +1,12 @@
-"""S-DURABLE through a restart of the Redis server: with ``appendonly yes`` and
-``appendfsync always``, 1 000 tasks in all five statuses are there, unchanged, after the
-server stops and starts, and claims stay valid (closing and reopening a handle is the
-contract suite's S-DURABLE).
+"""A Redis server of the tests' own: S-DURABLE through its restart, and its unix socket.
 
-The machine's shared server keeps nothing on disk, so this module runs a ``redis-server``
-of its own (the binary on PATH) in a temporary directory on a free port.
+With ``appendonly yes`` and ``appendfsync always``, 1 000 tasks in all five statuses are
+there, unchanged, after the server stops and starts, and claims stay valid (closing and
+reopening a handle is the contract suite's S-DURABLE).
+
+The machine's shared server keeps nothing on disk (and listens on TCP only), so this
+module runs a ``redis-server`` of its own (the binary on PATH) in a temporary directory,
+on a free port and a unix socket.
 """
 
 from __future__ import annotations
@@ -20,7 +22,16 @@ from typing import TYPE_CHECKING
 import pytest
 import redis
 
-from mcp_tasks import StoreOptions, StoreUnavailable
+from mcp_tasks import (
+    NewTask,
+    StoreOptions,
+    StoreUnavailable,
+    TaskNotFound,
+    drop_namespace,
+    namespaced_url,
+    new_task_id,
+    store_from_url,
+)
 from mcp_tasks_contract.population import assert_survived, populate, snapshot
 from mcp_tasks_contract.servers import unavailable
 from mcp_tasks_redis import RedisTaskStore
@@ -40,11 +51,13 @@ class OwnRedis:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.socket = directory / "redis.sock"
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         options = {"bind": "127.0.0.1", "port": str(self.port), "dir": str(self._directory)}
         options |= {"appendonly": "yes", "appendfsync": "always", "save": ""}
+        options |= {"unixsocket": str(self.socket), "unixsocketperm": "700"}
         arguments = [part for name, value in options.items() for part in (f"--{name}", value)]
         self._process = subprocess.Popen(
             [self._binary, *arguments],
@@ -124,3 +137,23 @@ async def test_tasks_survive_a_server_restart(own_server: OwnRedis) -> None:
             await fresh.close()
     finally:
         await store.close()
+
+
+async def test_a_unix_socket_url(own_server: OwnRedis) -> None:
+    """redis+unix:///path.sock?db=N opens the store over the server's unix socket; the
+    prefix, namespaced_url and drop_namespace work as over TCP; a ?password= is masked."""
+    url = namespaced_url(f"redis+unix://{own_server.socket}?db=1", "over_socket")
+    store = store_from_url(url)
+    assert isinstance(store, RedisTaskStore)
+    assert store.url == url
+    try:
+        task = await store.create(NewTask(new_task_id()))
+        assert await store.get(task.task_id, None) == task
+        await drop_namespace(url)
+        with pytest.raises(TaskNotFound):
+            await store.get(task.task_id, None)
+    finally:
+        await store.close()
+    secret = store_from_url(f"redis+unix://{own_server.socket}?db=1&password=hunter2")
+    assert "hunter2" not in repr(secret)
+    assert "password=***" in repr(secret)

@@ -65,7 +65,10 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 DEFAULT_PREFIX = "mcp_tasks"
-SCHEMES = ("redis", "rediss")
+SCHEMES = ("redis", "rediss", "redis+unix")
+_MASK = "***"
+#: redis-py's name of a scheme, where it differs from the store URL's.
+_DRIVER_SCHEMES = {"redis+unix": "unix"}
 _PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError, TimeoutError)
 
@@ -370,7 +373,9 @@ class RedisTaskStore:
         if not _PREFIX.fullmatch(prefix):
             raise ValueError("prefix must be letters, digits, '_', '.' or '-'")
         if urlsplit(url).scheme.lower() not in SCHEMES:
-            raise ValueError("A Redis store URL looks like redis://host:6379/0")
+            raise ValueError(
+                "A Redis store URL looks like redis://host:6379/0 or redis+unix:///path.sock"
+            )
         self.connect_url, self.prefix = url, prefix
         self.options = options or StoreOptions()
         self._max_connections = max_connections
@@ -388,8 +393,14 @@ class RedisTaskStore:
 
     @property
     def url(self) -> str:
-        """The URL that opens this store's namespace again (a password masked)."""
-        return mask_password(with_query(self.connect_url, prefix=self.prefix))
+        """The URL that opens this store's namespace again (a password masked, also one
+        given as ``?password=``, redis-py's form for unix sockets)."""
+        url = with_query(self.connect_url, prefix=self.prefix)
+        if query_value(url, "password") is not None:
+            masked = {"password": _MASK, "prefix": None}
+            url = with_query(url, **masked)
+            url = with_query(url, prefix=self.prefix).replace("password=%2A%2A%2A", "password=***")
+        return mask_password(url)
 
     async def __aenter__(self) -> Self:
         return self
@@ -412,7 +423,9 @@ class RedisTaskStore:
             raise StoreUnavailable("The store is closed")
         if self._redis is None:
             self._redis = Redis.from_url(
-                self.connect_url, decode_responses=False, max_connections=self._max_connections
+                _driver_url(self.connect_url),
+                decode_responses=False,
+                max_connections=self._max_connections,
             )
             client = self._redis
             self._scripts = {
@@ -617,9 +630,16 @@ def _written(transition: Transition) -> tuple[Transition, TaskRecord | None]:
     return transition, transition.record if transition.outcome is Outcome.APPLIED else None
 
 
+def _driver_url(url: str) -> str:
+    """``url`` as redis-py reads it (``redis+unix://`` is its ``unix://``)."""
+    scheme, rest = url.split("://", 1)
+    return f"{_DRIVER_SCHEMES.get(scheme.lower(), scheme)}://{rest}"
+
+
 class RedisStoreBackend:
-    """Opens ``redis://[user:password@]host:6379/0`` (or ``rediss://`` for TLS);
-    ``?prefix=NAME`` picks the namespace, the hash tag of every key (default ``mcp_tasks``)."""
+    """Opens ``redis://[user:password@]host:6379/0`` (or ``rediss://`` for TLS, or
+    ``redis+unix:///path/redis.sock?db=0`` for a unix socket); ``?prefix=NAME`` picks the
+    namespace, the hash tag of every key (default ``mcp_tasks``)."""
 
     def open(self, url: str, options: StoreOptions | None = None, /) -> RedisTaskStore:
         connect_url, prefix = _parse(url)
@@ -653,5 +673,5 @@ def from_url(url: str, options: StoreOptions | None = None) -> RedisTaskStore:
     return backend.open(url, options)
 
 
-#: The ``redis`` and ``rediss`` entry points of the ``mcp_tasks.stores`` group.
+#: The ``redis``, ``rediss`` and ``redis+unix`` entry points of the ``mcp_tasks.stores`` group.
 backend = RedisStoreBackend()

@@ -78,6 +78,7 @@ def test_unknown_scheme_points_to_the_entry_point_group() -> None:
         ("postgres://postgres@127.0.0.1/test", "postgres"),
         ("redis://127.0.0.1:6379/0", "redis"),
         ("rediss://127.0.0.1:6379/0", "redis"),
+        ("redis+unix:///run/redis.sock?db=0", "redis"),
     ],
 )
 def test_known_but_missing_store_names_the_exact_install_line(
@@ -135,6 +136,7 @@ async def test_a_named_memory_store_is_shared_until_dropped() -> None:
         ),
         ("redis://h:6379/0", "redis://h:6379/0?prefix=ns1"),
         ("rediss://u:pw@h:6380/2?prefix=a", "rediss://u:pw@h:6380/2?prefix=ns1"),
+        ("redis+unix:///run/redis.sock?db=0", "redis+unix:///run/redis.sock?db=0&prefix=ns1"),
     ],
 )
 def test_the_namespace_is_part_of_the_url(url: str, expected: str) -> None:

@@ -30,6 +30,7 @@ KNOWN_EXTRAS: dict[str, str] = {
     "postgres": "postgres",
     "redis": "redis",
     "rediss": "redis",
+    "redis+unix": "redis",
 }
 
 
