@@ -607,14 +607,14 @@ class RedisTaskStore:
         ]
         return int(await self._run("reap", keys, args))
 
-    # --- namespaces ---------------------------------------------------------------------
 
-    async def _drop_namespace(self) -> None:
-        """Delete every key of this namespace (SCAN over its own hash tag: never on a
-        request path, only for tests and ``drop_namespace``)."""
-        client = self._client()
-        pattern = "{" + self.prefix + "}:*"
-        with _driver_errors():
+async def _drop(connect_url: str, prefix: str) -> None:
+    """Delete every key of namespace ``prefix`` (SCAN over its own hash tag: never on a
+    request path, only for tests and ``drop_namespace``)."""
+    pattern = "{" + prefix + "}:*"
+    with _driver_errors():
+        client = Redis.from_url(_driver_url(connect_url), max_connections=1)
+        try:
             batch: list[Any] = []
             async for key in client.scan_iter(match=pattern, count=1000):
                 batch.append(key)
@@ -623,6 +623,8 @@ class RedisTaskStore:
                     batch = []
             if batch:
                 await client.unlink(*batch)
+        finally:
+            await client.aclose()
 
 
 def _written(transition: Transition) -> tuple[Transition, TaskRecord | None]:
@@ -650,12 +652,7 @@ class RedisStoreBackend:
         return with_query(url, prefix=namespace)
 
     async def drop(self, url: str, /) -> None:
-        connect_url, prefix = _parse(url)
-        store = RedisTaskStore(connect_url, prefix=prefix, max_connections=1)
-        try:
-            await store._drop_namespace()
-        finally:
-            await store.close()
+        await _drop(*_parse(url))
 
 
 def _parse(url: str) -> tuple[str, str]:
