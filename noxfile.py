@@ -14,6 +14,7 @@ nox.options.sessions = [
     "contract-memory",
     "contract-sqlite",
     "contract-postgres",
+    "contract-redis",
     "conformance",
 ]
 
@@ -61,7 +62,7 @@ def tests(session: nox.Session) -> None:
 def packaging(session: nox.Session) -> None:
     """Every distribution's wheel, installed in a fresh venv: demo and contract run there.
 
-    tests/packaging builds each wheel, installs `mcp-tasks[sqlite,postgres]` and
+    tests/packaging builds each wheel, installs `mcp-tasks[sqlite,postgres,redis]` and
     `mcp-tasks-contract` with ours from those wheels and third-party ones from the package
     index, then runs `mcp-tasks demo` and `mcp-tasks contract memory://` outside the clone;
     and checks that every extra of mcp-tasks named anywhere exists.
@@ -104,10 +105,18 @@ def contract_postgres(session: nox.Session) -> None:
     )
 
 
+@nox.session(name="contract-redis")
+def contract_redis(session: nox.Session) -> None:
+    """The shared contract suite against the Redis store (MCP_TASKS_TEST_REDIS_URL; skips
+    without it, fails in CI)."""
+    session.run(*PYTEST, "packages/mcp-tasks-redis/tests/test_contract_redis.py", *session.posargs)
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Store throughput next to the raw drivers on the same servers, and how long
+    """Store throughput next to the raw drivers on the same servers (SQL, Redis), and how long
     tasks/cancel takes to stop a body over HTTP on each Store (not a gate; the tests assert
     order, never speed). Posargs go to sql_stores.py."""
     session.run("python", "benchmarks/sql_stores.py", *session.posargs)
+    session.run("python", "benchmarks/redis_store.py")
     session.run("python", "benchmarks/cancel_latency.py")

@@ -100,8 +100,6 @@ def test_all_brings_every_other_extra() -> None:
 @pytest.mark.parametrize(
     "url",
     [
-        "redis://127.0.0.1:6379/0",
-        "rediss://127.0.0.1:6379/0",
         "mongodb://127.0.0.1:27017/db",
         "mongodb+srv://cluster.example/db",
         "nosuchstore://x",

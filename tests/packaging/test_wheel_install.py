@@ -2,7 +2,7 @@
 
 Builds the wheel of every distribution (each ``packages/*`` directory, ``contract_tests`` and
 any other workspace member, found afresh on every run), installs
-``mcp-tasks[sqlite,postgres]`` and ``mcp-tasks-contract`` into a fresh virtualenv with
+``mcp-tasks[sqlite,postgres,redis]`` and ``mcp-tasks-contract`` into a fresh virtualenv with
 ``--find-links`` (our distributions from those wheels, third-party ones from the package
 index), proves that every installed file of ours is byte for byte the one in our wheel, then
 runs ``mcp-tasks demo`` and ``mcp-tasks contract memory://`` from a folder outside the clone.
@@ -34,9 +34,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 # What the test installs, as a user would type it.
-REQUIREMENTS = ("mcp-tasks[sqlite,postgres]", "mcp-tasks-contract")
+REQUIREMENTS = ("mcp-tasks[sqlite,postgres,redis]", "mcp-tasks-contract")
 # Our distributions those requirements must bring (the rest of ours may or may not come).
-EXPECTED_OURS = {"mcp-tasks", "mcp-tasks-sqlite", "mcp-tasks-postgres", "mcp-tasks-contract"}
+EXPECTED_OURS = {
+    "mcp-tasks",
+    "mcp-tasks-sqlite",
+    "mcp-tasks-postgres",
+    "mcp-tasks-redis",
+    "mcp-tasks-contract",
+}
 
 # Variables of the calling environment (e.g. `uv run`'s workspace venv) that would let the
 # clone or another environment leak into the fresh one.

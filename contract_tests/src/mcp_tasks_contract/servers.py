@@ -12,7 +12,11 @@ used:
    ``CI`` is set, so CI can never pass by skipping a backend (the repository's root
    ``conftest.py`` also fails a CI run in which any test skipped).
 
-Use the session fixtures in a conftest: ``from mcp_tasks_contract.servers import postgres_url``.
+Use the session fixtures in a conftest: ``from mcp_tasks_contract.servers import postgres_url``
+(or ``redis_url``).
+
+Redis has only steps 1 and 4 so far: ``MCP_TASKS_TEST_REDIS_URL`` (``.ci/run`` sets it to
+the machine's own server), answered by a ``PING``, else skip (fail in CI).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 POSTGRES_URL_ENV = "MCP_TASKS_TEST_POSTGRES_URL"
+REDIS_URL_ENV = "MCP_TASKS_TEST_REDIS_URL"
 
 
 def unavailable(backend: str, how: str) -> NoReturn:
@@ -133,3 +138,32 @@ def postgres_url() -> Iterator[str]:
     """A PostgreSQL server URL for the whole test session (each test uses its own schema)."""
     with postgres_server() as url:
         yield url
+
+
+def _redis_answers(url: str) -> str | None:
+    """Why the Redis server at ``url`` does not answer a PING, or ``None`` when it does."""
+    try:
+        redis: Any = importlib.import_module("redis")
+    except ImportError:
+        return "the redis package is not installed"
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as exc:  # any failure means: no usable server
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A Redis server URL for the whole test session (each test uses its own key prefix)."""
+    url = os.environ.get(REDIS_URL_ENV)
+    if not url:
+        unavailable("Redis", f"set {REDIS_URL_ENV}, e.g. redis://127.0.0.1:6379/0")
+    problem = _redis_answers(url)
+    if problem is not None:
+        unavailable("Redis", f"{REDIS_URL_ENV} does not answer ({problem})")
+    return url

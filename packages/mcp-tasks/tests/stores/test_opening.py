@@ -76,6 +76,9 @@ def test_unknown_scheme_points_to_the_entry_point_group() -> None:
         ("sqlite:///tasks.db", "sqlite"),
         ("postgresql://postgres@127.0.0.1/test", "postgres"),
         ("postgres://postgres@127.0.0.1/test", "postgres"),
+        ("redis://127.0.0.1:6379/0", "redis"),
+        ("rediss://127.0.0.1:6379/0", "redis"),
+        ("redis+unix:///run/redis.sock?db=0", "redis"),
     ],
 )
 def test_known_but_missing_store_names_the_exact_install_line(
@@ -93,7 +96,7 @@ def test_known_but_missing_store_names_the_exact_install_line(
     assert url.split("://", 1)[1] not in str(caught.value)
 
 
-@pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/0", "mongodb://127.0.0.1:27017/db"])
+@pytest.mark.parametrize("url", ["mongodb://127.0.0.1:27017/db"])
 def test_no_install_line_names_an_extra_that_does_not_exist(url: str) -> None:
     """Only extras that exist are named: schemes of stores not built yet get the generic
     answer, with no pip install line."""
@@ -131,11 +134,14 @@ async def test_a_named_memory_store_is_shared_until_dropped() -> None:
             "postgresql://u@h/db?schema=a&sslmode=disable",
             "postgresql://u@h/db?sslmode=disable&schema=ns1",
         ),
+        ("redis://h:6379/0", "redis://h:6379/0?prefix=ns1"),
+        ("rediss://u:pw@h:6380/2?prefix=a", "rediss://u:pw@h:6380/2?prefix=ns1"),
+        ("redis+unix:///run/redis.sock?db=0", "redis+unix:///run/redis.sock?db=0&prefix=ns1"),
     ],
 )
 def test_the_namespace_is_part_of_the_url(url: str, expected: str) -> None:
     """Each backend names its namespace in the URL: a memory name, a SQLite table prefix, a
-    Postgres schema; the rest of the URL is kept."""
+    Postgres schema, a Redis key prefix; the rest of the URL is kept."""
     assert namespaced_url(url, "ns1") == expected
 
 

@@ -28,6 +28,9 @@ KNOWN_EXTRAS: dict[str, str] = {
     "sqlite": "sqlite",
     "postgresql": "postgres",
     "postgres": "postgres",
+    "redis": "redis",
+    "rediss": "redis",
+    "redis+unix": "redis",
 }
 
 
