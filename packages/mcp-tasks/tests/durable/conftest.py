@@ -19,12 +19,12 @@ import anyio.abc
 import pytest
 
 from mcp_tasks import drop_namespace, namespaced_url
-from mcp_tasks_contract.servers import postgres_url
+from mcp_tasks_contract.servers import postgres_url, redis_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-__all__ = ["postgres_url"]
+__all__ = ["postgres_url", "redis_url"]
 
 HERE = Path(__file__).resolve().parent
 READY = re.compile(r"mcp-tasks: (serving on (?P<url>http://\S+)|worker .* running)")
@@ -142,13 +142,15 @@ class Processes:
                 process.kill()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "redis"])
 async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """A durable store two processes share: a SQLite file, or a fresh Postgres schema."""
+    """A durable store two processes share: a SQLite file, a fresh Postgres schema, a fresh
+    Redis key prefix."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'tasks.db'}"
         return
-    url = namespaced_url(request.getfixturevalue("postgres_url"), "crash_" + secrets.token_hex(6))
+    server = request.getfixturevalue(f"{request.param}_url")
+    url = namespaced_url(server, "crash_" + secrets.token_hex(6))
     try:
         yield url
     finally:
