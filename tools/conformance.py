@@ -2,10 +2,11 @@
 
 For each Store that is available here (memory always; sqlite when ``mcp_tasks_sqlite`` is
 installed; postgres when ``mcp_tasks_postgres`` is and ``MCP_TASKS_CONFORMANCE_POSTGRES_URL``
-or ``MCP_TASKS_TEST_POSTGRES_URL`` is set) this starts
+or ``MCP_TASKS_TEST_POSTGRES_URL`` is set; redis when ``mcp_tasks_redis`` is and
+``MCP_TASKS_CONFORMANCE_REDIS_URL`` or ``MCP_TASKS_TEST_REDIS_URL`` is set) this starts
 ``examples/conformance_server.py`` on a free port, runs every scenario, reads each
-``checks.json`` and exits non-zero on any FAILURE, and, when ``CI`` is set, when the SQLite
-or Postgres store could not run. Node 22 and the pinned runner come from
+``checks.json`` and exits non-zero on any FAILURE, and, when ``CI`` is set, when the SQLite,
+Postgres or Redis store could not run. Node 22 and the pinned runner come from
 the npm registry into ``.cache/conformance/`` (gitignored), once.
 """
 
@@ -97,12 +98,21 @@ def stores() -> dict[str, str]:
         from mcp_tasks import namespaced_url  # noqa: PLC0415 (the backend is installed)
 
         found["postgres"] = namespaced_url(postgres, CONFORMANCE_SCHEMA)
+    redis = os.environ.get(
+        "MCP_TASKS_CONFORMANCE_REDIS_URL", os.environ.get("MCP_TASKS_TEST_REDIS_URL")
+    )
+    if redis and importlib.util.find_spec("mcp_tasks_redis") is not None:
+        from mcp_tasks import namespaced_url  # noqa: PLC0415 (the backend is installed)
+
+        # A fresh key prefix each run (dropped afterwards), for the same reason.
+        found["redis"] = namespaced_url(redis, CONFORMANCE_SCHEMA)
     return found
 
 
 def drop_schema(url: str) -> None:
-    """Drop this run's Postgres schema; ``url`` is the store URL ``stores()`` built."""
-    import asyncio  # noqa: PLC0415 (only when Postgres ran)
+    """Drop this run's Postgres schema or Redis prefix; ``url`` is the store URL ``stores()``
+    built."""
+    import asyncio  # noqa: PLC0415 (only when Postgres or Redis ran)
 
     from mcp_tasks import drop_namespace  # noqa: PLC0415
 
@@ -190,7 +200,7 @@ def run_store(
         if url.startswith("sqlite:///"):
             for suffix in ("", "-wal", "-shm"):
                 (ROOT / (url.removeprefix("sqlite:///") + suffix)).unlink(missing_ok=True)
-        if name == "postgres":
+        if name in ("postgres", "redis"):
             drop_schema(url)
     return successes, scored, failures
 
@@ -201,7 +211,7 @@ def main() -> int:
     failed = False
     summary = []
     found = stores()
-    missing = [name for name in ("sqlite", "postgres") if name not in found]
+    missing = [name for name in ("sqlite", "postgres", "redis") if name not in found]
     if missing and os.environ.get("CI"):
         # In CI every Store must be proven; a missing one is a failure, not a quiet skip.
         print(f"FAILURE: no {' and no '.join(missing)} store to run (see this module's docstring)")
