@@ -49,7 +49,7 @@ from mcp_tasks.domain.errors import (
 )
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks.domain.jsonsafe import dumps, loads
-from mcp_tasks.domain.models import Claim, Claimed, Lease, Outcome, StoreOptions, Transition
+from mcp_tasks.domain.models import Claim, Claimed, Lease, StoreOptions, Transition
 from mcp_tasks.domain.states import Event, next_status
 from mcp_tasks.stores.codec import record_from_json, record_to_json
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
@@ -517,18 +517,11 @@ class RedisTaskStore:
     async def update(
         self, task_id: str, owner: OwnerArg, input_responses: Mapping[str, object]
     ) -> Transition:
-        return await self._modify(
-            task_id, lambda r, now: _written(rules.apply_update(r, owner, input_responses, now))
-        )
+        return await self._modify(task_id, rules.update_write(owner, input_responses))
 
     async def cancel(self, task_id: str, owner: OwnerArg) -> Transition:
         retention = self.options.result_retention_ms
-        return await self._modify(
-            task_id,
-            lambda r, now: _written(
-                rules.apply_cancel(r, owner, now, result_retention_ms=retention)
-            ),
-        )
+        return await self._modify(task_id, rules.cancel_write(owner, result_retention_ms=retention))
 
     async def put_status(
         self,
@@ -539,20 +532,14 @@ class RedisTaskStore:
         expected_revision: int | None = None,
         event_id: str | None = None,
     ) -> Transition:
-        def compute(record: TaskRecord | None, now: int) -> tuple[Transition, TaskRecord | None]:
-            return _written(
-                rules.apply_put(
-                    record,
-                    change,
-                    now,
-                    result_retention_ms=self.options.result_retention_ms,
-                    lease=lease,
-                    expected_revision=expected_revision,
-                    event_id=event_id,
-                )
-            )
-
-        return await self._modify(task_id, compute)
+        write = rules.put_write(
+            change,
+            result_retention_ms=self.options.result_retention_ms,
+            lease=lease,
+            expected_revision=expected_revision,
+            event_id=event_id,
+        )
+        return await self._modify(task_id, write)
 
     async def claim(
         self, worker_id: str, *, lease_ms: int, task_id: str | None = None
@@ -625,11 +612,6 @@ async def _drop(connect_url: str, prefix: str) -> None:
                 await client.unlink(*batch)
         finally:
             await client.aclose()
-
-
-def _written(transition: Transition) -> tuple[Transition, TaskRecord | None]:
-    """A transition and the record to persist: only an applied change writes."""
-    return transition, transition.record if transition.outcome is Outcome.APPLIED else None
 
 
 def _driver_url(url: str) -> str:

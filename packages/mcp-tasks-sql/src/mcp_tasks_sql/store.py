@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self, TypeVar
 
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
-from mcp_tasks.domain.models import Claimed, Lease, Outcome, StoreOptions, Transition
+from mcp_tasks.domain.models import Claimed, Lease, StoreOptions, Transition
 from mcp_tasks_sql.codec import from_row, to_row
 from mcp_tasks_sql.connection import Executor, Mode, Row
 
@@ -191,18 +191,11 @@ class SQLTaskStore:
     async def update(
         self, task_id: str, owner: OwnerArg, input_responses: Mapping[str, object]
     ) -> Transition:
-        return await self._modify(
-            task_id, lambda r, now: _written(rules.apply_update(r, owner, input_responses, now))
-        )
+        return await self._modify(task_id, rules.update_write(owner, input_responses))
 
     async def cancel(self, task_id: str, owner: OwnerArg) -> Transition:
         retention = self.options.result_retention_ms
-        return await self._modify(
-            task_id,
-            lambda r, now: _written(
-                rules.apply_cancel(r, owner, now, result_retention_ms=retention)
-            ),
-        )
+        return await self._modify(task_id, rules.cancel_write(owner, result_retention_ms=retention))
 
     async def put_status(
         self,
@@ -213,20 +206,14 @@ class SQLTaskStore:
         expected_revision: int | None = None,
         event_id: str | None = None,
     ) -> Transition:
-        def compute(record: TaskRecord | None, now: int) -> tuple[Transition, TaskRecord | None]:
-            return _written(
-                rules.apply_put(
-                    record,
-                    change,
-                    now,
-                    result_retention_ms=self.options.result_retention_ms,
-                    lease=lease,
-                    expected_revision=expected_revision,
-                    event_id=event_id,
-                )
-            )
-
-        return await self._modify(task_id, compute)
+        write = rules.put_write(
+            change,
+            result_retention_ms=self.options.result_retention_ms,
+            lease=lease,
+            expected_revision=expected_revision,
+            event_id=event_id,
+        )
+        return await self._modify(task_id, write)
 
     async def claim(
         self, worker_id: str, *, lease_ms: int, task_id: str | None = None
@@ -300,8 +287,3 @@ class SQLTaskStore:
         values = values_of(record)
         values["task_id"], values["row_version"] = record.task_id, row_version
         return await db.execute(self._sql.cas, values) == 1
-
-
-def _written(transition: Transition) -> tuple[Transition, TaskRecord | None]:
-    """A transition and the record to persist: only an applied change writes."""
-    return transition, transition.record if transition.outcome is Outcome.APPLIED else None

@@ -55,7 +55,11 @@ from mcp_tasks.domain.models import (
 from mcp_tasks.domain.states import Event, TaskStatus, next_status
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
+
+    #: A read-modify-write of one task: (current record or None, store now) → what the
+    #: caller gets, and the record to persist (None: write nothing).
+    Write = Callable[[TaskRecord | None, int], tuple[Transition, TaskRecord | None]]
 
 
 class _AnyOwner:
@@ -439,3 +443,45 @@ def apply_release(record: TaskRecord | None, lease: Lease) -> TaskRecord | None:
     ):
         return None
     return replace(record, claim=None)
+
+
+# --- the writes of update, cancel and put_status, for read-modify-write backends ---------
+
+
+def written(transition: Transition) -> tuple[Transition, TaskRecord | None]:
+    """A transition and the record to persist: only an applied change writes."""
+    return transition, transition.record if transition.outcome is Outcome.APPLIED else None
+
+
+def update_write(owner: OwnerArg, input_responses: Mapping[str, object]) -> Write:
+    """``update`` as a read-modify-write (:func:`apply_update`)."""
+    return lambda record, now: written(apply_update(record, owner, input_responses, now))
+
+
+def cancel_write(owner: OwnerArg, *, result_retention_ms: int) -> Write:
+    """``cancel`` as a read-modify-write (:func:`apply_cancel`)."""
+    return lambda record, now: written(
+        apply_cancel(record, owner, now, result_retention_ms=result_retention_ms)
+    )
+
+
+def put_write(
+    change: StatusChange,
+    *,
+    result_retention_ms: int,
+    lease: Lease | None = None,
+    expected_revision: int | None = None,
+    event_id: str | None = None,
+) -> Write:
+    """``put_status`` as a read-modify-write (:func:`apply_put`)."""
+    return lambda record, now: written(
+        apply_put(
+            record,
+            change,
+            now,
+            result_retention_ms=result_retention_ms,
+            lease=lease,
+            expected_revision=expected_revision,
+            event_id=event_id,
+        )
+    )
