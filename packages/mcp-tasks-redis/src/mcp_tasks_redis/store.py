@@ -1,12 +1,18 @@
-"""The Redis Store: one JSON document per task, sorted sets as indexes, Lua for atomicity.
+"""The Redis Store: one hash per task, sorted sets as indexes, one Lua script per operation.
 
 Keys of one namespace (``prefix``) all share the hash tag ``{prefix}``, so a namespace lives
 in one cluster slot and every script touches one slot:
 
-* ``{p}:t:<task id>`` — a hash: ``d`` the record (:func:`mcp_tasks.stores.codec.record_to_json`),
-  ``v`` its version (from the namespace counter ``{p}:seq``, so a reaped and re-created id
-  never reuses one), ``a`` the key of the owner's active set, and the fields a claim reads
-  and writes (``_FIELD_NAMES``: times, generation, the claim), which override the doc's;
+* ``{p}:t:<task id>`` — a hash. Scalars: ``s`` status, ``n`` revision, ``c`` created_at,
+  ``u`` last_updated_at, ``e`` expires_at, ``l`` ttl_ms, ``m`` status message (absent:
+  none), ``at`` attempt, ``r`` retry_at, ``g`` generation, ``cw``/``ct``/``ce`` the claim's
+  worker, token and end, ``qn`` how many input requests are outstanding, ``w`` has work,
+  ``rd`` the work's retry delays, ``o`` the owner (absent: none), ``a`` the key of the
+  owner's active set. JSON texts the scripts never parse: ``x`` what never changes after
+  ``create`` (id, owner, poll interval, work, client capabilities), ``res`` the result,
+  ``err`` the error, ``q:<key>`` an outstanding input request, ``i:<key>`` an answer;
+  ``d:<key>`` the digest of every request ever asked; ``ev`` the recent event ids (JSON
+  the store writes itself). ``''`` is "none" for a scalar time.
 * ``{p}:rows`` — every task by ``expires_at`` (``+inf`` without TTL): the row cap counts
   the unexpired ones, ``reap`` takes the expired ones;
 * ``{p}:active:n`` / ``{p}:active:s:<owner>`` — one owner's live tasks by ``expires_at``:
@@ -17,14 +23,11 @@ in one cluster slot and every script touches one slot:
   ``retry_at``), by that time; a claim moves the due ones into ``ready``;
 * ``{p}:retain`` — terminal tasks without TTL by ``last_updated_at`` (``S-REAP``).
 
-Time is the server's (``TIME`` inside the scripts). ``create`` (id check, row cap,
-per-owner cap, insert), ``claim`` (by id, or the oldest eligible task), ``renew``,
-``release`` (``rules.claimable``, ``apply_claim``, ``apply_renew`` and ``apply_release``
-restated in Lua on the hash fields) and ``reap`` are one script each. ``update``,
-``cancel`` and ``put_status`` are optimistic: one script reads the record, its version
-and the server's now; the shared rules (:mod:`mcp_tasks.domain.rules`) compute the write;
-one script applies it (record and indexes) only if the version is unchanged, else the
-store reads again. Scripts run by SHA; redis-py loads them again on ``NOSCRIPT``.
+Every operation is one script (:mod:`mcp_tasks_redis.scripts`), one round trip, with the
+server's clock; ``get`` too (the record and the server's now). Scripts run by SHA; redis-py
+loads them again on ``NOSCRIPT``. A hash also expires by itself (``PEXPIREAT``) a minute
+after its ``expires_at``: a janitor for a namespace no reaper serves, never what makes a
+task missing.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
@@ -40,29 +43,50 @@ from redis.exceptions import RedisError
 
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import (
+    DuplicateInputKeys,
     DuplicateTaskId,
+    EventIdReused,
     InvalidArgument,
+    InvalidTransition,
     MCPTasksError,
+    NotJSONSafe,
     StaleLease,
     StoreUnavailable,
     TaskLimitReached,
+    TaskNotFound,
 )
 from mcp_tasks.domain.ids import new_token
-from mcp_tasks.domain.jsonsafe import dumps, loads
-from mcp_tasks.domain.models import Claim, Claimed, Lease, StoreOptions, Transition
-from mcp_tasks.domain.states import Event, next_status
-from mcp_tasks.stores.codec import record_from_json, record_to_json
+from mcp_tasks.domain.jsonsafe import dumps, ensure_json, loads
+from mcp_tasks.domain.models import (
+    Claim,
+    Claimed,
+    Complete,
+    Fail,
+    Outcome,
+    Progress,
+    RecordedEvent,
+    RequireInput,
+    Retry,
+    RevisionConflict,
+    StoreOptions,
+    TaskRecord,
+    Transition,
+    WorkSpec,
+    input_digest,
+)
+from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
+from mcp_tasks_redis import scripts
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Iterator, Mapping
 
     from redis.commands.core import AsyncScript
 
-    from mcp_tasks.domain.models import NewTask, StatusChange, TaskRecord
+    from mcp_tasks.domain.jsonsafe import JSONObject
+    from mcp_tasks.domain.models import Lease, NewTask, StatusChange
     from mcp_tasks.domain.rules import OwnerArg
-
-R = TypeVar("R")
 
 DEFAULT_PREFIX = "mcp_tasks"
 SCHEMES = ("redis", "rediss", "redis+unix")
@@ -71,214 +95,26 @@ _MASK = "***"
 _DRIVER_SCHEMES = {"redis+unix": "unix"}
 _PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError, TimeoutError)
-
-# --- the scripts ------------------------------------------------------------------------
-
-_COMMON = """
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function ms(n) return string.format('%d', n) end
--- KEYS: 1 task, 2 seq, 3 rows, 4 active (the owner's), 5 ready, 6 delayed, 7 retain
--- f (9 strings): the fields a claim reads and writes (_FIELD_NAMES)
--- idx (5 strings): rows score; active, ready, delayed, retain scores ('' = not a member)
-local function put(id, doc, f, idx)
-  local v = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[1], 'd', doc, 'v', v, 'a', KEYS[4], 'c', f[1], 'e', f[2], 'l', f[3],
-    'k', f[4], 'r', f[5], 'g', f[6], 'cw', f[7], 'ct', f[8], 'ce', f[9])
-  redis.call('ZADD', KEYS[3], idx[1], id)
-  for i = 2, 5 do
-    if idx[i] == '' then
-      redis.call('ZREM', KEYS[i + 2], id)
-    else
-      redis.call('ZADD', KEYS[i + 2], idx[i], id)
-    end
-  end
-  return v
-end
-"""
-
-# The hash fields a claim reads and writes besides the doc (they override the doc's values
-# of the same record fields): c created_at, e expires_at, l ttl_ms, k claimable status with
-# work ('1'/'0'), r retry_at, g generation, cw/ct/ce the claim's worker, token and end.
-_FIELD_NAMES = ("c", "e", "l", "k", "r", "g", "cw", "ct", "ce")
-
-# ARGV: id, max_rows, max_active_per_owner, doc, fields x9, idx x5
-_CREATE = (
-    _COMMON
-    + """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 'dup' end
-local now = ms(now_ms())
-if ARGV[2] ~= '' and redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') >= tonumber(ARGV[2]) then
-  return 'limit'
-end
-if ARGV[3] ~= '' and redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf') >= tonumber(ARGV[3]) then
-  return 'limit'
-end
-put(ARGV[1], ARGV[4], {unpack(ARGV, 5, 13)}, {unpack(ARGV, 14, 18)})
-return 'ok'
-"""
-)
-
-# ARGV: id, expected version, doc, fields x9, idx x5 → 1 written, 0 lost race
-_WRITE = (
-    _COMMON
-    + """
-if redis.call('HGET', KEYS[1], 'v') ~= ARGV[2] then return 0 end
-put(ARGV[1], ARGV[3], {unpack(ARGV, 4, 12)}, {unpack(ARGV, 13, 17)})
-return 1
-"""
-)
-
-_STORED = "'v', 'd', 'c', 'e', 'l', 'k', 'r', 'g', 'cw', 'ct', 'ce'"
-
-# KEYS: task → {now, version, doc, fields x9} (all nil when there is no such task)
-_READ = (
-    _COMMON
-    + f"""
-local f = redis.call('HMGET', KEYS[1], {_STORED})
-table.insert(f, 1, now_ms())
-return f
-"""
-)
-
-# rules.claimable and rules.apply_claim, on the hash fields: the task at ``key`` is
-# claimed for ``worker`` with ``token`` if eligible at ``now`` → its stored fields after the
-# claim ({now, version, doc, fields x9}); 'bad' (nothing written) for a non-positive lease;
-# nil when it is not eligible. KEYS: 2 seq, 3 rows, 5 ready, 6 delayed.
-_CLAIM_FUNCTION = f"""
-local function claim(key, id, now, worker, token, lease)
-  local f = redis.call('HMGET', key, 'k', 'c', 'e', 'r', 'ce', 'g', 'a')
-  if f[1] ~= '1' then return nil end
-  if f[3] ~= '' and tonumber(f[3]) <= now then return nil end
-  if f[4] ~= '' and tonumber(f[4]) > now then return nil end
-  if f[5] ~= '' and tonumber(f[5]) > now then return nil end
-  if lease <= 0 then return 'bad' end
-  local ends = now + lease
-  local e = f[3]
-  if e ~= '' and tonumber(e) < ends then
-    e = ms(ends)
-    redis.call('HSET', key, 'e', e, 'l', ms(ends - tonumber(f[2])))
-    redis.call('ZADD', KEYS[3], e, id)
-    redis.call('ZADD', f[7], e, id)
-  end
-  local v = redis.call('INCR', KEYS[2])
-  redis.call('HSET', key, 'v', v, 'g', tonumber(f[6]) + 1, 'cw', worker, 'ct', token,
-    'ce', ms(ends), 'r', '')
-  redis.call('ZREM', KEYS[5], id)
-  redis.call('ZADD', KEYS[6], ms(ends), id)
-  local stored = redis.call('HMGET', key, {_STORED})
-  table.insert(stored, 1, now)
-  return stored
-end
-"""
-
-# KEYS: 1 task, 2 seq, 3 rows, 4 (unused), 5 ready, 6 delayed; ARGV: id, worker, token,
-# lease_ms
-_CLAIM_ONE = (
-    _COMMON
-    + _CLAIM_FUNCTION
-    + """
-return claim(KEYS[1], ARGV[1], now_ms(), ARGV[2], ARGV[3], tonumber(ARGV[4]))
-"""
-)
-
-# The oldest claimable task (rules.claim_order: ready is ordered by created_at, then id),
-# claimed. Due delayed tasks move to ready first; expired ones leave it for good (no write
-# revives an expired task). KEYS as _CLAIM_ONE; ARGV: task key prefix, worker, token, lease_ms
-_CLAIM_NEXT = (
-    _COMMON
-    + _CLAIM_FUNCTION
-    + """
-local now = now_ms()
-local due = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', ms(now))
-for _, id in ipairs(due) do
-  redis.call('ZREM', KEYS[6], id)
-  local c = redis.call('HGET', ARGV[1] .. id, 'c')
-  if c then redis.call('ZADD', KEYS[5], c, id) end
-end
-while true do
-  local head = redis.call('ZRANGE', KEYS[5], 0, 0)
-  if #head == 0 then return nil end
-  local id = head[1]
-  local claimed = claim(ARGV[1] .. id, id, now, ARGV[2], ARGV[3], tonumber(ARGV[4]))
-  if claimed then return claimed end
-  redis.call('ZREM', KEYS[5], id)
-end
-"""
-)
-
-# rules.apply_renew on the hash fields (the caller has refused a non-positive lease):
-# 'stale' (nothing written) or {now, the claim's new end}. KEYS as _CLAIM_ONE; ARGV: id,
-# token, generation, lease_ms
-_RENEW = (
-    _COMMON
-    + """
-local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'k', 'c', 'e', 'ce', 'ct', 'g', 'a')
-if f[1] ~= '1' then return 'stale' end
-if f[3] ~= '' and tonumber(f[3]) <= now then return 'stale' end
-if f[4] == '' or tonumber(f[4]) <= now or f[5] ~= ARGV[2] or f[6] ~= ARGV[3] then
-  return 'stale'
-end
-local ends = now + tonumber(ARGV[4])
-local e = f[3]
-if e ~= '' and tonumber(e) < ends then
-  e = ms(ends)
-  redis.call('HSET', KEYS[1], 'e', e, 'l', ms(ends - tonumber(f[2])))
-  redis.call('ZADD', KEYS[3], e, ARGV[1])
-  redis.call('ZADD', f[7], e, ARGV[1])
-end
-redis.call('HSET', KEYS[1], 'v', redis.call('INCR', KEYS[2]), 'ce', ms(ends))
-redis.call('ZADD', KEYS[6], ms(ends), ARGV[1])
-return {now, ms(ends)}
-"""
-)
-
-# rules.apply_release on the hash fields: the claim freed if the lease is the task's (its
-# token and generation; expired or not), else nothing. KEYS as _CLAIM_ONE; ARGV: id,
-# token, generation
-_RELEASE = (
-    _COMMON
-    + """
-local f = redis.call('HMGET', KEYS[1], 'k', 'c', 'r', 'ce', 'ct', 'g')
-if not f[1] or f[4] == '' or f[5] ~= ARGV[2] or f[6] ~= ARGV[3] then return 0 end
-redis.call('HSET', KEYS[1], 'v', redis.call('INCR', KEYS[2]), 'cw', '', 'ct', '', 'ce', '')
-redis.call('ZREM', KEYS[6], ARGV[1])
-if f[1] == '1' then
-  if f[3] ~= '' then
-    redis.call('ZADD', KEYS[6], f[3], ARGV[1])
-  else
-    redis.call('ZADD', KEYS[5], f[2], ARGV[1])
-  end
-end
-return 1
-"""
-)
-
-# KEYS: rows, retain, ready, delayed; ARGV: task key prefix, terminal retention, limit
-_REAP = (
-    _COMMON
-    + """
-local now = now_ms()
-local limit = tonumber(ARGV[3])
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ms(now), 'LIMIT', 0, limit)
-if #ids < limit then
-  local old = ms(now - tonumber(ARGV[2]))
-  local more = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', old, 'LIMIT', 0, limit - #ids)
-  for _, id in ipairs(more) do table.insert(ids, id) end
-end
-for _, id in ipairs(ids) do
-  local key = ARGV[1] .. id
-  local active = redis.call('HGET', key, 'a')
-  if active then redis.call('ZREM', active, id) end
-  redis.call('DEL', key)
-  for i = 1, 4 do redis.call('ZREM', KEYS[i], id) end
-end
-return #ids
-"""
-)
+_SCRIPTS = {
+    "create": scripts.CREATE,
+    "read": scripts.READ,
+    "put": scripts.PUT,
+    "cancel": scripts.CANCEL,
+    "update": scripts.UPDATE,
+    "claim_one": scripts.CLAIM_ONE,
+    "claim_next": scripts.CLAIM_NEXT,
+    "renew": scripts.RENEW,
+    "release": scripts.RELEASE,
+    "reap": scripts.REAP,
+}
+#: The kind of a worker's change, as the ``put`` script names it.
+_KINDS: dict[type, str] = {
+    Progress: "progress",
+    RequireInput: "require_input",
+    Complete: "complete",
+    Fail: "fail",
+    Retry: "retry",
+}
 
 
 @contextmanager
@@ -292,71 +128,135 @@ def _driver_errors() -> Iterator[None]:
         raise StoreUnavailable from exc
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def _optional(text: str | None) -> str:
+    """A text the scripts tell from none: ``''`` is none, ``'=' + text`` is the text."""
+    return "" if text is None else "=" + text
 
 
-def _score(value: int | None) -> str:
-    return "+inf" if value is None else str(value)
-
-
-def _encode(record: TaskRecord) -> list[str | int]:
-    """The doc and the fields of _FIELD_NAMES, as the write scripts store them."""
-    claim = record.claim
-    return [
-        dumps(record_to_json(record)),
-        record.created_at,
-        _blank(record.expires_at),
-        _blank(record.ttl_ms),
-        "1" if record.work is not None and next_status(record.status, Event.CLAIM) else "0",
-        _blank(record.retry_at),
-        record.generation,
-        "" if claim is None else claim.worker_id,
-        "" if claim is None else claim.token,
-        "" if claim is None else claim.expires_at,
-    ]
-
-
-def _decode(stored: list[Any]) -> tuple[TaskRecord | None, str | None]:
-    """The record and its version from ``version, doc, fields x9`` (the doc's values of the
-    fields a claim writes are overridden by the fields)."""
-    version, doc, _created, expires, ttl, _claimable, retry, generation, *claim = stored
-    if version is None:
-        return None, None
-    worker, token, ends = (_text(part) for part in claim)
-    record = replace(
-        record_from_json(loads(doc)),
-        expires_at=_number(expires),
-        ttl_ms=_number(ttl),
-        retry_at=_number(retry),
-        generation=int(generation),
-        claim=Claim(worker, token, int(ends)) if ends else None,
-    )
-    return record, _text(version)
+def _caller(owner: OwnerArg) -> str:
+    """The caller as the scripts' ``visible_to`` reads it."""
+    return "*" if owner is ANY_OWNER else _optional(owner)  # type: ignore[arg-type]
 
 
 def _blank(value: int | None) -> str | int:
     return "" if value is None else value
 
 
-def _number(value: bytes) -> int | None:
+def _number(value: str) -> int | None:
     return int(value) if value else None
 
 
-def _index(record: TaskRecord) -> list[str]:
-    """The five index scores of ``record`` (see the module docstring; '' = not a member)."""
-    terminal = record.status.is_terminal
-    rows = _score(record.expires_at)
-    ready = delayed = ""
-    if record.work is not None and next_status(record.status, Event.CLAIM) is not None:
-        claim_end = None if record.claim is None else record.claim.expires_at
-        waits = [t for t in (record.retry_at, claim_end) if t is not None]
-        if waits:
-            delayed = str(max(waits))
-        else:
-            ready = str(record.created_at)
-    retain = str(record.last_updated_at) if terminal and record.ttl_ms is None else ""
-    return [rows, "" if terminal else rows, ready, delayed, retain]
+def _decode(text: bytes) -> TaskRecord | None:
+    """The record a task's hash holds (the scripts' ``hash_json``: one JSON object of
+    field → value), or None for no hash."""
+    fields: dict[str, str] = loads(text)
+    if not fields:
+        return None
+    static = loads(fields["x"])
+    requests: dict[str, Any] = {}
+    answers: dict[str, Any] = {}
+    asked: dict[str, str] = {}
+    for name, value in fields.items():
+        if name[1:2] == ":":  # a per-key field: q:, i: or d:
+            kind, key = name[0], name[2:]
+            if kind == "q":
+                requests[key] = loads(value)
+            elif kind == "i":
+                answers[key] = loads(value)
+            else:
+                asked[key] = value
+    work = static["work"]
+    ends = fields["ce"]
+    result, error = fields.get("res"), fields.get("err")
+    return TaskRecord(
+        task_id=static["task_id"],
+        owner=static["owner"],
+        status=TaskStatus(fields["s"]),
+        revision=int(fields["n"]),
+        created_at=int(fields["c"]),
+        last_updated_at=int(fields["u"]),
+        ttl_ms=_number(fields["l"]),
+        expires_at=_number(fields["e"]),
+        poll_interval_ms=static["poll_interval_ms"],
+        status_message=fields.get("m"),
+        input_requests=requests,
+        input_responses=answers,
+        asked_inputs=asked,
+        result=None if result is None else loads(result),
+        error=None if error is None else loads(error),
+        work=None if work is None else WorkSpec.from_json(work),
+        attempt=int(fields["at"]),
+        retry_at=_number(fields["r"]),
+        generation=int(fields["g"]),
+        claim=None if not ends else Claim(fields["cw"], fields["ct"], int(ends)),
+        recent_events=tuple(RecordedEvent(e, f, int(r)) for e, f, r in loads(fields["ev"])),
+        client_capabilities=static["client_capabilities"],
+    )
+
+
+def _stored(text: bytes) -> TaskRecord:
+    """The record of a hash a script has just read or written."""
+    record = _decode(text)
+    assert record is not None  # the scripts return a hash only for a task that exists
+    return record
+
+
+def _transition(reply: list[Any]) -> Transition:
+    """The answer of the put, cancel and update scripts (see :mod:`scripts`) as the rules'
+    Transition or error."""
+    outcome = reply[0].decode()
+    if outcome == "missing":
+        raise TaskNotFound
+    if outcome == "reused":
+        raise EventIdReused
+    if outcome == "claimed":
+        raise StaleLease("The task is claimed by a worker; write with its lease")
+    if outcome == "stale":
+        raise StaleLease
+    if outcome == "invalid":
+        event, status = reply[1].decode(), reply[2].decode()
+        raise InvalidTransition(f"'{event}' is not legal while the task is '{status}'")
+    if outcome == "keys":
+        raise DuplicateInputKeys(key.decode() for key in reply[1])
+    record = _stored(reply[2])
+    if outcome == "conflict":
+        raise RevisionConflict(record)
+    return Transition(record, Outcome(outcome), int(reply[1]))
+
+
+def _put_args(change: StatusChange) -> list[str | int]:
+    """The ``put`` script's status message, payload, error message and input requests."""
+    payload, fallback = "", None
+    requests: list[str | int] = []
+    match change:
+        case Complete(result=result):
+            payload = dumps(result)
+        case Fail(error=error) | Retry(error=error):
+            payload = dumps(error)
+            message = error.get("message")
+            fallback = str(message) if message else None
+        case RequireInput(requests=asked):
+            for key, request in asked.items():
+                requests += [key, dumps(dict(request)), input_digest(request)]
+        case Progress():
+            pass
+    return [_optional(change.status_message), payload, _optional(fallback), *requests]
+
+
+def _answers(
+    input_responses: Mapping[str, object],
+) -> tuple[list[str | int], dict[str, NotJSONSafe]]:
+    """The ``update`` script's answers (key, JSON) and, for each answer that is not
+    JSON-safe, the error ``rules.apply_update`` raises if it takes that answer."""
+    args: list[str | int] = []
+    refused: dict[str, NotJSONSafe] = {}
+    for key, value in input_responses.items():
+        try:
+            text = dumps(ensure_json(value, "input response"))
+        except NotJSONSafe as error:
+            refused[key], text = error, ""
+        args += [key, text]
+    return args, refused
 
 
 class RedisTaskStore:
@@ -381,7 +281,7 @@ class RedisTaskStore:
         self._max_connections = max_connections
         tag = "{" + prefix + "}"
         self._task_prefix = f"{tag}:t:"
-        self._seq, self._rows = f"{tag}:seq", f"{tag}:rows"
+        self._rows = f"{tag}:rows"
         self._ready, self._delayed = f"{tag}:ready", f"{tag}:delayed"
         self._retain, self._active = f"{tag}:retain", f"{tag}:active:"
         self._redis: Redis | None = None
@@ -428,19 +328,7 @@ class RedisTaskStore:
                 max_connections=self._max_connections,
             )
             client = self._redis
-            self._scripts = {
-                name: client.register_script(text)
-                for name, text in (
-                    ("create", _CREATE),
-                    ("write", _WRITE),
-                    ("read", _READ),
-                    ("claim_one", _CLAIM_ONE),
-                    ("claim_next", _CLAIM_NEXT),
-                    ("renew", _RENEW),
-                    ("release", _RELEASE),
-                    ("reap", _REAP),
-                )
-            }
+            self._scripts = {name: client.register_script(text) for name, text in _SCRIPTS.items()}
         return self._redis
 
     async def _run(self, script: str, keys: list[str], args: list[str | int]) -> Any:
@@ -448,80 +336,75 @@ class RedisTaskStore:
         with _driver_errors():
             return await self._scripts[script](keys=keys, args=args)
 
-    def _task_key(self, task_id: str) -> str:
-        return self._task_prefix + task_id
+    def _keys(self, task_id: str, active: str | None = None) -> list[str]:
+        """The KEYS of every script (:mod:`mcp_tasks_redis.scripts`); the owner's active set
+        only where the script cannot read it from the task (``create``)."""
+        return [
+            self._task_prefix + task_id,
+            self._rows,
+            self._ready,
+            self._delayed,
+            self._retain,
+            active or self._rows,  # any key of the slot where it is not used
+        ]
 
     def _active_key(self, owner: str | None) -> str:
         return self._active + ("n" if owner is None else "s:" + owner)
 
-    def _keys(self, record: TaskRecord) -> list[str]:
-        return [
-            self._task_key(record.task_id),
-            self._seq,
-            self._rows,
-            self._active_key(record.owner),
-            self._ready,
-            self._delayed,
-            self._retain,
-        ]
-
-    async def _read(self, task_id: str) -> tuple[TaskRecord | None, str | None, int]:
-        stored = await self._run("read", [self._task_key(task_id)], [])
-        record, version = _decode(stored[1:])
-        return record, version, int(stored[0])
-
-    async def _write(self, record: TaskRecord, version: str) -> bool:
-        args: list[str | int] = [record.task_id, version, *_encode(record), *_index(record)]
-        return bool(await self._run("write", self._keys(record), args))
-
-    async def _modify(
-        self, task_id: str, compute: Callable[[TaskRecord | None, int], tuple[R, TaskRecord | None]]
-    ) -> R:
-        """Read the record and the server's now, let the rules compute the write, persist it
-        only if the version is unchanged; on a lost race, read again."""
-        while True:
-            record, version, now = await self._read(task_id)
-            result, write = compute(record, now)
-            if write is None:
-                return result
-            assert version is not None  # the rules write only a record that exists
-            if await self._write(write, version):
-                return result
-
     # --- the Store operations -------------------------------------------------------------
 
     async def create(self, task: NewTask) -> TaskRecord:
-        client = self._client()
-        with _driver_errors():
-            seconds, micros = await client.time()
-        record = rules.new_record(task, int(seconds) * 1000 + int(micros) // 1000)
+        """One script: the id check, both caps and rules.new_record."""
         cap, per_owner = self.options.max_rows, self.options.max_active_per_owner
+        work = task.work
+        static: JSONObject = {
+            "task_id": task.task_id,
+            "owner": task.owner,
+            "poll_interval_ms": task.poll_interval_ms,
+            "work": None if work is None else work.to_json(),
+            "client_capabilities": task.client_capabilities,
+        }
         args: list[str | int] = [
             task.task_id,
-            "" if cap is None else cap,
-            "" if per_owner is None else per_owner,
-            *_encode(record),
-            *_index(record),
+            _blank(cap),
+            _blank(per_owner),
+            dumps(static),
+            _optional(task.owner),
+            "" if work is None else ",".join(str(d) for d in work.retry_delays_ms),
+            "0" if work is None else "1",
+            _blank(task.ttl_ms),
+            _optional(task.status_message),
+            task.claimed_by or "",
+            new_token(),
+            _blank(task.lease_ms),
         ]
-        answer = _text(await self._run("create", self._keys(record), args))
-        if answer == "dup":
+        keys = self._keys(task.task_id, self._active_key(task.owner))
+        reply = await self._run("create", keys, args)
+        if reply == b"dup":
             raise DuplicateTaskId
-        if answer == "limit":
+        if reply == b"limit":
             raise TaskLimitReached
-        return record
+        return _stored(reply[1])
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
-        record, _, now = await self._read(task_id)
-        return rules.visible(record, owner, now)
+        """One script: the hash and the server's now; rules.visible decides."""
+        now, text = await self._run("read", self._keys(task_id)[:1], [])
+        return rules.visible(_decode(text), owner, int(now))
 
     async def update(
         self, task_id: str, owner: OwnerArg, input_responses: Mapping[str, object]
     ) -> Transition:
-        return await self._modify(task_id, rules.update_write(owner, input_responses))
+        """One script: rules.apply_update."""
+        answers, refused = _answers(input_responses)
+        reply = await self._run("update", self._keys(task_id), [task_id, _caller(owner), *answers])
+        if reply[0] == b"notjson":
+            raise refused[reply[1].decode()]
+        return _transition(reply)
 
     async def cancel(self, task_id: str, owner: OwnerArg) -> Transition:
-        retention = self.options.result_retention_ms
-        return await self._modify(task_id, rules.cancel_write(owner, result_retention_ms=retention))
+        """One script: rules.apply_cancel."""
+        args: list[str | int] = [task_id, _caller(owner), self.options.result_retention_ms]
+        return _transition(await self._run("cancel", self._keys(task_id), args))
 
     async def put_status(
         self,
@@ -532,67 +415,61 @@ class RedisTaskStore:
         expected_revision: int | None = None,
         event_id: str | None = None,
     ) -> Transition:
-        write = rules.put_write(
-            change,
-            result_retention_ms=self.options.result_retention_ms,
-            lease=lease,
-            expected_revision=expected_revision,
-            event_id=event_id,
-        )
-        return await self._modify(task_id, write)
+        """One script: rules.apply_put."""
+        args: list[str | int] = [
+            task_id,
+            _KINDS[type(change)],
+            _optional(event_id),
+            "" if event_id is None else rules.fingerprint(change),
+            "" if lease is None else lease.token,
+            "" if lease is None else lease.generation,
+            _blank(expected_revision),
+            self.options.result_retention_ms,
+            *_put_args(change),
+        ]
+        return _transition(await self._run("put", self._keys(task_id), args))
 
     async def claim(
         self, worker_id: str, *, lease_ms: int, task_id: str | None = None
     ) -> Claimed | None:
-        """One script: rules.claimable and rules.apply_claim on the stored fields (the
-        oldest eligible task when no id is given, through the ready set)."""
+        """One script: rules.claimable and rules.apply_claim (the oldest eligible task when
+        no id is given, through the ready set)."""
         token = new_token()
-        keys = self._claim_keys(task_id or "")
         if task_id is None:
             args: list[str | int] = [self._task_prefix, worker_id, token, lease_ms]
-            stored = await self._run("claim_next", keys, args)
+            text = await self._run("claim_next", self._keys(""), args)
         else:
-            stored = await self._run("claim_one", keys, [task_id, worker_id, token, lease_ms])
-        if stored is None:
+            args = [task_id, worker_id, token, lease_ms]
+            text = await self._run("claim_one", self._keys(task_id), args)
+        if text is None:
             return None
-        if stored == b"bad":
+        if text == b"bad":
             raise InvalidArgument("lease_ms must be positive")
-        record, _ = _decode(stored[1:])
-        assert record is not None
+        record = _stored(text)
         return Claimed(record, rules.lease_of(record))
 
-    def _claim_keys(self, task_id: str) -> list[str]:
-        """The KEYS of the claim, renew and release scripts (KEYS[4] is not used by them:
-        it is the owner's active set elsewhere, so any key of the slot)."""
-        key = self._task_key(task_id)
-        return [key, self._seq, self._rows, self._seq, self._ready, self._delayed]
-
     async def renew(self, lease: Lease, *, lease_ms: int) -> Lease:
-        """One script: rules.apply_renew on the stored fields."""
+        """One script: rules.apply_renew."""
         if lease_ms <= 0:
             raise InvalidArgument("lease_ms must be positive")
         args: list[str | int] = [lease.task_id, lease.token, lease.generation, lease_ms]
-        renewed = await self._run("renew", self._claim_keys(lease.task_id), args)
-        if renewed == b"stale":
+        ends = await self._run("renew", self._keys(lease.task_id), args)
+        if ends == b"stale":
             raise StaleLease
-        return replace(lease, expires_at=int(renewed[1]))
+        return replace(lease, expires_at=int(ends))
 
     async def release(self, lease: Lease) -> None:
-        """One script: rules.apply_release on the stored fields."""
+        """One script: rules.apply_release."""
         args: list[str | int] = [lease.task_id, lease.token, lease.generation]
-        await self._run("release", self._claim_keys(lease.task_id), args)
+        await self._run("release", self._keys(lease.task_id), args)
 
     async def reap(self, *, limit: int = 500) -> int:
+        """One script: rules.is_reapable, at most ``limit`` tasks."""
         self._client()
         if limit <= 0:
             return 0
-        keys = [self._rows, self._retain, self._ready, self._delayed]
-        args: list[str | int] = [
-            self._task_prefix,
-            self.options.terminal_retention_ms,
-            limit,
-        ]
-        return int(await self._run("reap", keys, args))
+        args: list[str | int] = [self._task_prefix, self.options.terminal_retention_ms, limit]
+        return int(await self._run("reap", self._keys(""), args))
 
 
 async def _drop(connect_url: str, prefix: str) -> None:

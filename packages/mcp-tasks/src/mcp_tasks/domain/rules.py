@@ -1,8 +1,11 @@
 """The Store rules as pure functions: old record + request + store time → transition.
 
 Every backend reads a record, asks these functions what the write is, and persists the
-answer atomically (compare-and-set, a transaction, a Lua script). Backends never
-re-derive a rule, so they cannot drift apart.
+answer atomically (compare-and-set, a transaction). The one exception is a store whose
+writes must be one server-side script (Redis: Lua, one round trip): its scripts restate
+these rules, with the status machine's table generated into them, and the contract
+suite's stateful test (this module through the memory store as the model) proves they
+agree.
 
 Legality is the status machine's alone (:mod:`mcp_tasks.domain.states`): each write names
 its :class:`~mcp_tasks.domain.states.Event` and takes the next status from

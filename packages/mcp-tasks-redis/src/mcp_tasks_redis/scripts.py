@@ -1,0 +1,437 @@
+"""The Lua scripts of the Redis store: every mutation is one script, one round trip.
+
+Each script restates one pure rule of :mod:`mcp_tasks.domain.rules` on the task's hash
+fields (see :mod:`mcp_tasks_redis.store` for the layout) with the server's clock (``TIME``).
+Legality is never restated: the status machine's table is generated into every script from
+:data:`mcp_tasks.domain.states.TRANSITIONS`. The contract suite's stateful test, with the
+memory store as its model, checks that the scripts and the rules agree.
+
+The scripts never parse a payload the user wrote (results, errors, input requests and
+answers): those are JSON texts made by Python, stored and returned as they are. ``cjson`` reads only
+the store's own small values (the recent event ids), and writes a hash as one reply.
+
+KEYS of every script: 1 the task, 2 rows, 3 ready, 4 delayed, 5 retain, 6 the owner's
+active set (``create`` only; the others read the task's ``a`` field). Keys derived inside
+a script (another task's hash, an owner's active set) share the namespace's hash tag, so
+they live in the same cluster slot.
+"""
+
+from __future__ import annotations
+
+from mcp_tasks.domain.models import RECENT_EVENTS_KEPT
+from mcp_tasks.domain.states import TERMINAL, TRANSITIONS
+
+#: How long after ``expires_at`` Redis itself deletes a task's hash (``PEXPIREAT``): only a
+#: janitor for a namespace no reaper serves; reads treat an expired task as missing, and the
+#: reaper normally deletes it (and its index entries) first.
+JANITOR_GRACE_MS = 60_000
+
+
+def _status_machine() -> str:
+    """The status machine as Lua tables: ``NEXT['status:event']`` and ``TERMINAL[status]``."""
+    pairs = ", ".join(
+        f"['{status}:{event}'] = '{target}'" for (status, event), target in TRANSITIONS.items()
+    )
+    terminal = ", ".join(f"['{status}'] = true" for status in sorted(TERMINAL))
+    return f"local NEXT = {{{pairs}}}\nlocal TERMINAL = {{{terminal}}}\n"
+
+
+_COMMON = (
+    _status_machine()
+    + f"""
+local JANITOR_GRACE_MS = {JANITOR_GRACE_MS}
+local RECENT_EVENTS_KEPT = {RECENT_EVENTS_KEPT}
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function ms(n) return string.format('%d', n) end
+-- A task's hash as one JSON object text (field → value; '{{}}' for no task): one bulk reply
+-- instead of a list of every field and value, which costs the client more to parse
+local function hash_json(key)
+  local flat = redis.call('HGETALL', key)
+  local fields = {{}}
+  for i = 1, #flat, 2 do fields[flat[i]] = flat[i + 1] end
+  return cjson.encode(fields)
+end
+local function expired(e, now) return e ~= '' and tonumber(e) <= now end
+-- record.visible_to: a task without owner ('o' absent) answers to anyone; the caller is
+-- '*' (ANY_OWNER), '-' (no owner) or '=' .. owner
+local function visible_to(o, caller)
+  return not o or caller == '*' or caller == '=' .. o
+end
+-- rules.held_until: keep the task at least until ``upto`` (a task without TTL stays so)
+local function hold_until(key, f_e, f_c, upto)
+  if f_e ~= '' and tonumber(f_e) < upto then
+    redis.call('HSET', key, 'e', ms(upto), 'l', ms(upto - tonumber(f_c)))
+  end
+end
+-- rules._applied: revision + 1, last_updated_at strictly increasing
+local function applied(key, status, now)
+  local f = redis.call('HMGET', key, 'n', 'u')
+  local updated = math.max(now, tonumber(f[2]) + 1)
+  redis.call('HSET', key, 's', status, 'n', ms(tonumber(f[1]) + 1), 'u', ms(updated))
+end
+-- the outstanding input requests dropped (their keys stay in 'd:', asked over the life)
+local function clear_requests(key)
+  if redis.call('HGET', key, 'qn') == '0' then return end
+  for _, name in ipairs(redis.call('HKEYS', key)) do
+    if string.sub(name, 1, 2) == 'q:' then redis.call('HDEL', key, name) end
+  end
+  redis.call('HSET', key, 'qn', 0)
+end
+-- '' = None, '=' .. text = text
+local function set_message(key, text)
+  if text == '' then
+    redis.call('HDEL', key, 'm')
+  else
+    redis.call('HSET', key, 'm', string.sub(text, 2))
+  end
+end
+-- Every index and the janitor's expiry from the task's fields (module docstring of store)
+local function reindex(key, id)
+  local f = redis.call('HMGET', key, 's', 'w', 'c', 'u', 'e', 'l', 'r', 'ce', 'a')
+  local s, e = f[1], f[5]
+  local score = e
+  if e == '' then score = '+inf' end
+  redis.call('ZADD', KEYS[2], score, id)
+  if TERMINAL[s] then
+    redis.call('ZREM', f[9], id)
+  else
+    redis.call('ZADD', f[9], score, id)
+  end
+  local ready, delayed = nil, nil
+  if f[2] == '1' and NEXT[s .. ':claim'] then
+    local wait = nil
+    if f[7] ~= '' then wait = tonumber(f[7]) end
+    if f[8] ~= '' and (not wait or tonumber(f[8]) > wait) then wait = tonumber(f[8]) end
+    if wait then delayed = ms(wait) else ready = f[3] end
+  end
+  if ready then redis.call('ZADD', KEYS[3], ready, id) else redis.call('ZREM', KEYS[3], id) end
+  if delayed then
+    redis.call('ZADD', KEYS[4], delayed, id)
+  else
+    redis.call('ZREM', KEYS[4], id)
+  end
+  if TERMINAL[s] and f[6] == '' then
+    redis.call('ZADD', KEYS[5], f[4], id)
+  else
+    redis.call('ZREM', KEYS[5], id)
+  end
+  if e == '' then
+    redis.call('PERSIST', key)
+  else
+    redis.call('PEXPIREAT', key, ms(tonumber(e) + JANITOR_GRACE_MS))
+  end
+end
+"""
+)
+
+# rules.new_record (and apply_claim for a task created claimed, S-CREATE.6), after the id
+# check, the row cap and the per-owner cap (expired rows count toward neither).
+# ARGV: 1 id, 2 max rows ('' none), 3 max active per owner ('' none), 4 static doc,
+# 5 owner ('' none, '=' .. owner), 6 retry delays (comma-separated), 7 has work ('1'/'0'),
+# 8 ttl_ms ('' none), 9 status message ('' none, '=' .. text), 10 claimed by ('' none),
+# 11 claim token, 12 lease_ms → 'dup' | 'limit' | {'ok', hash}
+CREATE = (
+    _COMMON
+    + """
+local key, id = KEYS[1], ARGV[1]
+if redis.call('EXISTS', key) == 1 then return 'dup' end
+local now = now_ms()
+-- expired tasks are not active: drop them from the owner's set while we are here
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ms(now))
+if ARGV[2] ~= '' and redis.call('ZCOUNT', KEYS[2], '(' .. ms(now), '+inf') >= tonumber(ARGV[2]) then
+  return 'limit'
+end
+if ARGV[3] ~= '' and redis.call('ZCARD', KEYS[6]) >= tonumber(ARGV[3]) then
+  return 'limit'
+end
+local e = ''
+if ARGV[8] ~= '' then e = ms(now + tonumber(ARGV[8])) end
+redis.call('HSET', key, 'x', ARGV[4], 'rd', ARGV[6], 'w', ARGV[7], 'a', KEYS[6], 's', 'working',
+  'n', 0, 'c', ms(now), 'u', ms(now), 'e', e, 'l', ARGV[8], 'at', 0, 'r', '', 'g', 0,
+  'cw', '', 'ct', '', 'ce', '', 'qn', 0, 'ev', '[]')
+if ARGV[5] ~= '' then redis.call('HSET', key, 'o', string.sub(ARGV[5], 2)) end
+set_message(key, ARGV[9])
+if ARGV[10] ~= '' then
+  local ends = now + tonumber(ARGV[12])
+  hold_until(key, e, ms(now), ends)
+  redis.call('HSET', key, 'g', 1, 'cw', ARGV[10], 'ct', ARGV[11], 'ce', ms(ends))
+end
+reindex(key, id)
+return {'ok', hash_json(key)}
+"""
+)
+
+# KEYS: 1 the task → {now, its hash} (the hash is '{}' when there is no such task)
+READ = (
+    _COMMON
+    + """
+return {now_ms(), hash_json(KEYS[1])}
+"""
+)
+
+# rules.apply_put: lookup, event id, lease, revision, the status machine, then the change.
+# ARGV: 1 id, 2 kind (progress, require_input, complete, fail, retry), 3 event id ('' none,
+# '=' .. id), 4 its fingerprint, 5 lease token ('' none), 6 lease generation, 7 expected
+# revision ('' none), 8 result retention ms, 9 status message ('' none, '=' .. text),
+# 10 the result or error JSON, 11 the error's message ('' none, '=' .. text),
+# 12.. per input request: key, request JSON, request digest
+# → {'missing'} | {'reused'} | {'claimed'} | {'stale'} | {'invalid', event, status}
+#   | {'keys', {reused keys}} | {outcome, revision, hash} (outcome: duplicate, conflict,
+#   unchanged, applied)
+PUT = (
+    _COMMON
+    + """
+local key, id = KEYS[1], ARGV[1]
+local now = now_ms()
+local f = redis.call('HMGET', key, 's', 'e', 'n', 'ev', 'ct', 'ce', 'g', 'at', 'rd')
+if not f[1] or expired(f[2], now) then return {'missing'} end
+local s = f[1]
+local events = nil
+if ARGV[3] ~= '' then
+  local event_id = string.sub(ARGV[3], 2)
+  events = cjson.decode(f[4])
+  for _, seen in ipairs(events) do
+    if seen[1] == event_id then
+      if seen[2] ~= ARGV[4] then return {'reused'} end
+      return {'duplicate', seen[3], hash_json(key)}
+    end
+  end
+end
+local live = f[6] ~= '' and tonumber(f[6]) > now
+if ARGV[5] == '' then
+  if live then return {'claimed'} end
+elseif not live or f[5] ~= ARGV[5] or f[7] ~= ARGV[6] then
+  return {'stale'}
+end
+if ARGV[7] ~= '' and ARGV[7] ~= f[3] then return {'conflict', f[3], hash_json(key)} end
+local kind = ARGV[2]
+local event, delay = kind, nil
+if kind == 'retry' then
+  local delays = {}
+  for part in string.gmatch(f[9], '[^,]+') do table.insert(delays, part) end
+  delay = delays[tonumber(f[8]) + 1]
+  if not delay then event = 'fail' end
+end
+local target = NEXT[s .. ':' .. event]
+if not target then
+  if TERMINAL[s] then return {'unchanged', f[3], hash_json(key)} end
+  return {'invalid', event, s}
+end
+if kind == 'require_input' then
+  local reused = {}
+  for i = 12, #ARGV, 3 do
+    if redis.call('HEXISTS', key, 'd:' .. ARGV[i]) == 1 then table.insert(reused, ARGV[i]) end
+  end
+  if #reused > 0 then return {'keys', reused} end
+end
+applied(key, target, now)
+if kind == 'progress' then
+  set_message(key, ARGV[9])
+elseif event == 'fail' then
+  clear_requests(key)
+  redis.call('HSET', key, 'err', ARGV[10])
+  if ARGV[9] ~= '' then set_message(key, ARGV[9]) else set_message(key, ARGV[11]) end
+else
+  clear_requests(key)
+  if ARGV[9] ~= '' then set_message(key, ARGV[9]) end
+  if kind == 'require_input' then
+    for i = 12, #ARGV, 3 do
+      redis.call('HSET', key, 'q:' .. ARGV[i], ARGV[i + 1], 'd:' .. ARGV[i], ARGV[i + 2])
+    end
+    redis.call('HSET', key, 'qn', (#ARGV - 11) / 3)
+  elseif kind == 'complete' then
+    redis.call('HSET', key, 'res', ARGV[10])
+  else -- a retry with a delay left
+    redis.call('HSET', key, 'at', tonumber(f[8]) + 1, 'r', ms(now + tonumber(delay)),
+      'cw', '', 'ct', '', 'ce', '')
+  end
+end
+-- rules._finished: an ended task stays readable for the result retention
+if TERMINAL[target] and tonumber(ARGV[8]) > 0 then
+  local g = redis.call('HMGET', key, 'e', 'c')
+  hold_until(key, g[1], g[2], now + tonumber(ARGV[8]))
+end
+local revision = redis.call('HGET', key, 'n')
+if events then
+  table.insert(events, {string.sub(ARGV[3], 2), ARGV[4], revision})
+  while #events > RECENT_EVENTS_KEPT do table.remove(events, 1) end
+  redis.call('HSET', key, 'ev', cjson.encode(events))
+end
+reindex(key, id)
+return {'applied', revision, hash_json(key)}
+"""
+)
+
+# rules.apply_cancel. ARGV: 1 id, 2 caller ('*', '-' or '=' .. owner), 3 result retention ms
+# → {'missing'} | {'invalid', 'cancel', status} | {outcome, revision, hash}
+CANCEL = (
+    _COMMON
+    + """
+local key, id = KEYS[1], ARGV[1]
+local now = now_ms()
+local f = redis.call('HMGET', key, 's', 'e', 'o', 'n')
+if not f[1] or expired(f[2], now) or not visible_to(f[3], ARGV[2]) then return {'missing'} end
+local target = NEXT[f[1] .. ':cancel']
+if not target then
+  if TERMINAL[f[1]] then return {'unchanged', f[4], hash_json(key)} end
+  return {'invalid', 'cancel', f[1]}
+end
+applied(key, target, now)
+clear_requests(key)
+redis.call('HDEL', key, 'm')
+if TERMINAL[target] and tonumber(ARGV[3]) > 0 then
+  local g = redis.call('HMGET', key, 'e', 'c')
+  hold_until(key, g[1], g[2], now + tonumber(ARGV[3]))
+end
+reindex(key, id)
+return {'applied', redis.call('HGET', key, 'n'), hash_json(key)}
+"""
+)
+
+# rules.apply_update. ARGV: 1 id, 2 caller, 3.. per answer: key, its JSON ('' = not
+# JSON-safe) → {'missing'} | {'notjson', key} | {outcome, revision, hash}
+UPDATE = (
+    _COMMON
+    + """
+local key, id = KEYS[1], ARGV[1]
+local now = now_ms()
+local f = redis.call('HMGET', key, 's', 'e', 'o', 'n', 'qn')
+if not f[1] or expired(f[2], now) or not visible_to(f[3], ARGV[2]) then return {'missing'} end
+local answered = {}
+for i = 3, #ARGV, 2 do
+  if redis.call('HEXISTS', key, 'q:' .. ARGV[i]) == 1 then table.insert(answered, i) end
+end
+if #answered == 0 then return {'unchanged', f[4], hash_json(key)} end
+local event = 'answer_some'
+if #answered == tonumber(f[5]) then event = 'answer_all' end
+local target = NEXT[f[1] .. ':' .. event]
+if not target then return {'unchanged', f[4], hash_json(key)} end
+for _, i in ipairs(answered) do
+  if ARGV[i + 1] == '' then return {'notjson', ARGV[i]} end
+end
+applied(key, target, now)
+for _, i in ipairs(answered) do
+  redis.call('HDEL', key, 'q:' .. ARGV[i])
+  redis.call('HSET', key, 'i:' .. ARGV[i], ARGV[i + 1])
+end
+redis.call('HSET', key, 'qn', tonumber(f[5]) - #answered)
+reindex(key, id)
+return {'applied', redis.call('HGET', key, 'n'), hash_json(key)}
+"""
+)
+
+# rules.claimable and rules.apply_claim: the task at ``key`` is claimed for ``worker`` with
+# ``token`` if eligible at ``now`` → its hash after the claim; 'bad' (nothing written) for a
+# non-positive lease; nil when it is not eligible.
+_CLAIM_FUNCTION = """
+local function claim(key, id, now, worker, token, lease)
+  local f = redis.call('HMGET', key, 's', 'w', 'c', 'e', 'r', 'ce', 'g')
+  if not f[1] or f[2] ~= '1' or not NEXT[f[1] .. ':claim'] then return nil end
+  if expired(f[4], now) then return nil end
+  if f[5] ~= '' and tonumber(f[5]) > now then return nil end
+  if f[6] ~= '' and tonumber(f[6]) > now then return nil end
+  if lease <= 0 then return 'bad' end
+  local ends = now + lease
+  hold_until(key, f[4], f[3], ends)
+  redis.call('HSET', key, 'g', tonumber(f[7]) + 1, 'cw', worker, 'ct', token, 'ce', ms(ends),
+    'r', '')
+  reindex(key, id)
+  return hash_json(key)
+end
+"""
+
+# ARGV: 1 id, 2 worker, 3 token, 4 lease_ms
+CLAIM_ONE = (
+    _COMMON
+    + _CLAIM_FUNCTION
+    + """
+return claim(KEYS[1], ARGV[1], now_ms(), ARGV[2], ARGV[3], tonumber(ARGV[4]))
+"""
+)
+
+# The oldest claimable task (rules.claim_order: ready is ordered by created_at, then id),
+# claimed. Due delayed tasks move to ready first; expired ones leave it for good (no write
+# revives an expired task). ARGV: 1 task key prefix, 2 worker, 3 token, 4 lease_ms
+CLAIM_NEXT = (
+    _COMMON
+    + _CLAIM_FUNCTION
+    + """
+local now = now_ms()
+local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ms(now))
+for _, id in ipairs(due) do
+  redis.call('ZREM', KEYS[4], id)
+  local c = redis.call('HGET', ARGV[1] .. id, 'c')
+  if c then redis.call('ZADD', KEYS[3], c, id) end
+end
+while true do
+  local head = redis.call('ZRANGE', KEYS[3], 0, 0)
+  if #head == 0 then return nil end
+  local id = head[1]
+  local claimed = claim(ARGV[1] .. id, id, now, ARGV[2], ARGV[3], tonumber(ARGV[4]))
+  if claimed then return claimed end
+  redis.call('ZREM', KEYS[3], id)
+end
+"""
+)
+
+# rules.apply_renew (the caller has refused a non-positive lease): 'stale' (nothing
+# written) or the claim's new end. ARGV: 1 id, 2 token, 3 generation, 4 lease_ms
+RENEW = (
+    _COMMON
+    + """
+local key, id = KEYS[1], ARGV[1]
+local now = now_ms()
+local f = redis.call('HMGET', key, 's', 'e', 'c', 'ce', 'ct', 'g')
+if not f[1] or expired(f[2], now) or not NEXT[f[1] .. ':renew'] then return 'stale' end
+if f[4] == '' or tonumber(f[4]) <= now or f[5] ~= ARGV[2] or f[6] ~= ARGV[3] then
+  return 'stale'
+end
+local ends = now + tonumber(ARGV[4])
+hold_until(key, f[2], f[3], ends)
+redis.call('HSET', key, 'ce', ms(ends))
+reindex(key, id)
+return ms(ends)
+"""
+)
+
+# rules.apply_release: the claim freed if the lease is the task's (its token and generation;
+# expired or not), else nothing. ARGV: 1 id, 2 token, 3 generation → 1 | 0
+RELEASE = (
+    _COMMON
+    + """
+local key, id = KEYS[1], ARGV[1]
+local f = redis.call('HMGET', key, 's', 'ce', 'ct', 'g')
+if not f[1] or f[2] == '' or f[3] ~= ARGV[2] or f[4] ~= ARGV[3] then return 0 end
+redis.call('HSET', key, 'cw', '', 'ct', '', 'ce', '')
+reindex(key, id)
+return 1
+"""
+)
+
+# rules.is_reapable: expired rows, then terminal rows without TTL past the retention.
+# KEYS: 2 rows, 3 ready, 4 delayed, 5 retain (1 unused); ARGV: 1 task key prefix,
+# 2 terminal retention ms, 3 limit → how many were deleted
+REAP = (
+    _COMMON
+    + """
+local now = now_ms()
+local limit = tonumber(ARGV[3])
+local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ms(now), 'LIMIT', 0, limit)
+if #ids < limit then
+  local old = ms(now - tonumber(ARGV[2]))
+  local more = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', old, 'LIMIT', 0, limit - #ids)
+  for _, id in ipairs(more) do table.insert(ids, id) end
+end
+for _, id in ipairs(ids) do
+  local key = ARGV[1] .. id
+  local active = redis.call('HGET', key, 'a')
+  if active then redis.call('ZREM', active, id) end
+  redis.call('DEL', key)
+  for i = 2, 5 do redis.call('ZREM', KEYS[i], id) end
+end
+return #ids
+"""
+)
