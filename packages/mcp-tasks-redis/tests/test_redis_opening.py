@@ -55,6 +55,25 @@ def test_the_default_prefix_and_bad_urls() -> None:
         RedisTaskStore("postgresql://u@h/db")
 
 
+def test_a_cluster_url_opens_a_cluster_store_and_names_it_again() -> None:
+    """``?cluster=1`` reaches a cluster: the store's url keeps it (so namespaced and
+    reopened URLs stay cluster URLs) and masks the password; a unix socket cannot be a
+    cluster's, and ?cluster= takes 1 or 0 only."""
+    store = store_from_url("redis://bob:pw@node1:7000/0?cluster=1&prefix=team")
+    assert isinstance(store, RedisTaskStore)
+    assert store.cluster
+    assert store.prefix == "team"
+    assert "pw" not in store.url
+    again = store_from_url(store.url.replace("***", "pw"))
+    assert isinstance(again, RedisTaskStore)
+    assert (again.cluster, again.prefix) == (True, "team")
+    assert not store_from_url("redis://node1:7000/0?cluster=0").cluster  # type: ignore[attr-defined]
+    with pytest.raises(InvalidStoreURL, match="cluster"):
+        store_from_url("redis://node1:7000/0?cluster=maybe")
+    with pytest.raises(ValueError, match="TCP"):
+        RedisTaskStore("redis+unix:///tmp/redis.sock", cluster=True)
+
+
 def test_repr_masks_the_password() -> None:
     """repr(store) and its url never show the password of its URL."""
     store = store_from_url("redis://alice:s3cret@cache.example:6379/0?prefix=mcp_x")

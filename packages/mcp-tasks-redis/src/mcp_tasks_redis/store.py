@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
 from mcp_tasks.domain import rules
@@ -269,6 +270,7 @@ class RedisTaskStore:
         *,
         prefix: str = DEFAULT_PREFIX,
         max_connections: int | None = None,
+        cluster: bool = False,
     ) -> None:
         if not _PREFIX.fullmatch(prefix):
             raise ValueError("prefix must be letters, digits, '_', '.' or '-'")
@@ -276,7 +278,9 @@ class RedisTaskStore:
             raise ValueError(
                 "A Redis store URL looks like redis://host:6379/0 or redis+unix:///path.sock"
             )
-        self.connect_url, self.prefix = url, prefix
+        if cluster and urlsplit(url).scheme.lower() == "redis+unix":
+            raise ValueError("A Redis Cluster is reached over TCP: redis:// or rediss://")
+        self.connect_url, self.prefix, self.cluster = url, prefix, cluster
         self.options = options or StoreOptions()
         self._max_connections = max_connections
         tag = "{" + prefix + "}"
@@ -284,7 +288,7 @@ class RedisTaskStore:
         self._rows = f"{tag}:rows"
         self._ready, self._delayed = f"{tag}:ready", f"{tag}:delayed"
         self._retain, self._active = f"{tag}:retain", f"{tag}:active:"
-        self._redis: Redis | None = None
+        self._redis: Redis | RedisCluster | None = None
         self._scripts: dict[str, AsyncScript] = {}
         self._closed = False
 
@@ -296,6 +300,8 @@ class RedisTaskStore:
         """The URL that opens this store's namespace again (a password masked, also one
         given as ``?password=``, redis-py's form for unix sockets)."""
         url = with_query(self.connect_url, prefix=self.prefix)
+        if self.cluster:
+            url = with_query(url, cluster="1")
         if query_value(url, "password") is not None:
             masked = {"password": _MASK, "prefix": None}
             url = with_query(url, **masked)
@@ -318,16 +324,11 @@ class RedisTaskStore:
 
     # --- plumbing -----------------------------------------------------------------------
 
-    def _client(self) -> Redis:
+    def _client(self) -> Redis | RedisCluster:
         if self._closed:
             raise StoreUnavailable("The store is closed")
         if self._redis is None:
-            self._redis = Redis.from_url(
-                _driver_url(self.connect_url),
-                decode_responses=False,
-                max_connections=self._max_connections,
-            )
-            client = self._redis
+            self._redis = client = _connect(self.connect_url, self.cluster, self._max_connections)
             self._scripts = {name: client.register_script(text) for name, text in _SCRIPTS.items()}
         return self._redis
 
@@ -472,12 +473,22 @@ class RedisTaskStore:
         return int(await self._run("reap", self._keys(""), args))
 
 
-async def _drop(connect_url: str, prefix: str) -> None:
-    """Delete every key of namespace ``prefix`` (SCAN over its own hash tag: never on a
-    request path, only for tests and ``drop_namespace``)."""
+def _connect(url: str, cluster: bool, max_connections: int | None) -> Redis | RedisCluster:
+    """A client of a server, or of a cluster (a cluster client follows the slot of each
+    script's keys to its node; a namespace is one slot)."""
+    if not cluster:
+        return Redis.from_url(_driver_url(url), max_connections=max_connections)
+    if max_connections is None:  # the cluster client's own default (per node)
+        return RedisCluster.from_url(_driver_url(url))
+    return RedisCluster.from_url(_driver_url(url), max_connections=max_connections)
+
+
+async def _drop(connect_url: str, prefix: str, cluster: bool) -> None:
+    """Delete every key of namespace ``prefix`` (SCAN over its own hash tag, on every node
+    of a cluster: never on a request path, only for tests and ``drop_namespace``)."""
     pattern = "{" + prefix + "}:*"
     with _driver_errors():
-        client = Redis.from_url(_driver_url(connect_url), max_connections=1)
+        client = _connect(connect_url, cluster, None)
         try:
             batch: list[Any] = []
             async for key in client.scan_iter(match=pattern, count=1000):
@@ -500,11 +511,12 @@ def _driver_url(url: str) -> str:
 class RedisStoreBackend:
     """Opens ``redis://[user:password@]host:6379/0`` (or ``rediss://`` for TLS, or
     ``redis+unix:///path/redis.sock?db=0`` for a unix socket); ``?prefix=NAME`` picks the
-    namespace, the hash tag of every key (default ``mcp_tasks``)."""
+    namespace, the hash tag of every key (default ``mcp_tasks``); ``?cluster=1`` reaches a
+    Redis Cluster through any of its nodes."""
 
     def open(self, url: str, options: StoreOptions | None = None, /) -> RedisTaskStore:
-        connect_url, prefix = _parse(url)
-        return RedisTaskStore(connect_url, options, prefix=prefix)
+        connect_url, prefix, cluster = _parse(url)
+        return RedisTaskStore(connect_url, options, prefix=prefix, cluster=cluster)
 
     def namespaced(self, url: str, namespace: str, /) -> str:
         _parse(url)
@@ -514,14 +526,18 @@ class RedisStoreBackend:
         await _drop(*_parse(url))
 
 
-def _parse(url: str) -> tuple[str, str]:
-    """The URL redis-py connects to (without ``prefix``) and the prefix."""
+def _parse(url: str) -> tuple[str, str, bool]:
+    """The URL redis-py connects to (without ``prefix`` and ``cluster``), the prefix, and
+    whether it is a cluster's."""
     if urlsplit(url).scheme.lower() not in SCHEMES:
         raise ValueError("A Redis store URL looks like redis://host:6379/0?prefix=NAME")
     prefix = query_value(url, "prefix") or DEFAULT_PREFIX
     if not _PREFIX.fullmatch(prefix):
         raise ValueError("A Redis store's ?prefix= is letters, digits, '_', '.' or '-'")
-    return with_query(url, prefix=None), prefix
+    cluster = query_value(url, "cluster")
+    if cluster not in (None, "0", "1", "true", "false"):
+        raise ValueError("A Redis store's ?cluster= is 1 or 0")
+    return with_query(url, prefix=None, cluster=None), prefix, cluster in ("1", "true")
 
 
 def from_url(url: str, options: StoreOptions | None = None) -> RedisTaskStore:

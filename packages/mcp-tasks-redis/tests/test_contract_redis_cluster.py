@@ -1,0 +1,155 @@
+"""The Store contract on a real Redis Cluster of three primaries (``?cluster=1``).
+
+Every key of a namespace carries one hash tag, so each namespace lives in one slot of one
+node, and the cluster client sends each script there; namespaces of the suite spread over
+the three nodes. The cluster is this module's own: three ``redis-server`` processes (the
+binary on PATH) joined by ``redis-cli --cluster create``, in a temporary directory, on free
+ports.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from mcp_tasks import NewTask, drop_namespace, namespaced_url, new_task_id, store_from_url
+from mcp_tasks_contract import StoreContract, StoreFactory
+from mcp_tasks_contract.servers import unavailable
+from mcp_tasks_redis import RedisTaskStore
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterator
+
+    from mcp_tasks import Store, StoreOptions
+
+NODES = 3
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.05)
+
+
+def answers(port: int) -> bool:
+    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1)
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+    finally:
+        client.close()
+
+
+def cluster_ok(port: int) -> bool:
+    client = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        info = client.execute_command("CLUSTER INFO")  # redis-py answers a dict
+        return str(info.get("cluster_state")) == "ok"
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def cluster_url() -> Iterator[str]:
+    """``redis://…?cluster=1`` of a three-node cluster, stopped after the module."""
+    server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+    if server is None or cli is None:
+        unavailable("Redis Cluster", "put redis-server and redis-cli on PATH")
+    with tempfile.TemporaryDirectory(prefix="mcp-tasks-redis-cluster-") as directory:
+        ports = [free_port() for _ in range(NODES)]
+        processes = []
+        try:
+            for port in ports:
+                node = Path(directory) / str(port)
+                node.mkdir()
+                options = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(node)]
+                # The bus port is the port + 10000 unless given: past 65535 for a high port.
+                options += ["--cluster-enabled", "yes", "--cluster-port", str(free_port())]
+                options += ["--save", "", "--appendonly", "no"]
+                processes.append(
+                    subprocess.Popen(
+                        [server, *options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                    )
+                )
+            for port in ports:
+                wait_for(lambda port=port: answers(port), "a cluster node did not start")
+            nodes = [f"127.0.0.1:{port}" for port in ports]
+            subprocess.run(
+                [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
+                check=True,
+                capture_output=True,
+            )
+            for port in ports:
+                wait_for(lambda port=port: cluster_ok(port), "the cluster did not form")
+            yield f"redis://127.0.0.1:{ports[0]}/0?cluster=1"
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.wait(timeout=20)
+
+
+class TestRedisClusterStore(StoreContract):
+    """Handles on one namespace are separate cluster clients on the same prefix."""
+
+    stateful_max_examples = 5
+
+    @pytest.fixture
+    async def store(self, cluster_url: str) -> AsyncIterator[StoreFactory]:
+        urls: set[str] = set()
+
+        async def open_store(namespace: str, options: StoreOptions) -> Store:
+            url = namespaced_url(cluster_url, namespace)
+            urls.add(url)
+            return store_from_url(url, options)
+
+        yield open_store
+        for url in urls:
+            await drop_namespace(url)
+
+
+@pytest.mark.anyio
+async def test_namespaces_spread_over_the_nodes(cluster_url: str) -> None:
+    """Each namespace's keys sit on one node, several namespaces on different nodes, and
+    each store reads its own tasks back through the one URL."""
+    nodes: set[str] = set()
+    router = RedisCluster.from_url(cluster_url.split("?", maxsplit=1)[0])
+    try:
+        for index in range(12):
+            url = namespaced_url(cluster_url, f"spread{index}")
+            store = store_from_url(url)
+            assert isinstance(store, RedisTaskStore)
+            try:
+                task = await store.create(NewTask(new_task_id()))
+                assert await store.get(task.task_id, None) == task
+                tag = "{" + f"spread{index}" + "}"
+                keys = router.keys(target_nodes=RedisCluster.ALL_NODES)
+                ours = {key.decode() for key in keys if key.decode().startswith(tag)}
+                assert ours  # the task's hash and its indexes
+                homes = {router.get_node_from_key(key).name for key in ours}
+                assert len(homes) == 1
+                nodes |= homes
+            finally:
+                await store.close()
+                await drop_namespace(url)
+    finally:
+        router.close()
+    assert len(nodes) > 1
