@@ -22,13 +22,14 @@ from mcp_tasks.domain.errors import StoreUnavailable, TaskNotFound
 from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.stores.opening import NamespacesNotSupported, mask_password, store_from_url
-from mcp_tasks_contract.servers import postgres_url, unavailable
+from mcp_tasks_contract.servers import postgres_url, redis_url, unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, else skip/fail in CI
+# the session fixtures: env URL, embedded server, else skip/fail in CI
+__all__ = ["postgres_url", "redis_url"]
 
 TASKS, CONCURRENCY, LEASE_MS = 60, 8, 300
 CONTENDED = TASKS // stress.CAS_EVERY  # 3 tasks, each CAS_ROUNDS rounds of CONCURRENCY writers
@@ -53,13 +54,22 @@ NEW_INVARIANTS = (
 )
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store URL on each real backend; a Postgres schema of its own, dropped afterwards."""
+    """A store URL on each real backend; a Postgres schema or a Redis prefix of its own,
+    dropped afterwards."""
     if request.param == "memory":
         yield "memory://"
     elif request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'stress.db'}"
+    elif request.param == "redis":
+        url = namespaced_url(
+            request.getfixturevalue("redis_url"), "mcpt_stress_" + secrets.token_hex(6)
+        )
+        try:
+            yield url
+        finally:
+            anyio.run(drop_namespace, url)
     else:
         server = request.getfixturevalue("postgres_url")
         url = namespaced_url(server, "mcpt_stress_" + secrets.token_hex(6))
@@ -150,10 +160,24 @@ def _assert_dropped(recovery_url: str, store_url: str) -> None:
         db.close()
         assert names, "the store's own tables are there"
         assert not [name for name in names if name.startswith(prefix)]
+    elif store_url.startswith("redis"):
+        (prefix,) = query["prefix"]
+        assert prefix.startswith("stress_")
+        assert not anyio.run(_redis_keys, store_url, prefix)
     else:
         (schema,) = query["schema"]
         assert schema.startswith("stress_")
         assert not anyio.run(_schema_exists, store_url, schema)
+
+
+async def _redis_keys(url: str, prefix: str) -> list[bytes]:
+    from redis.asyncio import Redis  # noqa: PLC0415  # the Redis backend's driver, there when it is
+
+    client = Redis.from_url(urlsplit(url)._replace(query="").geturl())
+    try:
+        return [key async for key in client.scan_iter(match="{" + prefix + "}:*")]
+    finally:
+        await client.aclose()
 
 
 async def _schema_exists(url: str, schema: str) -> bool:
