@@ -6,12 +6,13 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from mcp_tasks_contract.servers import postgres_url
+from mcp_tasks_contract.servers import postgres_url, redis_url
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, or skip/fail in CI
+# the session fixtures: env URL, embedded server, or skip/fail in CI
+__all__ = ["postgres_url", "redis_url"]
 
 BROKEN_STORE = """
 from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore
@@ -66,5 +67,12 @@ def test_contract_rejects_a_target_that_is_neither(tmp_path: Path) -> None:
 def test_contract_runs_against_postgres(postgres_url: str, tmp_path: Path) -> None:
     """A postgresql:// URL runs the suite with a schema per test (dropped afterwards)."""
     run = contract(postgres_url, "--", "-k", "create", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert " passed" in run.stdout
+
+
+def test_contract_runs_against_redis(redis_url: str, tmp_path: Path) -> None:
+    """A redis:// URL runs the suite with a key prefix per test (dropped afterwards)."""
+    run = contract(redis_url, "--", "-k", "create", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert " passed" in run.stdout

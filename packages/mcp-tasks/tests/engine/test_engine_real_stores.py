@@ -15,10 +15,17 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks import RequestView, TaskContext, Tasks, drop_namespace, namespaced_url
+from mcp_tasks import (
+    RequestView,
+    TaskContext,
+    Tasks,
+    drop_namespace,
+    namespaced_url,
+    store_from_url,
+)
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.testing import RawClient, running_asgi
-from mcp_tasks_contract.servers import postgres_url
+from mcp_tasks_contract.servers import postgres_url, redis_url
 from mcp_tasks_postgres import PostgresTaskStore
 from mcp_tasks_sqlite import SQLiteTaskStore
 
@@ -28,7 +35,7 @@ if TYPE_CHECKING:
 
     from mcp_tasks.stores.protocol import Store
 
-__all__ = ["postgres_url"]
+__all__ = ["postgres_url", "redis_url"]
 
 pytestmark = pytest.mark.anyio
 
@@ -58,24 +65,33 @@ async def sqlite_store(tmp_path: Path) -> AsyncIterator[SQLiteTaskStore]:
         await store.close()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """Each SQL store on a real database."""
-    if request.param == "sqlite":
-        store = SQLiteTaskStore(tmp_path / "tasks.db")
-        try:
-            yield store
-        finally:
-            await store.close()
+@pytest.fixture(params=["sqlite", "postgres", "redis"])
+async def durable_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """Each durable store on a real server (a namespace of its own, dropped afterwards)."""
+    if request.param == "postgres":
+        async with postgres_store(request.getfixturevalue("postgres_url")) as pg:
+            yield pg
         return
-    async with postgres_store(request.getfixturevalue("postgres_url")) as pg:
-        yield pg
+    if request.param == "sqlite":
+        store: Store = SQLiteTaskStore(tmp_path / "tasks.db")
+        url = None
+    else:
+        url = namespaced_url(
+            request.getfixturevalue("redis_url"), "mcpt_wire_" + secrets.token_hex(6)
+        )
+        store = store_from_url(url)
+    try:
+        yield store
+    finally:
+        await store.close()
+        if url is not None:
+            await drop_namespace(url)
 
 
-async def test_ids_no_task_can_have_never_reach_the_store(sql_store: Store) -> None:
-    """A NUL (Postgres refuses it) or a lone surrogate (neither driver can encode it) in a
+async def test_ids_no_task_can_have_never_reach_the_store(durable_store: Store) -> None:
+    """A NUL (Postgres refuses it) or a lone surrogate (no driver can encode it) in a
     taskId answers "not found", like any unknown id, not -32603 or a driver exception."""
-    tasks = Tasks(store=sql_store)
+    tasks = Tasks(store=durable_store)
     view = RequestView(protocol_version="2026-07-28", client_capabilities=TASKS_CAPS)
     async with tasks.running():
         for task_id in ("x\x00y", "\ud800x"):
@@ -170,10 +186,16 @@ def closed_port() -> int:
     return port
 
 
-async def test_an_unreachable_postgres_answers_internal_error_on_every_method() -> None:
-    """A Postgres store pointed at a closed port: every tasks/* method and a task-creating
-    tools/call answer -32603 "Task store unavailable", naming no driver, host or port."""
-    store = PostgresTaskStore(f"postgresql://postgres@127.0.0.1:{closed_port()}/test")
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://postgres@127.0.0.1:{port}/test", "redis://127.0.0.1:{port}/0"],
+    ids=["postgres", "redis"],
+)
+async def test_an_unreachable_server_answers_internal_error_on_every_method(url: str) -> None:
+    """A Postgres or Redis store pointed at a closed port: every tasks/* method and a
+    task-creating tools/call answer -32603 "Task store unavailable", naming no driver, host
+    or port."""
+    store = store_from_url(url.format(port=closed_port()))
     tasks = Tasks(store=store)
     try:
         async with http_client(tasks) as client:

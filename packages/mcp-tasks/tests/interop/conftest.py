@@ -24,7 +24,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_tasks import TaskContext, Tasks, current_task_context, drop_namespace, namespaced_url
 from mcp_tasks.stores.opening import store_from_url
 from mcp_tasks.testing import running, running_asgi
-from mcp_tasks_contract.servers import postgres_url
+from mcp_tasks_contract.servers import postgres_url, redis_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
     from mcp_tasks.stores.protocol import Store
 
-__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, else skip/fail in CI
+# the session fixtures: env URL, embedded server, else skip/fail in CI
+__all__ = ["postgres_url", "redis_url"]
 
 #: What ``confirm`` asks: one form field.
 NOTE_SCHEMA = {"type": "object", "properties": {"note": {"type": "string"}}}
@@ -136,7 +137,7 @@ def build_fastmcp_server(tasks: Tasks, probe: Probe) -> FastMCP:
     return mcp
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "redis"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """Each Store, opened by URL on a real backend; closed (and its namespace dropped)
     afterwards."""
@@ -145,14 +146,14 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     elif request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'tasks.db'}"
     else:
-        server = request.getfixturevalue("postgres_url")
+        server = request.getfixturevalue(f"{request.param}_url")
         url = namespaced_url(server, "mcpt_interop_" + secrets.token_hex(6))
     opened = store_from_url(url)
     try:
         yield opened
     finally:
         await opened.close()
-        if request.param == "postgres":
+        if request.param in ("postgres", "redis"):
             await drop_namespace(url)
 
 
