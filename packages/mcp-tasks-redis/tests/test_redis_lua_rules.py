@@ -246,3 +246,24 @@ async def test_a_task_the_janitor_deleted_leaves_no_trace_in_the_caps(
     assert await store.reap() == 1
     again = await store.create(NewTask(new_task_id(), owner="alice", ttl_ms=60_000))
     assert await store.get(again.task_id, "alice") == again
+
+
+async def test_scripts_are_loaded_again_after_the_server_forgets_them(
+    open_store: OpenStore, redis_url: str
+) -> None:
+    """The store calls its scripts by SHA; after ``SCRIPT FLUSH`` (as after a restart or a
+    failover) every operation still works: it loads a script again on ``NOSCRIPT``."""
+    store = await open_store()
+    task = await store.create(NewTask(new_task_id(), work=WorkSpec("job")))
+    raw = Redis.from_url(redis_url)
+    try:
+        await raw.script_flush()
+        got = await store.claim("w", lease_ms=LEASE_MS, task_id=task.task_id)
+        assert got is not None
+        await raw.script_flush()
+        done = await store.put_status(task.task_id, Complete({"content": []}), lease=got.lease)
+        assert done.record.status.value == "completed"
+        await raw.script_flush()
+        assert await store.get(task.task_id, ANY_OWNER) == done.record
+    finally:
+        await raw.aclose()
