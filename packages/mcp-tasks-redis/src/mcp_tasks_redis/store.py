@@ -594,6 +594,12 @@ class RedisTaskStore:
         ]
         return int(await self._run("reap", keys, args))
 
+    async def diagnose(self) -> list[tuple[str, str, str]]:
+        """`mcp-tasks doctor`'s Redis checks (:mod:`mcp_tasks_redis.doctor`)."""
+        from mcp_tasks_redis import doctor  # noqa: PLC0415 - only doctor needs it
+
+        return await doctor.diagnose(self._client(), self.prefix)
+
 
 async def _drop(connect_url: str, prefix: str) -> None:
     """Delete every key of namespace ``prefix`` (SCAN over its own hash tag: never on a
