@@ -14,16 +14,14 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError, ResponseError
 
 from mcp_tasks.domain.errors import StoreUnavailable
+from mcp_tasks.stores.diagnosis import clock_skew_row
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from redis.asyncio import Redis
 
-Row = tuple[str, str, str]
-
-#: Above this the clock row warns (the store itself keeps time by the server's TIME).
-MAX_SKEW_MS = 1_000
+    from mcp_tasks.stores.diagnosis import DiagnosisRow as Row
 
 #: What a crash can lose with the append-only file on, per ``appendfsync``.
 APPENDFSYNC_LOSS = {
@@ -162,19 +160,11 @@ async def namespace(client: Redis, prefix: str) -> Row:
 
 
 async def clock(client: Redis) -> Row:
-    """The server's ``TIME`` against this machine's clock (at the midpoint of the round
-    trip). The store keeps time by the server's clock, so skew does not break leases; it
-    shifts the task times a client reads against its own clock."""
-    before = time.time()
+    """The server's ``TIME`` against this machine's clock (the store keeps time by TIME)."""
+    sent = time.time()
     seconds, micros = await client.time()
-    after = time.time()
-    server_ms = int(seconds) * 1000 + int(micros) / 1000
-    skew = round(server_ms - (before + after) * 500)
-    direction = "ahead of" if skew >= 0 else "behind"
-    detail = f"the server's clock is {abs(skew)} ms {direction} this machine's"
-    if abs(skew) > MAX_SKEW_MS:
-        return ("clock", "warn", f"{detail} (over {MAX_SKEW_MS} ms: check NTP on both)")
-    return ("clock", "ok", detail)
+    received = time.time()
+    return clock_skew_row(int(seconds) * 1000 + int(micros) / 1000, sent, received)
 
 
 def _text(value: object) -> str:

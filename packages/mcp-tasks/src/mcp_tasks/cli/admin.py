@@ -19,6 +19,7 @@ from mcp_tasks.stores.opening import describe_store
 from mcp_tasks.stores.protocol import STORE_OPERATIONS
 
 if TYPE_CHECKING:
+    from mcp_tasks.stores.diagnosis import DiagnosisRow
     from mcp_tasks.stores.protocol import Store
 
 # Capabilities a Store may add beyond the protocol, found by attribute name.
@@ -28,9 +29,9 @@ OPTIONAL_CAPABILITIES = {
     "diagnose": "adds its own checks to doctor (server, durability settings, schema, clock)",
 }
 
-#: The levels of a row of ``store.diagnose()``, as doctor prints them. Only "fail" changes
-#: the exit code; a level doctor does not know counts as a failure.
-LEVELS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+#: How doctor prints each level (mcp_tasks.stores.diagnosis.LEVELS); a level it does not
+#: know counts as a failure.
+SHOWN_LEVELS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
 
 def positive_int(text: str) -> int:
@@ -119,10 +120,10 @@ def reap(args: argparse.Namespace) -> int:
 PROBE_TTL_MS = 60_000
 
 
-async def probe(store: Store) -> list[tuple[str, str, str]]:
+async def probe(store: Store) -> list[DiagnosisRow]:
     """Checks as (name, level, detail) rows: a read, a write round trip, the operations,
     then the store's own ``diagnose()`` rows when it has one and answered the read."""
-    rows: list[tuple[str, str, str]] = []
+    rows: list[DiagnosisRow] = []
     try:
         await store.get(new_task_id(), ANY_OWNER)
         rows.append(("read", "fail", "a get of a random id found a task?!"))
@@ -163,7 +164,7 @@ async def probe(store: Store) -> list[tuple[str, str, str]]:
     return rows + await diagnosis(store)
 
 
-async def diagnosis(store: Store) -> list[tuple[str, str, str]]:
+async def diagnosis(store: Store) -> list[DiagnosisRow]:
     """The store's own ``diagnose()`` rows (none without the method). A diagnose that
     raises is one failed row: doctor reports, it does not crash on a store's bug."""
     method = getattr(store, "diagnose", None)
@@ -201,7 +202,7 @@ def doctor(args: argparse.Namespace) -> int:
         print("checked:")
         width = max(len(name) for name in [*(row[0] for row in rows), *OPTIONAL_CAPABILITIES])
         for name, level, detail in rows:
-            print(f"  {LEVELS.get(level, 'FAIL')} {name.ljust(width)}  {detail}")
+            print(f"  {SHOWN_LEVELS.get(level, 'FAIL')} {name.ljust(width)}  {detail}")
         print("capabilities:")
         for name, meaning in OPTIONAL_CAPABILITIES.items():
             present = getattr(store, name, None) is not None
