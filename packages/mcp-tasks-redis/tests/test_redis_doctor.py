@@ -104,7 +104,7 @@ async def test_append_only_file_is_ok_and_says_what_a_crash_can_lose(
     """With the AOF on, persistence is ok and its detail names the fsync policy and what a
     crash can lose under it; with RDB snapshots alone it is ok too; both off warns."""
     expected = {
-        "everysec": "a crash of the machine (power, kernel) up to about the last second",
+        "everysec": "a crash can lose about the last second (2 s at worst)",
         "always": "a crash, even of the machine, loses no acknowledged write",
         "no": "every write the OS had not flushed yet",
     }

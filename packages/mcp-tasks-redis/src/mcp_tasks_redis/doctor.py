@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 APPENDFSYNC_LOSS = {
     "always": "fsync after every write: a crash, even of the machine, loses no acknowledged write",
     "everysec": (
-        "fsync once a second: a crash of Redis alone loses nothing, a crash of the machine "
-        "(power, kernel) up to about the last second (2 s at worst) of acknowledged writes"
+        "fsync once a second: a crash can lose about the last second (2 s at worst) of "
+        "acknowledged writes"
     ),
     "no": (
         "the OS flushes when it likes: a crash of Redis alone loses nothing, a crash of the "
