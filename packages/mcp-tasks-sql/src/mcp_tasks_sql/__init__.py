@@ -3,7 +3,8 @@ compiled once per dialect, the row codec, and :class:`SQLTaskStore`, built from 
 :class:`SQLDialect` (``mcp-tasks-sqlite`` and ``mcp-tasks-postgres`` provide one each)."""
 
 from mcp_tasks_sql.connection import Executor, Mode, Row, driver_errors_as_unavailable
-from mcp_tasks_sql.schema import TaskTables, task_tables
+from mcp_tasks_sql.diagnosis import schema_row
+from mcp_tasks_sql.schema import TaskTables, schema_objects, task_tables
 from mcp_tasks_sql.statements import CompiledSQL, Predicates, Statements, predicates
 from mcp_tasks_sql.store import SQLDialect, SQLTaskStore, record_of, values_of
 
@@ -20,6 +21,8 @@ __all__ = [
     "driver_errors_as_unavailable",
     "predicates",
     "record_of",
+    "schema_objects",
+    "schema_row",
     "task_tables",
     "values_of",
 ]

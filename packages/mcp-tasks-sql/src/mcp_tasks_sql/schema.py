@@ -99,3 +99,10 @@ def task_tables(*, schema: str | None = None, prefix: str = "") -> TaskTables:
         sa.Column("n_rows", sa.BigInteger, nullable=False),
     )
     return TaskTables(metadata, tasks, counter)
+
+
+def schema_objects(tables: TaskTables) -> list[str]:
+    """The names of every table and index of a namespace, as the catalog lists them."""
+    sorted_tables = tables.metadata.sorted_tables
+    names = [table.name for table in sorted_tables]
+    return names + [index.name for table in sorted_tables for index in table.indexes if index.name]

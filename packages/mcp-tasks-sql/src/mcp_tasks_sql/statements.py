@@ -77,6 +77,7 @@ class Statements:
     reap: CompiledSQL
     init_counter: CompiledSQL
     counter_exists: CompiledSQL
+    counted_rows: CompiledSQL
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +220,7 @@ def build(tables: TaskTables, dialect: Dialect, now: sa.ColumnElement[int]) -> S
         counter_exists=compiled(
             sa.select(sa.func.count().label("n")).select_from(counter).where(counter.c.id == 1)
         ),
+        counted_rows=compiled(sa.select(counter.c.n_rows).where(counter.c.id == 1)),
     )
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from mcp_tasks.domain.models import NewTask, StatusChange, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
+    from mcp_tasks.stores.diagnosis import DiagnosisRow
     from mcp_tasks_sql.statements import Statements
 
 R = TypeVar("R")
@@ -69,6 +70,15 @@ class SQLDialect(Protocol):
     async def migrate(self) -> bool:
         """Create the schema, tables, indexes and counter row if missing (idempotent).
         Returns whether the task table had to be created."""
+        ...
+
+    async def diagnose(self) -> list[DiagnosisRow]:
+        """``mcp-tasks doctor``'s checks of this database: the server or library, its
+        durability settings, the namespace's schema (``mcp_tasks_sql.diagnosis.schema_row``)
+        and, where the server keeps the time, its clock.
+
+        Raises:
+            StoreUnavailable: the database cannot be reached."""
         ...
 
     async def create(self, task: NewTask, options: StoreOptions) -> TaskRecord | None:
@@ -128,6 +138,12 @@ class SQLTaskStore:
             created = await self.dialect.migrate()
             self._ready = True
             return created
+
+    async def diagnose(self) -> list[DiagnosisRow]:
+        """``mcp-tasks doctor``'s checks of this store's database (its dialect's)."""
+        if self._closed:
+            raise StoreUnavailable("The store is closed")
+        return await self.dialect.diagnose()
 
     async def _ensure_ready(self) -> None:
         if self._closed:

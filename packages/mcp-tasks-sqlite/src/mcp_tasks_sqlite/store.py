@@ -24,13 +24,21 @@ from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import StoreUnavailable
 from mcp_tasks.stores.opening import query_value, with_query
-from mcp_tasks_sql import Mode, SQLTaskStore, driver_errors_as_unavailable, task_tables
+from mcp_tasks_sql import (
+    Mode,
+    SQLTaskStore,
+    driver_errors_as_unavailable,
+    schema_objects,
+    schema_row,
+    task_tables,
+)
 from mcp_tasks_sql import statements as sql_statements
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
     from mcp_tasks.domain.models import NewTask, StoreOptions, TaskRecord
+    from mcp_tasks.stores.diagnosis import DiagnosisRow
     from mcp_tasks_sql import CompiledSQL, Row, Statements
 
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
@@ -160,6 +168,33 @@ class SQLiteDialect:
             await db.execute(self._statements.init_counter, {})
         return created
 
+    async def diagnose(self) -> list[DiagnosisRow]:
+        """The SQLite library, the journal and sync modes of this store's connection, and
+        the table prefix's schema."""
+        names = schema_objects(self._tables)
+        async with self.session(Mode.READ) as db:
+            conn = db.conn
+            (version,), *_ = await conn.execute_fetchall("SELECT sqlite_version()")
+            (journal,), *_ = await conn.execute_fetchall("PRAGMA journal_mode")
+            (synchronous,), *_ = await conn.execute_fetchall("PRAGMA synchronous")
+            marks = ", ".join("?" for _ in names)
+            found = await conn.execute_fetchall(
+                f"SELECT name FROM sqlite_master WHERE name IN ({marks})",  # noqa: S608 - marks
+                names,
+            )
+            present = {row[0] for row in found}
+            counted = None
+            if self._tables.counter.name in present:
+                row = await db.fetch_one(self._statements.counted_rows, {})
+                counted = None if row is None else int(row["n_rows"])
+        missing = [name for name in names if name not in present]
+        where = f"table prefix {self.table_prefix!r}" if self.table_prefix else "no table prefix"
+        return [
+            ("sqlite", "ok", f"SQLite library {version}, file {self.path}"),
+            _journal_row(str(journal), int(synchronous)),
+            schema_row(where, missing, counted),
+        ]
+
     async def drop(self) -> None:
         """Drop this prefix's tables (and with them their indexes and every task)."""
         async with self.session(Mode.TRANSACTION) as db:
@@ -197,6 +232,21 @@ async def _switch_to_wal(conn: aiosqlite.Connection, timeout_s: float) -> None:
                 raise
         await asyncio.sleep(delay)
         delay = min(2 * delay, 0.05)
+
+
+#: PRAGMA synchronous's values.
+_SYNCHRONOUS = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+def _journal_row(journal: str, synchronous: int) -> DiagnosisRow:
+    """WAL with synchronous FULL (or EXTRA) is what the store sets: anything else warns."""
+    sync = _SYNCHRONOUS.get(synchronous, str(synchronous))
+    detail = f"journal_mode {journal}, synchronous {sync}"
+    if journal != "wal":
+        return ("journal", "warn", f"{detail}: not WAL, so readers wait for the writer")
+    if synchronous < 2:
+        return ("journal", "warn", f"{detail}: a power loss can lose acknowledged writes")
+    return ("journal", "ok", f"{detail}: an acknowledged write survives a crash and a power loss")
 
 
 def _probe(path: Path, timeout_s: float) -> None:

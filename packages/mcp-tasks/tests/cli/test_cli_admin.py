@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from mcp_tasks.cli import main
+from mcp_tasks import MemoryTaskStore, StoreUnavailable
+from mcp_tasks.cli import admin, main
 from mcp_tasks.cli._stores import DEFAULT_STORE_URL, resolve_store_url
 from mcp_tasks.stores.opening import drop_namespace, with_query
 from mcp_tasks_contract.servers import postgres_url
@@ -25,11 +26,73 @@ def test_doctor_on_memory_reports_every_check_ok(capsys: pytest.CaptureFixture[s
     assert main(["doctor", "--store", "memory://"]) == 0
     out = capsys.readouterr().out
     assert "MemoryTaskStore" in out
-    for check in ("read", "write", "operations", "migrate", "notifier"):
+    for check in ("read", "write", "operations", "migrate", "notifier", "diagnose"):
         assert check in out
     assert "FAIL" not in out
     assert "created a probe task and cancelled it; it reads back cancelled" in out
     assert out.endswith("changed:\n  one probe task, cancelled; the reaper deletes it after 60 s\n")
+
+
+class DiagnosedStore(MemoryTaskStore):
+    """The memory store with a diagnose() that answers the given rows (or raises)."""
+
+    def __init__(self, answer: list[tuple[str, str, str]] | Exception) -> None:
+        super().__init__()
+        self.answer = answer
+
+    async def diagnose(self) -> list[tuple[str, str, str]]:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def doctor_on(
+    store: MemoryTaskStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, list[str]]:
+    """doctor's exit code and its checked: lines, on ``store``."""
+    monkeypatch.setattr(admin, "open_store", lambda url: store)
+    code = main(["doctor", "--store", "memory://"])
+    out = capsys.readouterr().out
+    return code, out.split("checked:\n", 1)[1].split("capabilities:\n", 1)[0].splitlines()
+
+
+def test_doctor_prints_diagnose_rows_and_only_a_failure_changes_the_exit_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store's diagnose() rows follow the probe rows: ok and WARN keep exit 0, a FAIL
+    row makes it 1, and a level doctor does not know counts as FAIL."""
+    rows = [("server", "ok", "v1"), ("disk", "warn", "nothing kept")]
+    code, checked = doctor_on(DiagnosedStore(rows), monkeypatch, capsys)
+    assert code == 0
+    assert checked[3:] == ["  ok   server      v1", "  WARN disk        nothing kept"]
+    code, checked = doctor_on(DiagnosedStore([("schema", "fail", "gone")]), monkeypatch, capsys)
+    assert (code, checked[3:]) == (1, ["  FAIL schema      gone"])
+    code, checked = doctor_on(DiagnosedStore([("x", "bad", "odd")]), monkeypatch, capsys)
+    assert (code, checked[3:]) == (1, ["  FAIL x           odd"])
+
+
+def test_doctor_reports_a_diagnose_that_raises_as_a_failed_row(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A diagnose() that raises is one FAIL row with the error, exit 1, not a traceback;
+    an unreachable store's is reported as unreachable."""
+    code, checked = doctor_on(DiagnosedStore(KeyError("oops")), monkeypatch, capsys)
+    assert (code, checked[3:]) == (1, ["  FAIL diagnose    raised KeyError: 'oops'"])
+    lost = StoreUnavailable()
+    lost.__cause__ = ConnectionResetError("reset by peer")
+    code, checked = doctor_on(DiagnosedStore(lost), monkeypatch, capsys)
+    assert (code, checked[3:]) == (1, ["  FAIL diagnose    unreachable: reset by peer"])
+
+
+def test_doctor_lists_diagnose_among_the_capabilities(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The capabilities list says whether the store has diagnose()."""
+    assert main(["doctor", "--store", "memory://"]) == 0
+    assert "  diagnose    no " in capsys.readouterr().out
+    monkeypatch.setattr(admin, "open_store", lambda url: DiagnosedStore([]))
+    assert main(["doctor", "--store", "memory://"]) == 0
+    assert "  diagnose    yes" in capsys.readouterr().out
 
 
 def test_reap_prints_the_count(capsys: pytest.CaptureFixture[str]) -> None:

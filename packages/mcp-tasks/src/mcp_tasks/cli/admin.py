@@ -19,13 +19,19 @@ from mcp_tasks.stores.opening import describe_store
 from mcp_tasks.stores.protocol import STORE_OPERATIONS
 
 if TYPE_CHECKING:
+    from mcp_tasks.stores.diagnosis import DiagnosisRow
     from mcp_tasks.stores.protocol import Store
 
 # Capabilities a Store may add beyond the protocol, found by attribute name.
 OPTIONAL_CAPABILITIES = {
     "migrate": "has a schema, created by `mcp-tasks migrate` (or on first use)",
     "notifier": "pushes change notifications to runners and listen streams",
+    "diagnose": "adds its own checks to doctor (server, durability settings, schema, clock)",
 }
+
+#: How doctor prints each level (mcp_tasks.stores.diagnosis.LEVELS); a level it does not
+#: know counts as a failure.
+SHOWN_LEVELS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
 
 def positive_int(text: str) -> int:
@@ -114,18 +120,19 @@ def reap(args: argparse.Namespace) -> int:
 PROBE_TTL_MS = 60_000
 
 
-async def probe(store: Store) -> list[tuple[str, bool, str]]:
-    """Checks as (name, ok, detail) rows: a read, a write round trip, the operations."""
-    rows: list[tuple[str, bool, str]] = []
+async def probe(store: Store) -> list[DiagnosisRow]:
+    """Checks as (name, level, detail) rows: a read, a write round trip, the operations,
+    then the store's own ``diagnose()`` rows when it has one and answered the read."""
+    rows: list[DiagnosisRow] = []
     try:
         await store.get(new_task_id(), ANY_OWNER)
-        rows.append(("read", False, "a get of a random id found a task?!"))
+        rows.append(("read", "fail", "a get of a random id found a task?!"))
     except TaskNotFound:
-        rows.append(("read", True, "a get of a random id answers not found"))
+        rows.append(("read", "ok", "a get of a random id answers not found"))
     except StoreUnavailable as error:
         unreachable = store_unreachable(store, error)
         cause = unreachable.message.rsplit(": ", 1)[-1]
-        rows.append(("read", False, f"unreachable: {cause}; {unreachable.hint}"))
+        rows.append(("read", "fail", f"unreachable: {cause}; {unreachable.hint}"))
         return rows
     try:
         # A short-lived probe task: cancelled at once and reaped after its TTL.
@@ -138,23 +145,38 @@ async def probe(store: Store) -> list[tuple[str, bool, str]]:
         rows.append(
             (
                 "write",
-                record.status.value == "cancelled",
+                "ok" if record.status.value == "cancelled" else "fail",
                 f"created a probe task and cancelled it; it reads back {record.status.value}",
             )
         )
     except MCPTasksError as error:
-        rows.append(("write", False, f"{type(error).__name__}: {error.__cause__ or error}"))
+        rows.append(("write", "fail", f"{type(error).__name__}: {error.__cause__ or error}"))
     missing = [op for op in STORE_OPERATIONS if not callable(getattr(store, op, None))]
     rows.append(
         (
             "operations",
-            not missing,
+            "fail" if missing else "ok",
             f"all {len(STORE_OPERATIONS)} present"
             if not missing
             else f"missing: {', '.join(missing)}",
         )
     )
-    return rows
+    return rows + await diagnosis(store)
+
+
+async def diagnosis(store: Store) -> list[DiagnosisRow]:
+    """The store's own ``diagnose()`` rows (none without the method). A diagnose that
+    raises is one failed row: doctor reports, it does not crash on a store's bug."""
+    method = getattr(store, "diagnose", None)
+    if method is None:
+        return []
+    try:
+        reported = await _maybe_await(method())
+        return [(str(name), str(level), str(detail)) for name, level, detail in reported]
+    except StoreUnavailable as error:
+        return [("diagnose", "fail", f"unreachable: {error.__cause__ or error}")]
+    except Exception as error:  # a third-party store's bug: reported, not a traceback
+        return [("diagnose", "fail", f"raised {type(error).__name__}: {error}")]
 
 
 def doctor(args: argparse.Namespace) -> int:
@@ -179,8 +201,8 @@ def doctor(args: argparse.Namespace) -> int:
         print(f"store: {describe_store(store)} ({type(store).__name__})")
         print("checked:")
         width = max(len(name) for name in [*(row[0] for row in rows), *OPTIONAL_CAPABILITIES])
-        for name, ok, detail in rows:
-            print(f"  {'ok  ' if ok else 'FAIL'} {name.ljust(width)}  {detail}")
+        for name, level, detail in rows:
+            print(f"  {SHOWN_LEVELS.get(level, 'FAIL')} {name.ljust(width)}  {detail}")
         print("capabilities:")
         for name, meaning in OPTIONAL_CAPABILITIES.items():
             present = getattr(store, name, None) is not None
@@ -197,6 +219,6 @@ def doctor(args: argparse.Namespace) -> int:
             )
         elif not created:
             print("  nothing")
-        return 0 if all(ok for _, ok, _ in rows) else 1
+        return 0 if all(level in ("ok", "warn") for _, level, _ in rows) else 1
 
     return anyio.run(run)
