@@ -60,6 +60,8 @@ DEFAULT_HEARTBEAT_MS: Final = 10_000
 DEFAULT_RECOVERY_INTERVAL_S: Final = 1.0
 DEFAULT_MAX_ADOPTED: Final = 64
 DEFAULT_REAP_INTERVAL_S: Final = 30.0
+#: The least time between two claims the notifier's work signal triggers.
+MIN_CLAIM_GAP_S: Final = 0.05
 
 #: What a task that no process here can run again ends with (logged with the tool's name).
 NO_EXECUTOR_ERROR: Final[JSONObject] = {
@@ -271,7 +273,14 @@ class Runner:
                     except MCPTasksError:
                         logger.warning("claiming unheld tasks failed; will retry")
                 if claimed is None:
-                    await work.wait(interval_s)
+                    tried_at = anyio.current_time()
+                    if await work.wait(interval_s):
+                        # A claim can take a write lock (SQLite), and a store whose signals
+                        # say only "something changed" wakes this on every write: at most
+                        # one signalled claim per MIN_CLAIM_GAP_S.
+                        await anyio.sleep(
+                            max(0.0, tried_at + MIN_CLAIM_GAP_S - anyio.current_time())
+                        )
                     continue
                 await self._adopt(claimed)
 
