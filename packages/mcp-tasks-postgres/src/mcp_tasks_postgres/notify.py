@@ -50,12 +50,16 @@ class PostgresRelay:
         )
         return connection
 
+    async def _sending_connection(self) -> asyncpg.Connection:
+        if self._sender is None or self._sender.is_closed():
+            self._sender = await self._connect()
+        return self._sender
+
     async def send(self, key: str) -> None:
         async with self._send_lock:
-            if self._sender is None or self._sender.is_closed():
-                self._sender = await self._connect()
+            sender = await self._sending_connection()
             try:
-                await self._sender.execute("SELECT pg_notify($1, $2)", self.channel, key)
+                await sender.execute("SELECT pg_notify($1, $2)", self.channel, key)
             except (asyncpg.PostgresError, OSError):
                 await self._drop_sender()
                 raise
@@ -72,6 +76,8 @@ class PostgresRelay:
         connection.add_termination_listener(lambda _conn: lost.set())
         try:
             await connection.add_listener(self.channel, on_notify)
+            async with self._send_lock:  # connected now, not on the first change
+                await self._sending_connection()
             ready()
             while not lost.is_set():
                 with anyio.move_on_after(HEALTH_CHECK_S):

@@ -68,6 +68,7 @@ class RedisRelay:
         pubsub: Any = self._redis().pubsub(ignore_subscribe_messages=True)
         try:
             await pubsub.subscribe(self.channel)
+            await self._redis().ping()  # the sending connection, now, not on the first change
             ready()
             while True:
                 message = await pubsub.get_message(timeout=HEALTH_CHECK_S)
