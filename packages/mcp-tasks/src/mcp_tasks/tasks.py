@@ -105,6 +105,13 @@ class Tasks:
     the tasks it creates), and ``max_adopted`` how many of them it runs at once. A body may
     run more than once: see ``TaskContext.idempotency_key``. ``run_tasks=False``: this
     process creates tasks but runs none; ``mcp-tasks worker`` processes run them.
+
+    ``notifier`` signals every change (bodies waiting for answers, a cancel, recovery,
+    ``subscriptions/listen`` streams). Left out: the one the store's backend offers, which
+    reaches every process on the store (:func:`~mcp_tasks.runtime.notifier.notifier_for`);
+    ``None``: notifications off (waiters poll every 2 s); or any
+    :class:`~mcp_tasks.runtime.notifier.Notifier`, e.g. one wrapping the default. Its
+    failures are logged and swallowed, never raised into a request or a body.
     """
 
     Context = TaskContext

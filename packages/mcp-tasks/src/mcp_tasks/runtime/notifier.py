@@ -14,7 +14,7 @@ import hashlib
 import logging
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit
 
 import anyio
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from mcp_tasks.stores.protocol import Store
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: How often a waiter re-reads the store when no signal came: the fallback for a signal
 #: lost (a relay reconnecting) or never sent (notifications off, a custom notifier).
@@ -288,57 +290,40 @@ class GuardedNotifier:
             log_failure(logger, "the notifier failed to publish a change", exc, task_id)
 
     def subscribe(self, *task_ids: str) -> AbstractAsyncContextManager[Subscription]:
-        return self._subscribe(task_ids)
-
-    @asynccontextmanager
-    async def _subscribe(self, task_ids: tuple[str, ...]) -> AsyncIterator[Subscription]:
-        try:
-            entered = self.inner.subscribe(*task_ids)
-            subscription = await entered.__aenter__()
-        except Exception:
-            logger.warning("the notifier failed to subscribe; polling instead", exc_info=True)
-            yield Subscription()
-            return
-        try:
-            yield subscription
-        except BaseException as exc:
-            try:
-                if await entered.__aexit__(type(exc), exc, exc.__traceback__):
-                    return
-            except Exception:
-                logger.warning("the notifier failed to unsubscribe", exc_info=True)
-            raise
-        else:
-            try:
-                await entered.__aexit__(None, None, None)
-            except Exception:
-                logger.warning("the notifier failed to unsubscribe", exc_info=True)
+        return _guarded(lambda: self.inner.subscribe(*task_ids), Subscription, "subscribe")
 
     def running(self) -> AbstractAsyncContextManager[None]:
-        return self._running()
+        return _guarded(self.inner.running, lambda: None, "start")
 
-    @asynccontextmanager
-    async def _running(self) -> AsyncIterator[None]:
+
+@asynccontextmanager
+async def _guarded(
+    enter: Callable[[], AbstractAsyncContextManager[T]], fallback: Callable[[], T], what: str
+) -> AsyncIterator[T]:
+    """``enter()``'s context with its failures logged and swallowed: one that cannot be
+    entered yields ``fallback()`` (its holder polls instead); one that fails on exit is
+    logged. An exception of the block itself goes through untouched."""
+    try:
+        entered = enter()
+        value = await entered.__aenter__()
+    except Exception:
+        logger.warning("the notifier failed to %s; polling instead", what, exc_info=True)
+        yield fallback()
+        return
+    try:
+        yield value
+    except BaseException as exc:
         try:
-            entered = self.inner.running()
-            await entered.__aenter__()
-        except Exception:
-            logger.warning("the notifier failed to start; polling instead", exc_info=True)
-            yield
-            return
-        try:
-            yield
-        except BaseException as exc:
-            try:
-                await entered.__aexit__(type(exc), exc, exc.__traceback__)
-            except Exception:
-                logger.warning("the notifier failed to stop", exc_info=True)
-            raise
-        else:
-            try:
-                await entered.__aexit__(None, None, None)
-            except Exception:
-                logger.warning("the notifier failed to stop", exc_info=True)
+            if await entered.__aexit__(type(exc), exc, exc.__traceback__):
+                return
+        except Exception as failure:
+            if failure is not exc:
+                logger.warning("the notifier failed to clean up", exc_info=True)
+        raise
+    try:
+        await entered.__aexit__(None, None, None)
+    except Exception:
+        logger.warning("the notifier failed to clean up", exc_info=True)
 
 
 def notifier_for(store: Store) -> Notifier:
