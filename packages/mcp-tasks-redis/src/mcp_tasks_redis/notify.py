@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from redis.asyncio import Redis
 
 from mcp_tasks.runtime.notifier import RelayNotifier
@@ -77,7 +78,8 @@ class RedisRelay:
                 elif message is None:
                     await pubsub.ping()  # a dead link raises here, and the notifier retries
         finally:
-            await pubsub.aclose()
+            with anyio.CancelScope(shield=True):  # runs when the notifier stops (cancelled)
+                await pubsub.aclose()
 
     async def aclose(self) -> None:
         client, self._client = self._client, None

@@ -44,7 +44,8 @@ class SQLiteRelay:
     async def receive(
         self, deliver: Callable[[str | None], None], ready: Callable[[], None]
     ) -> None:
-        async with aiosqlite.connect(self.path, isolation_level=None) as connection:
+        connection = await aiosqlite.connect(self.path, isolation_level=None)
+        try:
             seen = await _data_version(connection)
             ready()
             while True:
@@ -53,6 +54,11 @@ class SQLiteRelay:
                 if version != seen:
                     seen = version
                     deliver(None)
+        finally:
+            # Shielded: this runs when the notifier stops (a cancellation), and an unclosed
+            # connection's thread would outlive the event loop.
+            with anyio.CancelScope(shield=True):
+                await connection.close()
 
     async def aclose(self) -> None:
         return None
