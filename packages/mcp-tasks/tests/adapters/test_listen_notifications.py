@@ -1,19 +1,30 @@
-"""``subscriptions/listen`` with ``taskIds`` over real HTTP (raw SSE: the official SDK's
-client can neither send ``taskIds`` nor surface ``notifications/tasks``)."""
+"""``subscriptions/listen`` with ``taskIds`` over real HTTP: raw SSE for the exact messages,
+and the official SDK's client (its ``listen()`` takes only the core filters, so the request
+is sent through ``client.session.send_request``; ``notifications/tasks`` arrive through a
+``NotificationBinding``)."""
 
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import httpx2 as httpx
 import pytest
+from mcp.client.extension import NotificationBinding
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from mcp_types import (
+    SubscriptionFilter,
+    SubscriptionsListenRequest,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+)
+from pydantic import BaseModel, ConfigDict
 
 from mcp_tasks import LocalNotifier, Notifier, TaskContext, Tasks
+from mcp_tasks.client import TaskHandle, TasksClientExtension, start_tool, tasks_client
 from mcp_tasks.engine.listen import MAX_LISTEN_TASK_IDS
 from mcp_tasks.testing import MessageStream, RawClient, decode, running_asgi
 
@@ -334,3 +345,54 @@ async def test_a_custom_notifier_can_wrap_the_default_one() -> None:
             assert message is not None
             assert message["params"]["statusMessage"] == "halfway"
     assert counting.published >= 1
+
+
+class TaskNote(BaseModel):
+    """The params of notifications/tasks as the official client's binding validates them."""
+
+    model_config = ConfigDict(extra="allow")
+    taskId: str
+    status: str
+
+
+class HearsTasks(TasksClientExtension):
+    """The tasks extension plus a binding that observes notifications/tasks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heard: list[TaskNote] = []
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        async def hear(note: TaskNote) -> None:
+            self.heard.append(note)
+
+        binding = NotificationBinding(
+            method="notifications/tasks", params_type=TaskNote, handler=hear
+        )
+        return [binding]
+
+
+async def test_the_official_sdk_client_hears_notifications_tasks() -> None:
+    """The official SDK's Client (mcp 2.3), with a notification binding and a raw listen
+    request naming taskIds (its listen() takes only the core filters): the request ends
+    with the graceful result once the task completed, and the binding heard the task's
+    states up to completed."""
+    async with serving(Tasks()) as (url, _, _):
+        extension = HearsTasks()
+        async with tasks_client(url, extension=extension) as client:
+            handle = await start_tool(client, "quick", {})
+            assert isinstance(handle, TaskHandle)
+            listen_request = SubscriptionsListenRequest(
+                params=SubscriptionsListenRequestParams(
+                    notifications=SubscriptionFilter.model_validate({"taskIds": [handle.task_id]})
+                )
+            )
+            with anyio.fail_after(30):
+                ended = await client.session.send_request(
+                    cast("Any", listen_request), SubscriptionsListenResult
+                )
+                # The binding delivers through its own queue, after the request ended.
+                while not extension.heard or extension.heard[-1].status != "completed":  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+        assert ended.result_type == "complete"
+        assert {n.taskId for n in extension.heard} == {handle.task_id}
