@@ -497,10 +497,10 @@ def _connect(url: str, cluster: bool, max_connections: int | None) -> Redis | Re
     """A client of a server, or of a cluster (a cluster client follows the slot of each
     script's keys to its node; a namespace is one slot)."""
     if not cluster:
-        return Redis.from_url(_driver_url(url), max_connections=max_connections)
+        return Redis.from_url(driver_url(url), max_connections=max_connections)
     if max_connections is None:  # the cluster client's own default (per node)
-        return RedisCluster.from_url(_driver_url(url))
-    return RedisCluster.from_url(_driver_url(url), max_connections=max_connections)
+        return RedisCluster.from_url(driver_url(url))
+    return RedisCluster.from_url(driver_url(url), max_connections=max_connections)
 
 
 async def _drop(connect_url: str, prefix: str, cluster: bool) -> None:
@@ -527,12 +527,12 @@ def _node_url(url: str, host: str, port: object) -> str:
     parts = urlsplit(url)
     userinfo, _, _ = parts.netloc.rpartition("@")
     address = f"{host}:{port}"
-    return _driver_url(
+    return driver_url(
         parts._replace(netloc=f"{userinfo}@{address}" if userinfo else address).geturl()
     )
 
 
-def _driver_url(url: str) -> str:
+def driver_url(url: str) -> str:
     """``url`` as redis-py reads it (``redis+unix://`` is its ``unix://``)."""
     scheme, rest = url.split("://", 1)
     return f"{_DRIVER_SCHEMES.get(scheme.lower(), scheme)}://{rest}"

@@ -48,7 +48,16 @@ from mcp_tasks.runtime.context import (
     current_task_context,
 )
 from mcp_tasks.runtime.control import Deferred, TaskControl, defer
-from mcp_tasks.runtime.notifier import LocalNotifier, Notifier
+from mcp_tasks.runtime.notifier import (
+    POLL_FALLBACK_S,
+    LocalNotifier,
+    Notifier,
+    NullNotifier,
+    Relay,
+    RelayNotifier,
+    Subscription,
+    notifier_for,
+)
 from mcp_tasks.runtime.runner import Runner
 from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore
 from mcp_tasks.stores.opening import (
@@ -64,6 +73,7 @@ from mcp_tasks.tasks import StorePinned, Tasks
 
 __all__ = [
     "ANY_OWNER",
+    "POLL_FALLBACK_S",
     "STORE_OPERATIONS",
     "Claimed",
     "Clock",
@@ -90,8 +100,11 @@ __all__ = [
     "NewTask",
     "NotJSONSafe",
     "Notifier",
+    "NullNotifier",
     "Outcome",
     "Progress",
+    "Relay",
+    "RelayNotifier",
     "RequestView",
     "RequireInput",
     "Retry",
@@ -105,6 +118,7 @@ __all__ = [
     "StoreOptions",
     "StorePinned",
     "StoreUnavailable",
+    "Subscription",
     "TaskCancelled",
     "TaskContext",
     "TaskControl",
@@ -128,6 +142,7 @@ __all__ = [
     "lease_of",
     "namespaced_url",
     "new_task_id",
+    "notifier_for",
     "store_from_url",
     "system_clock",
 ]

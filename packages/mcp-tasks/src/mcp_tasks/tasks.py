@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from mcp_tasks.adapters.sdk import TasksExtension, install, mcpserver_tool_call
+from mcp_tasks.adapters.sdk import TasksExtension, install, mcpserver_tool_call, serve_listen
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import MCPTasksError
 from mcp_tasks.engine import (
@@ -28,7 +28,7 @@ from mcp_tasks.engine import (
 )
 from mcp_tasks.runtime.context import TaskContext, current_task_context
 from mcp_tasks.runtime.control import UNSET, Deferred, TaskControl, defer, defer_slot
-from mcp_tasks.runtime.notifier import LocalNotifier, Notifier
+from mcp_tasks.runtime.notifier import GuardedNotifier, Notifier, NullNotifier, notifier_for
 from mcp_tasks.runtime.runner import (
     DEFAULT_LEASE_MS,
     DEFAULT_MAX_ADOPTED,
@@ -50,6 +50,9 @@ if TYPE_CHECKING:
     from mcp_tasks.stores.protocol import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: ``Tasks(notifier=…)`` left out: the notifier the store's backend offers.
+STORE_NOTIFIER: Any = object()
 
 _collectors: list[list[Tasks]] = []
 
@@ -102,6 +105,13 @@ class Tasks:
     the tasks it creates), and ``max_adopted`` how many of them it runs at once. A body may
     run more than once: see ``TaskContext.idempotency_key``. ``run_tasks=False``: this
     process creates tasks but runs none; ``mcp-tasks worker`` processes run them.
+
+    ``notifier`` signals every change (bodies waiting for answers, a cancel, recovery,
+    ``subscriptions/listen`` streams). Left out: the one the store's backend offers, which
+    reaches every process on the store (:func:`~mcp_tasks.runtime.notifier.notifier_for`);
+    ``None``: notifications off (waiters poll every 2 s); or any
+    :class:`~mcp_tasks.runtime.notifier.Notifier`, e.g. one wrapping the default. Its
+    failures are logged and swallowed, never raised into a request or a body.
     """
 
     Context = TaskContext
@@ -115,7 +125,7 @@ class Tasks:
         default_ttl_ms: int | None = 3_600_000,
         default_poll_interval_ms: int = 2_000,
         require_name_header: bool = False,
-        notifier: Notifier | None = None,
+        notifier: Notifier | None = STORE_NOTIFIER,
         worker_id: str | None = None,
         lease_ms: int = DEFAULT_LEASE_MS,
         heartbeat_ms: int | None = None,
@@ -136,7 +146,9 @@ class Tasks:
         self.close_store = isinstance(store, str) if close_store is None else close_store
         #: Whether an adapter serves this Tasks (extension(), install(), tool(), …).
         self.attached = False
-        self.notifier: Notifier = notifier if notifier is not None else LocalNotifier()
+        self._notifier_chosen = notifier is not STORE_NOTIFIER
+        #: The notifier every part uses, guarded: its failures are logged, never raised.
+        self.notifier = GuardedNotifier(self._chosen_notifier(notifier))
         self.runner = Runner(
             self.store,
             self.notifier,
@@ -164,6 +176,11 @@ class Tasks:
     def __repr__(self) -> str:
         return f"Tasks(store={self.store!r}, close_store={self.close_store})"
 
+    def _chosen_notifier(self, notifier: Notifier | None) -> Notifier:
+        if notifier is STORE_NOTIFIER:
+            return notifier_for(self.store)
+        return NullNotifier() if notifier is None else notifier
+
     @property
     def store_description(self) -> str:
         """The store as a URL (password masked) where it has one, else its repr."""
@@ -185,6 +202,8 @@ class Tasks:
             raise RuntimeError("use_store() must be called before the Tasks starts running")
         new = store_from_url(store) if isinstance(store, str) else store
         self.store = self.runner.store = self.engine.store = new
+        if not self._notifier_chosen:  # the old store's notifier would watch the old store
+            self.notifier.inner = notifier_for(new)
         self.close_store = isinstance(store, str) if close_store is None else close_store
         self.store_pinned = True
 
@@ -196,7 +215,9 @@ class Tasks:
         owns its store (``close_store``), close it when the outermost entry exits."""
         outermost = not self.runner.running
         try:
-            async with self.runner.run():
+            # The notifier listens before the runner starts and after it stops: the runner
+            # publishes the leases it releases at shutdown.
+            async with self.notifier.running(), self.runner.run():
                 yield
         finally:
             if outermost and self.close_store:
@@ -206,7 +227,9 @@ class Tasks:
 
     @asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[dict[str, Any]]:
-        """A lifespan for ``MCPServer``, ``Server`` or Starlette: runs :meth:`running`."""
+        """A lifespan for ``MCPServer``, ``Server`` or Starlette: runs :meth:`running`, and
+        on an SDK server serves task notifications on ``subscriptions/listen``."""
+        serve_listen(self.engine, app)
         async with self.running():
             yield {}
 
@@ -222,6 +245,14 @@ class Tasks:
         set); declare task tools with :meth:`register`."""
         self.attached = True
         return install(self.engine, server)
+
+    def serve_notifications(self, server: MCPServer[Any] | Server[Any]) -> None:
+        """Serve ``notifications.taskIds`` on ``server``'s ``subscriptions/listen``.
+
+        Done for you by :meth:`install`, :meth:`tool` and :attr:`lifespan` (when the
+        server's lifespan is this one); call it for an ``MCPServer`` that uses only
+        :meth:`extension` and :meth:`register` under a lifespan of its own."""
+        serve_listen(self.engine, server)
 
     def fastmcp_extension(self) -> FastMCPTasksExtension:
         """The FastMCP extension: ``mcp.add_extension(tasks.fastmcp_extension())`` runs
@@ -293,6 +324,8 @@ class Tasks:
         ``retry_delays_ms`` as in :meth:`register`. A task of this tool survives the process
         running it: another process runs it again (at least once, never in parallel).
         """
+
+        serve_listen(self.engine, server)
 
         def decorator(fn: F) -> F:
             tool_name = name or fn.__name__

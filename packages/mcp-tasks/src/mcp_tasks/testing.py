@@ -34,6 +34,7 @@ __all__ = [
     "PROTOCOL",
     "TASKS",
     "WITH_TASKS",
+    "MessageStream",
     "RawClient",
     "decode",
     "free_socket",
@@ -108,19 +109,16 @@ class RawClient:
         self.token = token
         self._next_id = 0
 
-    async def post(
+    def _message(
         self,
         method: str,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None,
         *,
-        capabilities: Mapping[str, Any] | None = None,
-        headers: Mapping[str, str] | None = None,
-        request_id: int | None = None,
-        name: str | None = None,
-    ) -> httpx.Response:
-        """Send one request: ``_meta`` carries the protocol version and ``capabilities``
-        (default :data:`WITH_TASKS`); ``Mcp-Name`` is ``name``, else the tool name or taskId;
-        ``headers`` override any header."""
+        capabilities: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None,
+        request_id: int | str | None,
+        name: str | None,
+    ) -> tuple[str, dict[str, str]]:
         if request_id is None:
             self._next_id += 1
             request_id = self._next_id
@@ -144,11 +142,81 @@ class RawClient:
             sent["authorization"] = f"Bearer {self.token}"
         sent.update(headers or {})
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
-        return await self.http.post(self.url, content=json.dumps(body), headers=sent)
+        return json.dumps(body), sent
+
+    async def post(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        capabilities: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        request_id: int | str | None = None,
+        name: str | None = None,
+    ) -> httpx.Response:
+        """Send one request: ``_meta`` carries the protocol version and ``capabilities``
+        (default :data:`WITH_TASKS`); ``Mcp-Name`` is ``name``, else the tool name or taskId;
+        ``headers`` override any header."""
+        content, sent = self._message(
+            method,
+            params,
+            capabilities=capabilities,
+            headers=headers,
+            request_id=request_id,
+            name=name,
+        )
+        return await self.http.post(self.url, content=content, headers=sent)
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        capabilities: Mapping[str, Any] | None = None,
+        request_id: int | str | None = None,
+    ) -> AsyncIterator[MessageStream]:
+        """Send one request and read its response as it arrives (``subscriptions/listen``):
+        each SSE message, or the one JSON body, in order."""
+        content, sent = self._message(
+            method,
+            params,
+            capabilities=capabilities,
+            headers=None,
+            request_id=request_id,
+            name=None,
+        )
+        async with self.http.stream("POST", self.url, content=content, headers=sent) as response:
+            yield MessageStream(response)
 
     async def call(self, method: str, params: Mapping[str, Any] | None = None, **kw: Any) -> Any:
         """The decoded JSON-RPC response object (``result`` or ``error``)."""
         return decode(await self.post(method, params, **kw))
+
+
+class MessageStream:
+    """The JSON-RPC messages of one streamed response, in arrival order."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self._messages = self._read()
+
+    async def _read(self) -> AsyncIterator[dict[str, Any]]:
+        if not self.response.headers.get("content-type", "").startswith("text/event-stream"):
+            yield json.loads(await self.response.aread())
+            return
+        async for line in self.response.aiter_lines():
+            if line.startswith("data: "):
+                yield json.loads(line[6:])
+
+    async def next(self, timeout_s: float = 30.0) -> dict[str, Any] | None:
+        """The next message; ``None`` when the response ended.
+
+        Raises:
+            TimeoutError: none arrived within ``timeout_s``.
+        """
+        with anyio.fail_after(timeout_s):
+            return await anext(self._messages, None)
 
 
 def decode(response: httpx.Response) -> Any:

@@ -89,3 +89,27 @@ async def hopeless(ctx: TaskContext) -> str:
     assert ctx.idempotency_key is not None
     log("run", ctx.idempotency_key, f"attempt={ctx.attempt}")
     ctx.retry(f"still broken on attempt {ctx.attempt}", code=-32000, data={"a": ctx.attempt})
+
+
+@tasks.tool(mcp, mode="required", poll_interval_ms=100)
+async def stoppable(ctx: TaskContext) -> str:
+    """Run until cancelled; log the wall time the body stopped (a ``stopped`` line)."""
+    assert ctx.idempotency_key is not None
+    log("run", ctx.idempotency_key, f"attempt={ctx.attempt}")
+    try:
+        await anyio.sleep_forever()
+    finally:
+        log("stopped", ctx.idempotency_key, f"{time.time():.6f}")
+    return "unreachable"
+
+
+@tasks.tool(mcp, mode="required", poll_interval_ms=100)
+async def answerable(ctx: TaskContext) -> str:
+    """Ask one question; log the wall time the answer reached the body (an ``answered``
+    line), and the wall time just before the task ends (a ``finishing`` line)."""
+    assert ctx.idempotency_key is not None
+    log("run", ctx.idempotency_key, f"attempt={ctx.attempt}")
+    await ctx.elicit("go", "Go on?", {"type": "object", "properties": {}})
+    log("answered", ctx.idempotency_key, f"{time.time():.6f}")
+    log("finishing", ctx.idempotency_key, f"{time.time():.6f}")
+    return "answered"

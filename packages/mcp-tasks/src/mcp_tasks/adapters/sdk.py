@@ -23,6 +23,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
+from mcp_tasks.adapters.listen import serve_task_notifications
 from mcp_tasks.adapters.ownership import current_owner
 from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, RequestView, ToolCall
 
@@ -125,10 +126,23 @@ class TasksExtension(Extension):
         return await intercept(self._engine, params, ctx, call_next)
 
 
+def serve_listen(engine: TaskEngine, server: object) -> bool:
+    """Serve ``taskIds`` on ``server``'s ``subscriptions/listen`` (an SDK ``Server`` or
+    ``MCPServer``; once per server): ``False`` for anything else."""
+    from mcp.server.lowlevel.server import Server  # noqa: PLC0415 (only to recognise one)
+    from mcp.server.mcpserver import MCPServer  # noqa: PLC0415
+
+    if not isinstance(server, (Server, MCPServer)):
+        return False
+    return serve_task_notifications(engine, server, request_view)
+
+
 def install(engine: TaskEngine, server: Server[Any]) -> TasksExtension:
-    """Serve the extension on a low-level ``Server``: advertise it, add ``tasks/*`` and wrap
-    the ``tools/call`` handler (register it before installing)."""
+    """Serve the extension on a low-level ``Server``: advertise it, add ``tasks/*``, wrap
+    the ``tools/call`` handler (register it before installing) and serve ``taskIds`` on
+    ``subscriptions/listen`` (pass ``on_subscriptions_listen=`` to the ``Server``)."""
     extension = TasksExtension(engine)
+    serve_listen(engine, server)
     server.extensions[EXTENSION_ID] = extension.settings()
     for method in sorted(TASK_METHODS):
         server.add_request_handler(method, TaskMethodParams, _tasks_handler(engine, method))

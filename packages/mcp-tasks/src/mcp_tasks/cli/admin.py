@@ -15,6 +15,7 @@ from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable, TaskNotFoun
 from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.models import NewTask
 from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.runtime.notifier import LocalNotifier, notifier_for
 from mcp_tasks.stores.opening import describe_store
 from mcp_tasks.stores.protocol import STORE_OPERATIONS
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 # Capabilities a Store may add beyond the protocol, found by attribute name.
 OPTIONAL_CAPABILITIES = {
     "migrate": "has a schema, created by `mcp-tasks migrate` (or on first use)",
-    "notifier": "pushes change notifications to runners and listen streams",
+    "notifier": "wakes runners and listen streams of other processes on a change",
     "diagnose": "adds its own checks to doctor (server, durability settings, schema, clock)",
 }
 
@@ -205,7 +206,10 @@ def doctor(args: argparse.Namespace) -> int:
             print(f"  {SHOWN_LEVELS.get(level, 'FAIL')} {name.ljust(width)}  {detail}")
         print("capabilities:")
         for name, meaning in OPTIONAL_CAPABILITIES.items():
-            present = getattr(store, name, None) is not None
+            if name == "notifier":  # offered by the backend's mcp_tasks.notifiers entry
+                present = type(notifier_for(store)) is not LocalNotifier
+            else:
+                present = getattr(store, name, None) is not None
             print(f"  {name.ljust(width)}  {'yes' if present else 'no '}  {meaning}")
         print("changed:")
         wrote = any(name == "write" for name, _, _ in rows)

@@ -45,6 +45,7 @@ from mcp_tasks.runtime.context import (
 )
 from mcp_tasks.runtime.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
 from mcp_tasks.runtime.logs import log_failure
+from mcp_tasks.runtime.notifier import WORK_SIGNAL
 from mcp_tasks.runtime.runner import Body, Runner, RunnerNotStarted, tool_work
 
 if TYPE_CHECKING:
@@ -196,6 +197,11 @@ class TaskEngine:
 
     def __repr__(self) -> str:
         return f"TaskEngine(store={self.store!r}, tools={sorted(self.tools)})"
+
+    @property
+    def notifications_enabled(self) -> bool:
+        """Whether task changes are signalled at all (``Tasks(notifier=None)`` turns them off)."""
+        return bool(getattr(self.notifier, "enabled", True))
 
     def store_now(self) -> int:
         """An estimate of the store's clock: ours, corrected by the offset last observed."""
@@ -393,7 +399,8 @@ class TaskEngine:
         # Created claimed by this runner: no recovery loop elsewhere can take it first, and
         # if this process dies the claim runs out and any process runs it again.
         record = await self._create(task)
-        if claim is None:  # a worker runs it (Tasks(run_tasks=False))
+        if claim is None:  # a worker runs it (Tasks(run_tasks=False)): wake the workers
+            await self.notifier.publish(WORK_SIGNAL)
             return create_task_result(record, self.clock())
 
         async def first_run(context: RunningTaskContext) -> StatusChange:

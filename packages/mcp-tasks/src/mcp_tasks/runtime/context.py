@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from mcp_tasks.domain.errors import (
     InputKeyReused,
@@ -22,6 +22,7 @@ from mcp_tasks.domain.models import (
     validate_input_requests,
 )
 from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.runtime.notifier import POLL_FALLBACK_S
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue
@@ -29,10 +30,6 @@ if TYPE_CHECKING:
     from mcp_tasks.stores.protocol import Store
 
 logger = logging.getLogger(__name__)
-
-#: How long a waiting body sleeps between re-reads when no change signal arrives
-#: (a signal from another node may never come: the slow path must still make progress).
-INPUT_RECHECK_S: Final = 2.0
 
 
 def _declared(capabilities: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
@@ -405,5 +402,5 @@ class RunningTaskContext(TaskContext):
                     return {k: record.input_responses[k] for k in keys}
                 if record.status.is_terminal:
                     raise TaskCancelled
-                await changes.wait(INPUT_RECHECK_S)
+                await changes.wait(POLL_FALLBACK_S)
                 record = await self._store.get(self._task_id, ANY_OWNER)

@@ -1,23 +1,68 @@
-"""Task-changed signals: wake runners and waiters when a task changes, instead of polling."""
+"""Task-changed signals: wake runners, waiters and listen streams when a task changes.
+
+One concept, several reaches. :class:`LocalNotifier` delivers within one process;
+:class:`RelayNotifier` adds a :class:`Relay` (Postgres ``LISTEN/NOTIFY``, Redis pub/sub, a
+SQLite file's data version) so a signal published on one process wakes every process on
+the same store. A durable store's backend offers its relay through the
+``mcp_tasks.notifiers`` entry points (:func:`notifier_for`). Signals are best effort: every
+waiter also re-reads the store at :data:`POLL_FALLBACK_S` at the latest.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, runtime_checkable
+from urllib.parse import urlsplit
 
 import anyio
+import anyio.abc
+
+from mcp_tasks.runtime.logs import log_failure
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
+
+    from mcp_tasks.stores.protocol import Store
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: How often a waiter re-reads the store when no signal came: the fallback for a signal
+#: lost (a relay reconnecting) or never sent (notifications off, a custom notifier).
+POLL_FALLBACK_S: Final = 2.0
+
+#: A pseudo task id: "claimable work may exist" (a task created for a worker, a lease
+#: released). Its control character means no task can have it.
+WORK_SIGNAL: Final = "\x00work"
+
+#: The entry-point group where a store backend offers its cross-process notifier.
+NOTIFIER_ENTRY_POINT_GROUP: Final = "mcp_tasks.notifiers"
+
+
+def signal_key(task_id: str) -> str:
+    """What travels between processes for ``task_id``: a digest, never the id itself (ids
+    are bearer capabilities; a pub/sub channel is readable by more parties than the tasks)."""
+    return hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 class Subscription:
-    """Wakes its holder when its task changed since the last wait."""
+    """Wakes its holder when one of its tasks changed since the last wait."""
 
     def __init__(self) -> None:
         self._event = anyio.Event()
+        self._changed: set[str] = set()
+        self._everything = False
 
-    def signal(self) -> None:
+    def signal(self, key: str | None = None) -> None:
+        """Mark the task with signal key ``key`` changed (``None``: any task may have)."""
+        if key is None:
+            self._everything = True
+        else:
+            self._changed.add(key)
         self._event.set()
 
     async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 (a bounded wait is the point)
@@ -32,21 +77,35 @@ class Subscription:
             self._event = anyio.Event()
         return changed
 
+    def take_changed(self) -> frozenset[str] | None:
+        """The signal keys changed since the last call; ``None`` when any may have."""
+        everything, changed = self._everything, frozenset(self._changed)
+        self._everything = False
+        self._changed.clear()
+        return None if everything else changed
+
 
 @runtime_checkable
 class Notifier(Protocol):
     """Publishes "task X changed" and lets interested parties wait for it.
 
     A signal carries no state: a woken party re-reads the Store. Delivery is best effort,
-    so every waiter also wakes on a slow timeout and re-reads.
+    so every waiter also wakes on a slow timeout (:data:`POLL_FALLBACK_S`) and re-reads.
+    A notifier MUST NOT raise into its callers' work; :class:`~mcp_tasks.tasks.Tasks`
+    guards every call anyway (:class:`GuardedNotifier`).
     """
 
     async def publish(self, task_id: str) -> None:
-        """Signal that ``task_id`` changed."""
+        """Signal that ``task_id`` changed (after the store write succeeded)."""
         ...
 
-    def subscribe(self, task_id: str) -> AbstractAsyncContextManager[Subscription]:
-        """Receive signals for ``task_id`` while the context is open."""
+    def subscribe(self, *task_ids: str) -> AbstractAsyncContextManager[Subscription]:
+        """Receive signals for ``task_ids`` (none: every task) while the context is open."""
+        ...
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        """Hold whatever the notifier needs to hear other processes (a connection, a
+        watcher) while the context is open; ``Tasks.running`` enters it."""
         ...
 
 
@@ -54,27 +113,243 @@ class LocalNotifier:
     """A :class:`Notifier` for one process: signals reach subscribers on this node only."""
 
     def __init__(self) -> None:
-        self._subscribers: dict[str, set[Subscription]] = {}
+        self._by_key: dict[str, set[Subscription]] = {}
+        self._everything: set[Subscription] = set()
 
     def __repr__(self) -> str:
         return "LocalNotifier()"
 
     async def publish(self, task_id: str) -> None:
-        for subscription in tuple(self._subscribers.get(task_id, ())):
-            subscription.signal()
+        self.deliver(signal_key(task_id))
 
-    def subscribe(self, task_id: str) -> AbstractAsyncContextManager[Subscription]:
-        return self._subscribe(task_id)
+    def deliver(self, key: str | None) -> None:
+        """Wake the subscribers of signal key ``key`` (``None``: every subscriber)."""
+        if key is None:
+            targets = {s for subs in self._by_key.values() for s in subs} | self._everything
+        else:
+            targets = self._by_key.get(key, set()) | self._everything
+        for subscription in targets:
+            subscription.signal(key)
+
+    def subscribe(self, *task_ids: str) -> AbstractAsyncContextManager[Subscription]:
+        return self._subscribe(frozenset(signal_key(t) for t in task_ids), not task_ids)
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        return _nothing()
 
     @asynccontextmanager
-    async def _subscribe(self, task_id: str) -> AsyncIterator[Subscription]:
+    async def _subscribe(
+        self, keys: frozenset[str], everything: bool
+    ) -> AsyncIterator[Subscription]:
         subscription = Subscription()
-        self._subscribers.setdefault(task_id, set()).add(subscription)
+        if everything:
+            self._everything.add(subscription)
+        for key in keys:
+            self._by_key.setdefault(key, set()).add(subscription)
         try:
             yield subscription
         finally:
-            subscribers = self._subscribers.get(task_id)
-            if subscribers is not None:
-                subscribers.discard(subscription)
-                if not subscribers:
-                    del self._subscribers[task_id]
+            self._everything.discard(subscription)
+            for key in keys:
+                subscribers = self._by_key.get(key)
+                if subscribers is not None:
+                    subscribers.discard(subscription)
+                    if not subscribers:
+                        del self._by_key[key]
+
+
+class Relay(Protocol):
+    """Carries signal keys between processes sharing one store (what a backend brings)."""
+
+    async def send(self, key: str) -> None:
+        """Tell every process (this one included, or not: duplicates are harmless)."""
+        ...
+
+    async def receive(
+        self, deliver: Callable[[str | None], None], ready: Callable[[], None]
+    ) -> None:
+        """Call ``deliver(key)`` for each key any process sends, until cancelled; call
+        ``ready()`` once listening. Raise when the connection is lost: the notifier logs
+        it, calls ``deliver(None)`` (signals may have been missed) and calls this again."""
+        ...
+
+    async def aclose(self) -> None:
+        """Free connections."""
+        ...
+
+
+#: How long starting a relay waits for it to listen before going on without it.
+RELAY_START_TIMEOUT_S: Final = 10.0
+#: The pause before a failed relay listens again.
+RELAY_RETRY_S: Final = 1.0
+
+
+class RelayNotifier(LocalNotifier):
+    """A :class:`LocalNotifier` whose signals also reach other processes through a relay.
+
+    Local subscribers are woken at once; the relay's copy (or another process's signal)
+    wakes them again, which is harmless. While :meth:`running` is not open, it is local
+    only.
+    """
+
+    def __init__(self, relay: Relay) -> None:
+        super().__init__()
+        self.relay = relay
+        self._running_depth = 0
+
+    def __repr__(self) -> str:
+        return f"RelayNotifier({self.relay!r})"
+
+    async def publish(self, task_id: str) -> None:
+        key = signal_key(task_id)
+        self.deliver(key)
+        if self._running_depth:
+            await self.relay.send(key)
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        return self._running()
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
+        self._running_depth += 1
+        if self._running_depth > 1:  # entered twice (nested lifespans): the outer one listens
+            try:
+                yield
+            finally:
+                self._running_depth -= 1
+            return
+        try:
+            async with anyio.create_task_group() as tg:
+                ready = anyio.Event()
+                tg.start_soon(self._receive_forever, ready)
+                with anyio.move_on_after(RELAY_START_TIMEOUT_S):
+                    await ready.wait()
+                if not ready.is_set():
+                    logger.warning("the change relay is not listening yet; polling meanwhile")
+                try:
+                    yield
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            self._running_depth -= 1
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self.relay.aclose()
+                except Exception:
+                    logger.warning("closing the change relay failed", exc_info=True)
+
+    async def _receive_forever(self, ready: anyio.Event) -> None:
+        """Run the relay's receiver; one that fails is logged and started again (signals
+        are missed meanwhile, so every subscriber is woken to re-read)."""
+        while True:
+            try:
+                await self.relay.receive(self.deliver, ready.set)
+            except Exception as exc:
+                logger.warning("the change relay failed (%s); listening again", type(exc).__name__)
+            self.deliver(None)
+            await anyio.sleep(RELAY_RETRY_S)
+
+
+class NullNotifier:
+    """Notifications off (``Tasks(notifier=None)``): nothing is published, subscribers are
+    never woken, waiters poll at :data:`POLL_FALLBACK_S` and listen streams watch no task."""
+
+    def __repr__(self) -> str:
+        return "NullNotifier()"
+
+    async def publish(self, task_id: str) -> None:
+        return None
+
+    def subscribe(self, *task_ids: str) -> AbstractAsyncContextManager[Subscription]:
+        return _dormant()
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        return _nothing()
+
+
+class GuardedNotifier:
+    """Wraps a notifier so that its failures never fail a request or a worker: an
+    exception is logged and swallowed, and a subscription that cannot be made is dormant
+    (its holder falls back to polling)."""
+
+    def __init__(self, inner: Notifier) -> None:
+        self.inner = inner
+
+    def __repr__(self) -> str:
+        return f"GuardedNotifier({self.inner!r})"
+
+    @property
+    def enabled(self) -> bool:
+        """Whether signals are published at all (``False`` for :class:`NullNotifier`)."""
+        return not isinstance(self.inner, NullNotifier)
+
+    async def publish(self, task_id: str) -> None:
+        try:
+            await self.inner.publish(task_id)
+        except Exception as exc:
+            log_failure(logger, "the notifier failed to publish a change", exc, task_id)
+
+    def subscribe(self, *task_ids: str) -> AbstractAsyncContextManager[Subscription]:
+        return _guarded(lambda: self.inner.subscribe(*task_ids), Subscription, "subscribe")
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        return _guarded(self.inner.running, lambda: None, "start")
+
+
+@asynccontextmanager
+async def _guarded(
+    enter: Callable[[], AbstractAsyncContextManager[T]], fallback: Callable[[], T], what: str
+) -> AsyncIterator[T]:
+    """``enter()``'s context with its failures logged and swallowed: one that cannot be
+    entered yields ``fallback()`` (its holder polls instead); one that fails on exit is
+    logged. An exception of the block itself goes through untouched."""
+    try:
+        entered = enter()
+        value = await entered.__aenter__()
+    except Exception:
+        logger.warning("the notifier failed to %s; polling instead", what, exc_info=True)
+        yield fallback()
+        return
+    try:
+        yield value
+    except BaseException as exc:
+        try:
+            if await entered.__aexit__(type(exc), exc, exc.__traceback__):
+                return
+        except Exception as failure:
+            if failure is not exc:
+                logger.warning("the notifier failed to clean up", exc_info=True)
+        raise
+    try:
+        await entered.__aexit__(None, None, None)
+    except Exception:
+        logger.warning("the notifier failed to clean up", exc_info=True)
+
+
+def notifier_for(store: Store) -> Notifier:
+    """The default notifier for ``store``: the cross-process notifier its backend offers in
+    the ``mcp_tasks.notifiers`` entry points (keyed by the store URL's scheme; the entry is
+    ``factory(store) -> Notifier | None``), else a :class:`LocalNotifier`."""
+    url = getattr(store, "url", None)
+    scheme = urlsplit(url).scheme.lower() if isinstance(url, str) else ""
+    if scheme:
+        for entry in entry_points(group=NOTIFIER_ENTRY_POINT_GROUP, name=scheme):
+            try:
+                factory: Any = entry.load()
+                offered = factory(store)
+            except Exception:
+                logger.warning("the %s:// notifier could not be built", scheme, exc_info=True)
+                continue
+            if isinstance(offered, Notifier):
+                return offered
+    return LocalNotifier()
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
+
+
+@asynccontextmanager
+async def _dormant() -> AsyncIterator[Subscription]:
+    yield Subscription()

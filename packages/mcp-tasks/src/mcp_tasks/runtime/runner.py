@@ -37,6 +37,7 @@ from mcp_tasks.domain.models import (
 from mcp_tasks.domain.rules import ANY_OWNER, lease_of
 from mcp_tasks.runtime.context import RetryRequested, RunningTaskContext, TaskCancelled
 from mcp_tasks.runtime.logs import log_failure
+from mcp_tasks.runtime.notifier import POLL_FALLBACK_S, WORK_SIGNAL
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject
@@ -59,6 +60,8 @@ DEFAULT_HEARTBEAT_MS: Final = 10_000
 DEFAULT_RECOVERY_INTERVAL_S: Final = 1.0
 DEFAULT_MAX_ADOPTED: Final = 64
 DEFAULT_REAP_INTERVAL_S: Final = 30.0
+#: The least time between two claims the notifier's work signal triggers.
+MIN_CLAIM_GAP_S: Final = 0.05
 
 #: What a task that no process here can run again ends with (logged with the tool's name).
 NO_EXECUTOR_ERROR: Final[JSONObject] = {
@@ -259,18 +262,27 @@ class Runner:
 
     async def _recover_forever(self, interval_s: float) -> None:
         """Claim work with no live lease (oldest first) and run it through its executor.
-        Claims back to back while there is work and room; sleeps ``interval_s`` otherwise."""
-        while True:
-            claimed: Claimed | None = None
-            if self._adopted < self.max_adopted:
-                try:
-                    claimed = await self.store.claim(self.worker_id, lease_ms=self.lease_ms)
-                except MCPTasksError:
-                    logger.warning("claiming unheld tasks failed; will retry")
-            if claimed is None:
-                await anyio.sleep(interval_s)
-                continue
-            await self._adopt(claimed)
+        Claims back to back while there is work and room; otherwise waits ``interval_s``, or
+        less when any process signals work (a task created for workers, a lease released)."""
+        async with self.notifier.subscribe(WORK_SIGNAL) as work:
+            while True:
+                claimed: Claimed | None = None
+                if self._adopted < self.max_adopted:
+                    try:
+                        claimed = await self.store.claim(self.worker_id, lease_ms=self.lease_ms)
+                    except MCPTasksError:
+                        logger.warning("claiming unheld tasks failed; will retry")
+                if claimed is None:
+                    tried_at = anyio.current_time()
+                    if await work.wait(interval_s):
+                        # A claim can take a write lock (SQLite), and a store whose signals
+                        # say only "something changed" wakes this on every write: at most
+                        # one signalled claim per MIN_CLAIM_GAP_S.
+                        await anyio.sleep(
+                            max(0.0, tried_at + MIN_CLAIM_GAP_S - anyio.current_time())
+                        )
+                    continue
+                await self._adopt(claimed)
 
     async def _claim_when_due(self, task_id: str, delay_ms: int) -> None:
         """Run a retry of a task this runner ran, when its delay is over (the recovery loop
@@ -341,6 +353,7 @@ class Runner:
     async def _run(self, claimed: Claimed, body: Body, adopted: bool) -> None:
         context = self._context(claimed)
         task_id = claimed.record.task_id
+        ended = False
         try:
             change: StatusChange | None = None
             async with self.notifier.subscribe(task_id) as changes, anyio.create_task_group() as tg:
@@ -351,7 +364,9 @@ class Runner:
                 tg.cancel_scope.cancel()
             if change is not None and not context.cancelled:
                 await self._record(context, change)
+            ended = context.cancelled or isinstance(change, (Complete, Fail))
         except (StaleLease, TaskNotFound):
+            ended = True
             logger.debug("task %s ended elsewhere; outcome dropped", redact(task_id))
         except MCPTasksError as exc:
             log_failure(logger, "recording a task outcome failed", exc, task_id)
@@ -360,7 +375,7 @@ class Runner:
                 self._adopted -= 1
             # Also on shutdown: a released task is claimable by another process at once.
             with anyio.CancelScope(shield=True):
-                await self._release(Claimed(claimed.record, context.lease))
+                await self._release(Claimed(claimed.record, context.lease), claimable=not ended)
 
     async def _record(self, context: RunningTaskContext, change: StatusChange) -> None:
         task_id = context.task_id
@@ -380,11 +395,16 @@ class Runner:
             delay = max(0, record.retry_at - record.last_updated_at)
             self._group.start_soon(self._claim_when_due, task_id, delay)
 
-    async def _release(self, claimed: Claimed) -> None:
+    async def _release(self, claimed: Claimed, *, claimable: bool = False) -> None:
+        """Give the lease up; ``claimable``: the task is not over, so wake the recovery
+        loops of every process (this one's at shutdown is gone: another takes it at once)."""
         try:
             await self.store.release(claimed.lease)
         except MCPTasksError:
             logger.debug("releasing the lease of task %s failed", redact(claimed.record.task_id))
+            return
+        if claimable:
+            await self.notifier.publish(WORK_SIGNAL)
 
     @staticmethod
     async def _outcome(context: RunningTaskContext, body: Body) -> StatusChange | None:
@@ -405,19 +425,23 @@ class Runner:
         self, context: RunningTaskContext, changes: Subscription, body_scope: anyio.CancelScope
     ) -> None:
         """Renew the lease on the heartbeat; stop the body at once when the task is
-        terminal, gone or taken over by another worker."""
+        terminal, gone or taken over by another worker: when signalled, and at the latest
+        every :data:`POLL_FALLBACK_S` (a signal lost or never sent)."""
         renew_every = self.heartbeat_ms / 1000
         task_id = context.task_id
         renew_at = anyio.current_time() + renew_every
+        check_at = anyio.current_time() + POLL_FALLBACK_S
         while True:
             # Signals (progress, answers, a cancel) must not postpone the renewal.
-            changed = await changes.wait(max(0.0, renew_at - anyio.current_time()))
+            next_due = min(renew_at, check_at)
+            changed = await changes.wait(max(0.0, next_due - anyio.current_time()))
             try:
                 if anyio.current_time() >= renew_at:
                     context.lease = await self.store.renew(context.lease, lease_ms=self.lease_ms)
                     renew_at = anyio.current_time() + renew_every
-                if not changed:
+                if not changed and anyio.current_time() < check_at:
                     continue
+                check_at = anyio.current_time() + POLL_FALLBACK_S
                 record = await self.store.get(task_id, ANY_OWNER)
                 if not record.status.is_terminal and record.generation == context.lease.generation:
                     continue

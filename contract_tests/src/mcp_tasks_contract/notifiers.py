@@ -1,0 +1,39 @@
+"""A check for a backend's cross-process notifier: a change written through one store handle
+and published on its notifier wakes a subscriber on another handle's notifier (as two
+processes on one store would be)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mcp_tasks import NewTask, Notifier, RelayNotifier, new_task_id, notifier_for
+
+if TYPE_CHECKING:
+    from mcp_tasks import Store
+
+#: A failure bound, not a speed check: a lost signal would only be seen at this point.
+SIGNAL_BOUND_S = 10.0
+
+
+async def check_signal_crosses_handles(writer: Store, listener: Store) -> None:
+    """Both handles' notifiers are the backend's own (not in-process only); a task created
+    through ``writer`` and published on its notifier wakes a subscriber of that task on
+    ``listener``'s notifier.
+
+    Raises:
+        AssertionError: the backend offers no cross-process notifier, or the signal did
+            not arrive within :data:`SIGNAL_BOUND_S`.
+    """
+    sender: Notifier = notifier_for(writer)
+    receiver: Notifier = notifier_for(listener)
+    assert isinstance(sender, RelayNotifier), f"no cross-process notifier for {writer!r}"
+    assert isinstance(receiver, RelayNotifier), f"no cross-process notifier for {listener!r}"
+    task_id = new_task_id()
+    async with (
+        sender.running(),
+        receiver.running(),
+        receiver.subscribe(task_id) as changes,
+    ):
+        await writer.create(NewTask(task_id=task_id, owner=None, ttl_ms=60_000))
+        await sender.publish(task_id)
+        assert await changes.wait(SIGNAL_BOUND_S), "the other handle's notifier heard nothing"

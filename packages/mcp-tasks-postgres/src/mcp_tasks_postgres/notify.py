@@ -1,0 +1,118 @@
+"""Task-changed signals between processes on one Postgres schema: ``LISTEN/NOTIFY``.
+
+One channel per schema (``mcp_tasks_<schema>``). A signal is a digest of the task id
+(:func:`mcp_tasks.runtime.notifier.signal_key`), sent after the store's write committed,
+so a process woken by it reads the new state. One dedicated connection listens; sends go
+through a second one (a listening connection must stay free to receive).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import asyncpg
+
+from mcp_tasks.runtime.notifier import RelayNotifier
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+logger = logging.getLogger(__name__)
+
+#: How often the listening connection is checked (a dropped connection raises here).
+HEALTH_CHECK_S = 5.0
+
+
+def channel_of(schema: str) -> str:
+    """The NOTIFY channel of ``schema`` (an identifier: schemas are ``[a-z_][a-z0-9_]*``)."""
+    return f"mcp_tasks_{schema}"[:63]
+
+
+class PostgresRelay:
+    """Carries signal keys between processes sharing one Postgres schema."""
+
+    def __init__(self, connect_url: str, schema: str) -> None:
+        self._connect_url = connect_url
+        self.channel = channel_of(schema)
+        self._sender: asyncpg.Connection | None = None
+        self._send_lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresRelay(channel={self.channel!r})"
+
+    async def _connect(self) -> asyncpg.Connection:
+        connection: asyncpg.Connection = await asyncpg.connect(
+            self._connect_url, server_settings={"application_name": "mcp-tasks-notify"}
+        )
+        return connection
+
+    async def _sending_connection(self) -> asyncpg.Connection:
+        if self._sender is None or self._sender.is_closed():
+            self._sender = await self._connect()
+        return self._sender
+
+    async def send(self, key: str) -> None:
+        async with self._send_lock:
+            sender = await self._sending_connection()
+            try:
+                await sender.execute("SELECT pg_notify($1, $2)", self.channel, key)
+            except (asyncpg.PostgresError, OSError):
+                await self._drop_sender()
+                raise
+
+    async def receive(
+        self, deliver: Callable[[str | None], None], ready: Callable[[], None]
+    ) -> None:
+        connection = await self._connect()
+        lost = anyio.Event()
+
+        def on_notify(_conn: Any, _pid: int, _channel: str, payload: object) -> None:
+            deliver(str(payload))
+
+        connection.add_termination_listener(lambda _conn: lost.set())
+        try:
+            await connection.add_listener(self.channel, on_notify)
+            async with self._send_lock:  # connected now, not on the first change
+                await self._sending_connection()
+            ready()
+            while not lost.is_set():
+                with anyio.move_on_after(HEALTH_CHECK_S):
+                    await lost.wait()
+                if not lost.is_set():
+                    await connection.execute("SELECT 1")
+            raise ConnectionError("the LISTEN connection was closed")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _close(connection)
+
+    async def _drop_sender(self) -> None:
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            await _close(sender)
+
+    async def aclose(self) -> None:
+        async with self._send_lock:
+            await self._drop_sender()
+
+
+async def _close(connection: asyncpg.Connection) -> None:
+    try:
+        await asyncio.wait_for(connection.close(), timeout=5)
+    except Exception:
+        connection.terminate()
+
+
+def notifier(store: object) -> RelayNotifier | None:
+    """The ``mcp_tasks.notifiers`` entry point: a LISTEN/NOTIFY notifier for a store on a
+    :class:`~mcp_tasks_postgres.PostgresDialect` (also one wrapped by a delegating
+    proxy); ``None`` for anything else."""
+    from mcp_tasks_postgres.store import PostgresDialect  # noqa: PLC0415 (store imports much)
+
+    dialect = getattr(store, "dialect", None)
+    if not isinstance(dialect, PostgresDialect):
+        return None
+    return RelayNotifier(PostgresRelay(dialect.connect_url, dialect.schema))

@@ -1,0 +1,90 @@
+"""Task-changed signals between processes on one Redis namespace: pub/sub.
+
+One channel per key prefix (``{prefix}:changes``; pub/sub channels are server-wide, so two
+logical databases with the same prefix share it, which only costs a spurious re-read). A
+signal is a digest of the task id (:func:`mcp_tasks.runtime.notifier.signal_key`),
+published by the engine or runner after the store's write succeeded, never from the
+store's scripts. Pub/sub delivers to whoever listens now; a process that was not listening
+misses the signal and falls back to polling, as every waiter does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from redis.asyncio import Redis
+
+from mcp_tasks.runtime.notifier import RelayNotifier
+from mcp_tasks_redis.store import driver_url
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between the listening connection's health checks (a PING on an idle link).
+HEALTH_CHECK_S = 5
+
+
+def channel_of(prefix: str) -> str:
+    """The pub/sub channel of the namespace ``prefix``."""
+    return "{" + prefix + "}:changes"
+
+
+class RedisRelay:
+    """Carries signal keys between processes sharing one Redis namespace."""
+
+    def __init__(self, connect_url: str, prefix: str) -> None:
+        self._connect_url = connect_url
+        self.channel = channel_of(prefix)
+        self._client: Redis | None = None
+
+    def __repr__(self) -> str:
+        return f"RedisRelay(channel={self.channel!r})"
+
+    def _redis(self) -> Redis:
+        if self._client is None:
+            self._client = Redis.from_url(
+                driver_url(self._connect_url),
+                decode_responses=True,
+                health_check_interval=HEALTH_CHECK_S,
+            )
+        return self._client
+
+    async def send(self, key: str) -> None:
+        await self._redis().publish(self.channel, key)
+
+    async def receive(
+        self, deliver: Callable[[str | None], None], ready: Callable[[], None]
+    ) -> None:
+        pubsub: Any = self._redis().pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(self.channel)
+            await self._redis().ping()  # the sending connection, now, not on the first change
+            ready()
+            while True:
+                message = await pubsub.get_message(timeout=HEALTH_CHECK_S)
+                if message is not None and message.get("type") == "message":
+                    deliver(str(message["data"]))
+                elif message is None:
+                    await pubsub.ping()  # a dead link raises here, and the notifier retries
+        finally:
+            with anyio.CancelScope(shield=True):  # runs when the notifier stops (cancelled)
+                await pubsub.aclose()
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+
+def notifier(store: object) -> RelayNotifier | None:
+    """The ``mcp_tasks.notifiers`` entry point: a pub/sub notifier for a Redis store
+    (read from its ``connect_url`` and ``prefix``; ``None`` for anything else)."""
+    connect_url = getattr(store, "connect_url", None)
+    prefix = getattr(store, "prefix", None)
+    if not isinstance(connect_url, str) or not isinstance(prefix, str):
+        return None
+    return RelayNotifier(RedisRelay(connect_url, prefix))

@@ -1,0 +1,20 @@
+"""The Redis (pub/sub) notifier: what one handle publishes, another handle's notifier hears."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from mcp_tasks_contract.notifiers import check_signal_crosses_handles
+
+if TYPE_CHECKING:
+    from conftest import OpenStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_change_published_on_one_handle_wakes_another(open_store: OpenStore) -> None:
+    """Two handles on one namespace, as two processes would hold: a task created and
+    published through the first wakes a subscriber on the second's notifier."""
+    await check_signal_crosses_handles(await open_store(), await open_store())

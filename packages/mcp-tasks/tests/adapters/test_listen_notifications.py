@@ -1,0 +1,398 @@
+"""``subscriptions/listen`` with ``taskIds`` over real HTTP: raw SSE for the exact messages,
+and the official SDK's client (its ``listen()`` takes only the core filters, so the request
+is sent through ``client.session.send_request``; ``notifications/tasks`` arrive through a
+``NotificationBinding``)."""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import httpx2 as httpx
+import pytest
+from mcp.client.extension import NotificationBinding
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from mcp_types import (
+    SubscriptionFilter,
+    SubscriptionsListenRequest,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+)
+from pydantic import BaseModel, ConfigDict
+
+from mcp_tasks import LocalNotifier, Notifier, TaskContext, Tasks
+from mcp_tasks.client import TaskHandle, TasksClientExtension, start_tool, tasks_client
+from mcp_tasks.engine.listen import MAX_LISTEN_TASK_IDS
+from mcp_tasks.testing import MessageStream, RawClient, decode, running_asgi
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from mcp_tasks.runtime.notifier import Subscription
+
+pytestmark = pytest.mark.anyio
+
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+PLAIN: dict[str, Any] = {"elicitation": {}}
+
+
+class StaticTokens:
+    """Two principals, alice and bob."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if token not in ("alice", "bob"):
+            return None
+        return AccessToken(
+            token=token,
+            client_id="c",
+            scopes=[],
+            subject=token,
+            claims={"iss": "https://a.example"},
+        )
+
+
+class Gate:
+    """Lets the test step a task body: progress, input, then the end."""
+
+    def __init__(self) -> None:
+        self.go = anyio.Event()
+
+
+def build(tasks: Tasks, gate: Gate, *, auth: bool) -> MCPServer[Any]:
+    extra: dict[str, Any] = {}
+    if auth:
+        extra = {
+            "auth": AuthSettings(issuer_url="https://a.example", resource_server_url=None),  # type: ignore[arg-type]
+            "token_verifier": StaticTokens(),
+        }
+    mcp: MCPServer[Any] = MCPServer(
+        "listen", extensions=[tasks.extension()], lifespan=tasks.lifespan, **extra
+    )
+
+    @tasks.tool(mcp, mode="required")
+    async def stepped(ctx: TaskContext) -> str:
+        await gate.go.wait()
+        await ctx.progress(1, 2, "halfway")
+        answer = await ctx.elicit("ok", "Go on?", {"type": "object", "properties": {}})
+        return f"done {answer.get('action')}"
+
+    @tasks.tool(mcp, mode="required")
+    async def quick() -> str:
+        return "quick"
+
+    return mcp
+
+
+@asynccontextmanager
+async def serving(
+    tasks: Tasks, *, auth: bool = False
+) -> AsyncIterator[tuple[str, httpx.AsyncClient, Gate]]:
+    gate = Gate()
+    async with (
+        running_asgi(build(tasks, gate, auth=auth).streamable_http_app()) as url,
+        httpx.AsyncClient(timeout=30) as http,
+    ):
+        yield url, http, gate
+
+
+def listen(
+    client: RawClient,
+    task_ids: object,
+    *,
+    capabilities: dict[str, Any] | None = None,
+    **filters: object,
+) -> AbstractAsyncContextManager[MessageStream]:
+    notifications = {"taskIds": task_ids, **filters}
+    return client.stream(
+        "subscriptions/listen",
+        {"notifications": notifications},
+        capabilities=capabilities,
+        request_id="listen-1",
+    )
+
+
+async def wait_status(client: RawClient, task_id: str, status: str) -> dict[str, Any]:
+    """Poll tasks/get until the task has ``status`` (20 s failure timeout)."""
+    with anyio.fail_after(20):
+        while True:
+            got: dict[str, Any] = (await client.call("tasks/get", {"taskId": task_id}))["result"]
+            if got["status"] == status:
+                return got
+            await anyio.sleep(0.05)
+
+
+async def create(client: RawClient, tool: str) -> str:
+    reply = await client.call("tools/call", {"name": tool, "arguments": {}})
+    task_id: str = reply["result"]["taskId"]
+    return task_id
+
+
+async def test_the_owner_hears_every_change_after_the_ack_and_the_stream_ends() -> None:
+    """The acknowledgment comes first and lists only the caller's own ids; then each change
+    (working, statusMessage, input_required, completed) arrives as notifications/tasks with
+    the task's full state and the subscription id; the stream ends with its result."""
+    async with serving(Tasks(), auth=True) as (url, http, gate):
+        alice, bob = RawClient(http, url, token="alice"), RawClient(http, url, token="bob")
+        mine, theirs = await create(alice, "stepped"), await create(bob, "stepped")
+        async with listen(alice, [mine, theirs, "no-such-task"]) as stream:
+            ack = await stream.next()
+            assert ack is not None
+            assert ack["method"] == "notifications/subscriptions/acknowledged"
+            assert ack["params"]["notifications"] == {"taskIds": [mine]}
+            assert ack["params"]["_meta"] == {SUBSCRIPTION_ID: "listen-1"}
+            first = await stream.next()
+            assert first is not None
+            assert first["method"] == "notifications/tasks"
+            assert (first["params"]["taskId"], first["params"]["status"]) == (mine, "working")
+            gate.go.set()
+            seen: list[dict[str, Any]] = []
+            while not seen or seen[-1]["status"] != "input_required":
+                message = await stream.next()
+                assert message is not None
+                seen.append(message["params"])
+            assert seen[-1]["inputRequests"]["ok"]["method"] == "elicitation/create"
+            assert "halfway" in [s.get("statusMessage") for s in seen]
+            answer = {"ok": {"action": "accept", "content": {}}}
+            await alice.call("tasks/update", {"taskId": mine, "inputResponses": answer})
+            while seen[-1]["status"] != "completed":
+                message = await stream.next()
+                assert message is not None
+                assert message["method"] == "notifications/tasks"
+                assert message["params"]["_meta"] == {SUBSCRIPTION_ID: "listen-1"}
+                assert message["params"]["taskId"] == mine
+                seen.append(message["params"])
+            got = (await alice.call("tasks/get", {"taskId": mine}))["result"]
+            del got["resultType"], got["_meta"]  # the SDK stamps serverInfo on results
+            pushed = {k: v for k, v in seen[-1].items() if k != "_meta"}
+            assert pushed == got
+            end = await stream.next()
+            assert end is not None
+            assert end["id"] == "listen-1"
+            assert end["result"]["_meta"] == {SUBSCRIPTION_ID: "listen-1"}
+            assert await stream.next() is None
+
+
+async def test_another_owners_task_is_never_acknowledged_nor_notified() -> None:
+    """Bob naming alice's task gets an acknowledgment without it, no notification, and a
+    graceful end at once: it watches nothing."""
+    async with serving(Tasks(), auth=True) as (url, http, gate):
+        alice, bob = RawClient(http, url, token="alice"), RawClient(http, url, token="bob")
+        task_id = await create(alice, "stepped")
+        gate.go.set()
+        async with listen(bob, [task_id]) as stream:
+            ack = await stream.next()
+            assert ack is not None
+            assert ack["params"]["notifications"] == {"taskIds": []}
+            end = await stream.next()
+            assert end is not None
+            assert end["result"]["_meta"] == {SUBSCRIPTION_ID: "listen-1"}
+
+
+async def test_a_terminal_task_is_sent_once_then_the_stream_ends() -> None:
+    """A task already finished at listen time: its final state, then the end."""
+    async with serving(Tasks()) as (url, http, _):
+        client = RawClient(http, url)
+        task_id = await create(client, "quick")
+        await wait_status(client, task_id, "completed")
+        async with listen(client, [task_id]) as stream:
+            methods = []
+            while (message := await stream.next()) is not None:
+                methods.append(message.get("method", "result"))
+        assert methods == [
+            "notifications/subscriptions/acknowledged",
+            "notifications/tasks",
+            "result",
+        ]
+
+
+async def test_undeclared_task_ids_answer_32021_with_http_400() -> None:
+    """A listen that names taskIds without declaring the extension: -32021, HTTP 400."""
+    async with serving(Tasks()) as (url, http, _):
+        client = RawClient(http, url)
+        response = await client.post(
+            "subscriptions/listen", {"notifications": {"taskIds": []}}, capabilities=PLAIN
+        )
+        assert response.status_code == 400
+        assert decode(response)["error"]["code"] == -32021
+
+
+@pytest.mark.parametrize(
+    "task_ids",
+    ["abc", [1, 2], None, {"a": 1}, ["x"] * 0 + [f"t{i}" for i in range(MAX_LISTEN_TASK_IDS + 1)]],
+    ids=["string", "numbers", "null", "object", "too-many"],
+)
+async def test_malformed_or_oversized_task_ids_answer_32602(task_ids: object) -> None:
+    """taskIds that is not an array of strings, or names more than 1000: -32602, HTTP 400."""
+    async with serving(Tasks()) as (url, http, _):
+        client = RawClient(http, url)
+        response = await client.post(
+            "subscriptions/listen", {"notifications": {"taskIds": task_ids}}
+        )
+        assert response.status_code == 400
+        assert decode(response)["error"]["code"] == -32602
+
+
+async def test_a_listen_without_task_ids_is_the_sdks_own() -> None:
+    """Core filters alone: the SDK's acknowledgment, untouched (no taskIds key)."""
+    async with serving(Tasks()) as (url, http, _):
+        client = RawClient(http, url)
+        async with client.stream(
+            "subscriptions/listen", {"notifications": {"toolsListChanged": True}}
+        ) as stream:
+            ack = await stream.next()
+        assert ack is not None
+        assert ack["params"]["notifications"] == {"toolsListChanged": True}
+
+
+async def test_core_filters_are_still_served_beside_task_ids() -> None:
+    """taskIds with toolsListChanged: both are acknowledged, and the stream stays open for
+    tool changes after the tasks end."""
+    async with serving(Tasks()) as (url, http, _):
+        client = RawClient(http, url)
+        task_id = await create(client, "quick")
+        async with listen(client, [task_id], toolsListChanged=True) as stream:
+            ack = await stream.next()
+            assert ack is not None
+            assert ack["params"]["notifications"] == {
+                "toolsListChanged": True,
+                "taskIds": [task_id],
+            }
+            statuses = []
+            while not statuses or statuses[-1] != "completed":
+                message = await stream.next()
+                assert message is not None
+                statuses.append(message["params"]["status"])
+            with pytest.raises(TimeoutError):
+                await stream.next(timeout_s=0.5)
+
+
+class Broken:
+    """A notifier whose every call fails."""
+
+    async def publish(self, task_id: str) -> None:
+        raise RuntimeError("publish broke")
+
+    def subscribe(self, *task_ids: str) -> AbstractAsyncContextManager[Subscription]:
+        raise RuntimeError("subscribe broke")
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        raise RuntimeError("running broke")
+
+
+class Counting:
+    """A custom notifier that wraps the default one and counts what it publishes."""
+
+    def __init__(self, inner: Notifier) -> None:
+        self.inner = inner
+        self.published = 0
+
+    async def publish(self, task_id: str) -> None:
+        self.published += 1
+        await self.inner.publish(task_id)
+
+    def subscribe(self, *task_ids: str) -> AbstractAsyncContextManager[Subscription]:
+        return self.inner.subscribe(*task_ids)
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        return self.inner.running()
+
+
+async def test_a_failing_notifier_fails_no_request_and_no_task(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every notifier call raising: tasks still run and answer, the failures are logged."""
+    async with serving(Tasks(notifier=Broken())) as (url, http, gate):
+        client = RawClient(http, url)
+        task_id = await create(client, "stepped")
+        gate.go.set()
+        await wait_status(client, task_id, "input_required")
+        answer = {"ok": {"action": "accept", "content": {}}}
+        reply = await client.call("tasks/update", {"taskId": task_id, "inputResponses": answer})
+        assert "result" in reply
+        assert (await wait_status(client, task_id, "completed"))["result"]["content"][0][
+            "text"
+        ] == "done accept"
+    assert "publish broke" in caplog.text
+    assert task_id not in caplog.text
+
+
+async def test_notifications_off_watch_nothing_and_tasks_still_finish() -> None:
+    """Tasks(notifier=None): the acknowledgment lists no task; tasks finish by polling."""
+    async with serving(Tasks(notifier=None)) as (url, http, _):
+        client = RawClient(http, url)
+        task_id = await create(client, "quick")
+        async with listen(client, [task_id]) as stream:
+            ack = await stream.next()
+            assert ack is not None
+            assert ack["params"]["notifications"] == {"taskIds": []}
+        await wait_status(client, task_id, "completed")
+
+
+async def test_a_custom_notifier_can_wrap_the_default_one() -> None:
+    """A wrapper around LocalNotifier sees every publish, and listen streams still hear."""
+    counting = Counting(LocalNotifier())
+    async with serving(Tasks(notifier=counting)) as (url, http, gate):
+        client = RawClient(http, url)
+        task_id = await create(client, "stepped")
+        async with listen(client, [task_id]) as stream:
+            await stream.next()  # the ack
+            await stream.next()  # working
+            gate.go.set()
+            message = await stream.next()
+            assert message is not None
+            assert message["params"]["statusMessage"] == "halfway"
+    assert counting.published >= 1
+
+
+class TaskNote(BaseModel):
+    """The params of notifications/tasks as the official client's binding validates them."""
+
+    model_config = ConfigDict(extra="allow")
+    taskId: str
+    status: str
+
+
+class HearsTasks(TasksClientExtension):
+    """The tasks extension plus a binding that observes notifications/tasks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heard: list[TaskNote] = []
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        async def hear(note: TaskNote) -> None:
+            self.heard.append(note)
+
+        binding = NotificationBinding(
+            method="notifications/tasks", params_type=TaskNote, handler=hear
+        )
+        return [binding]
+
+
+async def test_the_official_sdk_client_hears_notifications_tasks() -> None:
+    """The official SDK's Client (mcp 2.3), with a notification binding and a raw listen
+    request naming taskIds (its listen() takes only the core filters): the request ends
+    with the graceful result once the task completed, and the binding heard the task's
+    states up to completed."""
+    async with serving(Tasks()) as (url, _, _):
+        extension = HearsTasks()
+        async with tasks_client(url, extension=extension) as client:
+            handle = await start_tool(client, "quick", {})
+            assert isinstance(handle, TaskHandle)
+            listen_request = SubscriptionsListenRequest(
+                params=SubscriptionsListenRequestParams(
+                    notifications=SubscriptionFilter.model_validate({"taskIds": [handle.task_id]})
+                )
+            )
+            with anyio.fail_after(30):
+                ended = await client.session.send_request(
+                    cast("Any", listen_request), SubscriptionsListenResult
+                )
+                # The binding delivers through its own queue, after the request ended.
+                while not extension.heard or extension.heard[-1].status != "completed":  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+        assert ended.result_type == "complete"
+        assert {n.taskId for n in extension.heard} == {handle.task_id}

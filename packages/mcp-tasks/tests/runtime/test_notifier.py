@@ -1,0 +1,129 @@
+"""The notifier: who is woken by which signal, what a failing notifier or relay costs."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from mcp_tasks import LocalNotifier, NullNotifier, RelayNotifier, Tasks, notifier_for
+from mcp_tasks.runtime.notifier import GuardedNotifier, signal_key
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractAsyncContextManager
+
+    from mcp_tasks.runtime.notifier import Subscription
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_subscriber_wakes_for_its_own_tasks_only() -> None:
+    """Subscribed to a and b: a signal for c does not wake it; one for b does, and says b."""
+    notifier = LocalNotifier()
+    async with notifier.subscribe("a", "b") as changes:
+        await notifier.publish("c")
+        assert not await changes.wait(0)
+        await notifier.publish("b")
+        assert await changes.wait(0)
+        assert changes.take_changed() == {signal_key("b")}
+
+
+async def test_subscribing_to_no_task_hears_every_task() -> None:
+    """subscribe() with no ids wakes on any task's signal."""
+    notifier = LocalNotifier()
+    async with notifier.subscribe() as changes:
+        await notifier.publish("anything")
+        assert await changes.wait(0)
+
+
+async def test_an_unknown_change_wakes_everyone_and_says_so() -> None:
+    """deliver(None) (a relay that cannot say which task) wakes every subscriber; what
+    changed is then unknown (None)."""
+    notifier = LocalNotifier()
+    async with notifier.subscribe("a") as first, notifier.subscribe("b") as second:
+        notifier.deliver(None)
+        assert await first.wait(0)
+        assert await second.wait(0)
+        assert first.take_changed() is None
+
+
+class Broken:
+    """Every call raises (and the message quotes the task id, as a careless one might)."""
+
+    async def publish(self, task_id: str) -> None:
+        raise RuntimeError(f"cannot publish {task_id}")
+
+    def subscribe(self, *task_ids: str) -> AbstractAsyncContextManager[Subscription]:
+        raise RuntimeError("cannot subscribe")
+
+    def running(self) -> AbstractAsyncContextManager[None]:
+        raise RuntimeError("cannot run")
+
+
+async def test_a_failing_notifier_is_logged_and_swallowed(caplog: pytest.LogCaptureFixture) -> None:
+    """publish, subscribe and running of a raising notifier raise nothing; the failure is
+    logged without the task id; the subscription is dormant (its holder polls)."""
+    guarded = GuardedNotifier(Broken())
+    task_id = "Zq4" + "x" * 40
+    with caplog.at_level(logging.WARNING):
+        async with guarded.running(), guarded.subscribe(task_id) as changes:
+            await guarded.publish(task_id)
+            assert not await changes.wait(0)
+    assert "cannot publish" in caplog.text
+    assert task_id not in caplog.text
+    assert "cannot subscribe" in caplog.text or "failed to subscribe" in caplog.text
+
+
+def test_none_turns_notifications_off_and_the_default_follows_the_store() -> None:
+    """Tasks(notifier=None) is a NullNotifier; left out, the store's own (in-process for
+    memory)."""
+    assert isinstance(Tasks(notifier=None).notifier.inner, NullNotifier)
+    assert not Tasks(notifier=None).notifier.enabled
+    assert type(Tasks().notifier.inner) is LocalNotifier
+    assert type(notifier_for(Tasks().store)) is LocalNotifier
+
+
+class FlakyRelay:
+    """A relay over a memory channel whose first receiver fails after it started."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.receivers = 0
+        self.closed = False
+
+    async def send(self, key: str) -> None:
+        self.sent.append(key)
+
+    async def receive(
+        self, deliver: Callable[[str | None], None], ready: Callable[[], None]
+    ) -> None:
+        self.receivers += 1
+        ready()
+        if self.receivers == 1:
+            raise ConnectionError("dropped")
+        await anyio.sleep_forever()
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_a_relay_that_drops_is_started_again_and_everyone_re_reads() -> None:
+    """A receiver that fails is logged and started again; meanwhile every subscriber is
+    woken (signals may have been missed). Sends go to the relay only while running, and
+    running closes the relay on exit."""
+    relay = FlakyRelay()
+    notifier = RelayNotifier(relay)
+    await notifier.publish("before")
+    assert relay.sent == []
+    async with notifier.subscribe("a") as changes, notifier.running():
+        assert await changes.wait(10)
+        assert changes.take_changed() is None
+        with anyio.fail_after(10):
+            while relay.receivers < 2:  # noqa: ASYNC110 (the relay's own retry pause)
+                await anyio.sleep(0.05)
+        await notifier.publish("a")
+        assert relay.sent == [signal_key("a")]
+    assert relay.closed
