@@ -124,9 +124,9 @@ def contract_mongodb(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Store throughput next to the raw drivers on the same servers (SQL, Redis, MongoDB), and how long
-    tasks/cancel takes to stop a body over HTTP on each Store (not a gate; the tests assert
-    order, never speed). Posargs go to sql_stores.py."""
+    """Store throughput next to the raw drivers on the same servers (SQL, Redis, MongoDB), and
+    how long tasks/cancel takes to stop a body over HTTP on each Store (not a gate; the tests
+    assert order, never speed). Posargs go to sql_stores.py."""
     session.run("python", "benchmarks/sql_stores.py", *session.posargs)
     session.run("python", "benchmarks/redis_store.py")
     session.run("python", "benchmarks/mongodb_store.py")

@@ -43,6 +43,7 @@ import random
 import re
 import secrets
 import time
+import weakref
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -163,6 +164,18 @@ _CLAIMABLE_NOW: Document = {
         _or_null("claim_expires_at", {"$lte": ["$claim_expires_at", _NOW]}),
     ]
 }
+
+
+#: Per event loop and namespace: the in-process queue before the server's create lock.
+_LOCAL_LOCKS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, ...], asyncio.Lock]
+]
+_LOCAL_LOCKS = weakref.WeakKeyDictionary()
+
+
+def _local_lock(*namespace: str) -> asyncio.Lock:
+    locks = _LOCAL_LOCKS.setdefault(asyncio.get_running_loop(), {})
+    return locks.setdefault(namespace, asyncio.Lock())
 
 
 @contextmanager
@@ -423,12 +436,15 @@ class MongoTaskStore:
         with _driver_errors():
             if await tasks.find_one({"_id": task.task_id}, {"_id": 1}) is not None:
                 raise DuplicateTaskId
-        holder, now = await self._lock()
-        try:
-            await self._check_caps(tasks, task.owner, now)
-            return await self._insert(tasks, rules.new_record(task, now))
-        finally:
-            await self._unlock(holder)
+        # Handles of this process queue here first, so that only one of them at a time
+        # asks the server for the lock (the others would only poll it).
+        async with _local_lock(self.connect_url, self.database, self.prefix):
+            holder, now = await self._lock()
+            try:
+                await self._check_caps(tasks, task.owner, now)
+                return await self._insert(tasks, rules.new_record(task, now))
+            finally:
+                await self._unlock(holder)
 
     async def _insert(self, tasks: AsyncCollection[Document], record: TaskRecord) -> TaskRecord:
         with _driver_errors():
@@ -468,6 +484,7 @@ class MongoTaskStore:
             },
         ]
         deadline = time.monotonic() + _LOCK_WAIT_S
+        pause = 0.004
         while True:
             with _driver_errors():
                 try:
@@ -480,7 +497,9 @@ class MongoTaskStore:
                 return holder, int(lock["now"])
             if time.monotonic() > deadline:
                 raise StoreUnavailable("The namespace's create lock stayed taken")
-            await asyncio.sleep(random.uniform(0.002, 0.02))  # noqa: S311 (jitter, not secrecy)
+            # Another process holds it: back off a little more each time (jittered).
+            pause = min(0.2, pause * 1.5)
+            await asyncio.sleep(random.uniform(pause / 2, pause))  # noqa: S311 (not secrecy)
 
     async def _unlock(self, holder: str) -> None:
         with _driver_errors():
