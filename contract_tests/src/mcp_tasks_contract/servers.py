@@ -233,6 +233,8 @@ def embedded_mongodb() -> Iterator[str | None]:
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
+            finally:
+                server.stdout.close()
 
 
 @contextmanager

@@ -1,5 +1,9 @@
 """The store's hot queries use its indexes: explain() shows an index scan, never a
-collection scan, for get, claim (by id and the oldest eligible task) and reap."""
+collection scan, for get, claim (by id and the oldest eligible task), the caps and reap.
+
+Each explained command is the one the store sends, filter, sort and hint alike, except that
+``$$NOW`` is a literal (explain does not evaluate it on every server; the residual filter
+it sits in does not choose the plan)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mcp_tasks import NewTask, StoreOptions, WorkSpec, new_task_id
-from mcp_tasks_mongodb.store import _CLAIMABLE_NOW, _READ_PROJECTION
+from mcp_tasks_mongodb.store import _CLAIMABLE_NOW, _NOW, _READ_PROJECTION, LIVE
+
+NOW = 1_800_000_000_000
 
 if TYPE_CHECKING:
     from conftest import OpenStore
@@ -17,6 +23,17 @@ if TYPE_CHECKING:
     from mcp_tasks_mongodb import MongoTaskStore
 
 pytestmark = pytest.mark.anyio
+
+
+def _at_now(value: Any) -> Any:
+    """``value`` with the server's now (``_NOW``) replaced by the literal ``NOW``."""
+    if value == _NOW:
+        return NOW
+    if isinstance(value, dict):
+        return {key: _at_now(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_at_now(item) for item in value]
+    return value
 
 
 def _stages(plan: Any) -> list[str]:
@@ -63,63 +80,65 @@ async def store(open_store: OpenStore) -> MongoTaskStore:
     return store
 
 
+def _uses_an_index(stages: list[str]) -> None:
+    assert stages
+    assert "COLLSCAN" not in stages, stages
+    assert {"IXSCAN", "IDHACK", "EXPRESS_IXSCAN"} & set(stages), stages
+
+
 async def test_get_reads_by_id(store: MongoTaskStore, mongodb_url: str) -> None:
     """get (and the read of update, cancel and put_status) is one aggregation by _id."""
     pipeline = [{"$match": {"_id": "x"}}, {"$limit": 1}, {"$project": _READ_PROJECTION}]
-    command = {"aggregate": f"{store.prefix}_tasks", "pipeline": pipeline, "cursor": {}}
-    stages = await _explain(mongodb_url, store, command)
-    assert "COLLSCAN" not in stages
-    assert {"IDHACK", "IXSCAN", "EXPRESS_IXSCAN", "CLUSTERED_IXSCAN"} & set(stages), stages
+    command = {"aggregate": f"{store.prefix}_tasks", "pipeline": _at_now(pipeline), "cursor": {}}
+    _uses_an_index(await _explain(mongodb_url, store, command))
+
+
+def _claim(store: MongoTaskStore, query: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {
+        "findAndModify": f"{store.prefix}_tasks",
+        "query": _at_now(query),
+        "update": [{"$set": {"generation": {"$add": ["$generation", 1]}}}],
+        **more,
+    }
 
 
 async def test_claim_without_an_id_walks_the_claim_order_index(
     store: MongoTaskStore, mongodb_url: str
 ) -> None:
-    command = {
-        "findAndModify": f"{store.prefix}_tasks",
-        "query": {"runnable": True, "lane": "ready", "$expr": _CLAIMABLE_NOW},
-        "sort": {"created_at": 1, "_id": 1},
-        "update": [{"$set": {"generation": {"$add": ["$generation", 1]}}}],
-    }
+    """The oldest ready task, in rules.claim_order straight from the index (no sort stage)."""
+    query = {"lane": "ready", "$expr": _CLAIMABLE_NOW}
+    command = _claim(store, query, sort={"created_at": 1, "_id": 1}, hint="claim_order")
     stages = await _explain(mongodb_url, store, command)
-    assert "COLLSCAN" not in stages
-    assert "IXSCAN" in stages, stages
-    assert "SORT" not in stages  # the index gives rules.claim_order itself
+    _uses_an_index(stages)
+    assert "SORT" not in stages
 
 
 async def test_claim_by_id_reads_by_id(store: MongoTaskStore, mongodb_url: str) -> None:
-    command = {
-        "findAndModify": f"{store.prefix}_tasks",
-        "query": {"_id": "x", "runnable": True, "$expr": _CLAIMABLE_NOW},
-        "sort": {"created_at": 1, "_id": 1},
-        "update": [{"$set": {"generation": {"$add": ["$generation", 1]}}}],
-    }
-    stages = await _explain(mongodb_url, store, command)
-    assert "COLLSCAN" not in stages, stages
+    query = {"_id": "x", "runnable": True, "$expr": _CLAIMABLE_NOW}
+    _uses_an_index(await _explain(mongodb_url, store, _claim(store, query, hint="_id_")))
 
 
 async def test_claim_promotes_waiting_tasks_by_index(
     store: MongoTaskStore, mongodb_url: str
 ) -> None:
+    """The due waiting tasks a claim moves to the ready lane are found by index."""
     command = {
-        "update": f"{store.prefix}_tasks",
-        "updates": [
-            {
-                "q": {"lane": "waiting", "wait_until": {"$lte": 10**13}},
-                "u": {"$set": {"lane": "ready", "wait_until": None}},
-                "multi": True,
-            }
-        ],
+        "find": f"{store.prefix}_tasks",
+        "filter": {"lane": "waiting", "wait_until": {"$lte": NOW}},
+        "hint": "waiting",
     }
-    stages = await _explain(mongodb_url, store, command)
-    assert "COLLSCAN" not in stages
-    assert "IXSCAN" in stages, stages
+    _uses_an_index(await _explain(mongodb_url, store, command))
 
 
 async def test_reap_finds_due_tasks_by_index(store: MongoTaskStore, mongodb_url: str) -> None:
-    for condition in store._reapable(10**13):
-        stages = await _explain(
-            mongodb_url, store, {"find": f"{store.prefix}_tasks", "filter": condition}
-        )
-        assert "COLLSCAN" not in stages
-        assert "IXSCAN" in stages, stages
+    for condition, index in store._reapable(NOW):
+        command = {"find": f"{store.prefix}_tasks", "filter": condition, "hint": index}
+        _uses_an_index(await _explain(mongodb_url, store, command))
+
+
+async def test_the_caps_count_by_index(store: MongoTaskStore, mongodb_url: str) -> None:
+    unexpired = {"$or": [{"expires_at": None}, {"expires_at": {"$gt": NOW}}]}
+    owner = {"owner": "alice", "status": {"$in": LIVE}, **unexpired}
+    for query, index in ((unexpired, "expiry"), (owner, "owner_active")):
+        command = {"count": f"{store.prefix}_tasks", "query": query, "hint": index}
+        _uses_an_index(await _explain(mongodb_url, store, command))

@@ -12,7 +12,10 @@ fields serve the store: ``v``, a random write version every write replaces; ``ru
 whether the status machine allows a claim and the task has work; ``lane`` (``ready``: runnable,
 unclaimed, no retry pending; ``waiting``: runnable but claimed or retrying, until
 ``wait_until``; else none), so that a claim without an id walks only tasks it can take;
+``retain_from``, for a finished task without TTL, when its terminal retention started;
 ``gone_at``, the date the TTL index deletes the document (``expires_at`` plus a grace).
+Every query names the index it uses (``hint``), so no server's planner can pick a
+collection scan.
 
 Time is the server's. ``get`` and the reads of ``update``, ``cancel`` and ``put_status``
 project ``$$NOW`` beside the document; the shared rules (:mod:`mcp_tasks.domain.rules`)
@@ -99,7 +102,6 @@ _LOCK_WAIT_S = 60.0
 #: Statuses the status machine lets a claim (and a renew) take: the live ones.
 CLAIMABLE = [s.value for s in TaskStatus if next_status(s, Event.CLAIM) is not None]
 RENEWABLE = [s.value for s in TaskStatus if next_status(s, Event.RENEW) is not None]
-TERMINAL = [s.value for s in TaskStatus if s.is_terminal]
 LIVE = [s.value for s in TaskStatus if not s.is_terminal]
 
 #: The indexes ``migrate`` creates (and the first use of a handle): name → keys, options.
@@ -116,10 +118,7 @@ INDEXES: dict[str, tuple[list[tuple[str, int]], dict[str, Any]]] = {
         {},
     ),
     # reap of finished tasks without a TTL, after the terminal retention.
-    "retained": (
-        [("ttl_ms", ASCENDING), ("status", ASCENDING), ("last_updated_at", ASCENDING)],
-        {},
-    ),
+    "retained": ([("retain_from", ASCENDING)], {}),
     # the janitor: the TTL monitor deletes a document once its gone_at has passed.
     "janitor": ([("gone_at", ASCENDING)], {"expireAfterSeconds": 0}),
 }
@@ -166,7 +165,8 @@ _CLAIMABLE_NOW: Document = {
 }
 
 
-#: Per event loop and namespace: the in-process queue before the server's create lock.
+#: Per event loop, kind and namespace: in-process queues (creates before the server's create
+#: lock, claims without an id).
 _LOCAL_LOCKS: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, dict[tuple[str, ...], asyncio.Lock]
 ]
@@ -220,6 +220,10 @@ def document_of(record: TaskRecord, grace_ms: int) -> Document:
         "runnable": runnable,
         "lane": None if not runnable else "waiting" if waits else "ready",
         "wait_until": max(waits) if runnable and waits else None,
+        # only claims, renewals and releases write without this function: none ends a task
+        "retain_from": record.last_updated_at
+        if record.status.is_terminal and record.ttl_ms is None
+        else None,
         "claim_worker": None if claim is None else claim.worker_id,
         "claim_token": None if claim is None else claim.token,
         "payload": dumps(payload),
@@ -438,7 +442,7 @@ class MongoTaskStore:
                 raise DuplicateTaskId
         # Handles of this process queue here first, so that only one of them at a time
         # asks the server for the lock (the others would only poll it).
-        async with _local_lock(self.connect_url, self.database, self.prefix):
+        async with _local_lock("create", self.connect_url, self.database, self.prefix):
             holder, now = await self._lock()
             try:
                 await self._check_caps(tasks, task.owner, now)
@@ -461,11 +465,14 @@ class MongoTaskStore:
         unexpired: Document = {"$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}
         cap, per_owner = self.options.max_rows, self.options.max_active_per_owner
         with _driver_errors():
-            if cap is not None and await tasks.count_documents(unexpired, limit=cap) >= cap:
-                raise TaskLimitReached
+            if cap is not None:
+                rows = await tasks.count_documents(unexpired, limit=cap, hint="expiry")
+                if rows >= cap:
+                    raise TaskLimitReached
             if per_owner is not None:
                 active = {"owner": owner, "status": {"$in": LIVE}, **unexpired}
-                if await tasks.count_documents(active, limit=per_owner) >= per_owner:
+                mine = await tasks.count_documents(active, limit=per_owner, hint="owner_active")
+                if mine >= per_owner:
                     raise TaskLimitReached
 
     async def _lock(self) -> tuple[str, int]:
@@ -564,19 +571,27 @@ class MongoTaskStore:
             },
             *_held_until(ends, self.janitor_grace_ms),
         ]
-        eligible: Document = {"runnable": True, "$expr": _CLAIMABLE_NOW}
+        eligible: Document = {"$expr": _CLAIMABLE_NOW}
         if task_id is not None:
-            eligible["_id"] = task_id
+            eligible.update(_id=task_id, runnable=True)
+            with _driver_errors():
+                document = await tasks.find_one_and_update(
+                    eligible, claim, hint="_id_", return_document=ReturnDocument.AFTER
+                )
         else:
             eligible["lane"] = "ready"
-            await self._promote(tasks)
-        with _driver_errors():
-            document = await tasks.find_one_and_update(
-                eligible,
-                claim,
-                sort=[("created_at", ASCENDING), ("_id", ASCENDING)],
-                return_document=ReturnDocument.AFTER,
-            )
+            # Claimers of this process take turns: all of them would otherwise race for
+            # the same oldest task, and all but one would lose and retry on the server.
+            async with _local_lock("claim", self.connect_url, self.database, self.prefix):
+                await self._promote(tasks)
+                with _driver_errors():
+                    document = await tasks.find_one_and_update(
+                        eligible,
+                        claim,
+                        sort=[("created_at", ASCENDING), ("_id", ASCENDING)],
+                        hint="claim_order",
+                        return_document=ReturnDocument.AFTER,
+                    )
         if document is None:
             return None
         record = record_of(document)
@@ -591,6 +606,7 @@ class MongoTaskStore:
             await tasks.update_many(
                 {"lane": "waiting", "wait_until": {"$lte": now}},
                 {"$set": {"lane": "ready", "wait_until": None}},
+                hint="waiting",
             )
 
     async def renew(self, lease: Lease, *, lease_ms: int) -> Lease:
@@ -673,16 +689,12 @@ class MongoTaskStore:
                 ],
             )
 
-    def _reapable(self, now: int) -> list[Document]:
-        """rules.is_reapable as two indexed filters: expired, or finished without a TTL for
-        longer than the terminal retention."""
+    def _reapable(self, now: int) -> list[tuple[Document, str]]:
+        """rules.is_reapable as two indexed filters (and their indexes): expired, or
+        finished without a TTL for longer than the terminal retention."""
         return [
-            {"expires_at": {"$lte": now}},
-            {
-                "ttl_ms": None,
-                "status": {"$in": TERMINAL},
-                "last_updated_at": {"$lte": now - self.options.terminal_retention_ms},
-            },
+            ({"expires_at": {"$lte": now}}, "expiry"),
+            ({"retain_from": {"$lte": now - self.options.terminal_retention_ms}}, "retained"),
         ]
 
     async def reap(self, *, limit: int = 500) -> int:
@@ -692,14 +704,15 @@ class MongoTaskStore:
         now = await self._server_now()
         due: list[str] = []
         with _driver_errors():
-            for condition in self._reapable(now):
+            for condition, index in self._reapable(now):
                 if len(due) < limit:
-                    found = tasks.find(condition, {"_id": 1}, limit=limit - len(due))
+                    found = tasks.find(condition, {"_id": 1}, limit=limit - len(due), hint=index)
                     due += [document["_id"] async for document in found]
             if not due:
                 return 0
-            # The filter again: a task renewed or finished since it was found stays.
-            deleted = await tasks.delete_many({"_id": {"$in": due}, "$or": self._reapable(now)})
+            # The filter again: a task renewed since it was found stays.
+            again = [condition for condition, _ in self._reapable(now)]
+            deleted = await tasks.delete_many({"_id": {"$in": due}, "$or": again}, hint="_id_")
         return deleted.deleted_count
 
     # --- the doctor ----------------------------------------------------------------------
