@@ -227,6 +227,7 @@ def embedded_mongodb() -> Iterator[str | None]:
             yield uri
         finally:
             assert server.stdin is not None
+            assert server.stdout is not None
             server.stdin.close()
             try:
                 server.wait(timeout=30)
