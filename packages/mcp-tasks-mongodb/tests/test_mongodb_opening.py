@@ -37,6 +37,7 @@ async def test_store_from_url_finds_the_mongodb_store(mongodb_url: str, namespac
     assert isinstance(store, MongoTaskStore)
     assert store.prefix == namespace
     assert store.database == "mcp_tasks"
+    assert store_from_url(store.url).url == store.url  # the url opens the namespace again
     try:
         task = await store.create(NewTask(new_task_id()))
         assert (await store.get(task.task_id, None)).task_id == task.task_id

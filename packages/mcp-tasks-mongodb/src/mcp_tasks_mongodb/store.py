@@ -320,7 +320,9 @@ class MongoTaskStore:
     @property
     def url(self) -> str:
         """The URL that opens this store's namespace again (a password masked)."""
-        return mask_password(with_query(self.connect_url, prefix=self.prefix))
+        parts = urlsplit(self.connect_url)
+        url = parts._replace(path=f"/{self.database}").geturl()
+        return mask_password(with_query(url, prefix=self.prefix))
 
     async def __aenter__(self) -> Self:
         return self
@@ -720,8 +722,8 @@ class MongoTaskStore:
     async def diagnose(self) -> list[tuple[str, str, str]]:
         """Rows for ``mcp-tasks doctor``: (check, "ok" | "warn" | "fail", detail) for the
         server's version, the topology, this namespace's indexes and the clock skew."""
-        db = self._db()
         try:
+            db = self._db()
             with _driver_errors():
                 sent = time.time()
                 hello = await db.client.admin.command("hello")
