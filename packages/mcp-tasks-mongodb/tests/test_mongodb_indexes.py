@@ -13,7 +13,7 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mcp_tasks import NewTask, StoreOptions, WorkSpec, new_task_id
-from mcp_tasks_mongodb.store import _CLAIMABLE_NOW, _NOW, _READ_PROJECTION, LIVE
+from mcp_tasks_mongodb.store import _NOW, _READ_PROJECTION, LIVE
 
 NOW = 1_800_000_000_000
 
@@ -105,17 +105,23 @@ def _claim(store: MongoTaskStore, query: dict[str, Any], **more: Any) -> dict[st
 async def test_claim_without_an_id_walks_the_claim_order_index(
     store: MongoTaskStore, mongodb_url: str
 ) -> None:
-    """The oldest ready task, in rules.claim_order straight from the index (no sort stage)."""
-    query = {"lane": "ready", "$expr": _CLAIMABLE_NOW}
-    command = _claim(store, query, sort={"created_at": 1, "_id": 1}, hint="claim_order")
-    stages = await _explain(mongodb_url, store, command)
-    _uses_an_index(stages)
-    assert "SORT" not in stages
+    """The ready lane's ids in rules.claim_order, read through the claim_order index; each
+    is then claimed by id."""
+    command = {
+        "find": f"{store.prefix}_tasks",
+        "filter": {"lane": "ready"},
+        "projection": {"_id": 1, "created_at": 1},
+        "sort": {"created_at": 1, "_id": 1},
+        "hint": "claim_order",
+        "limit": 16,
+    }
+    _uses_an_index(await _explain(mongodb_url, store, command))
 
 
 async def test_claim_by_id_reads_by_id(store: MongoTaskStore, mongodb_url: str) -> None:
-    query = {"_id": "x", "runnable": True, "$expr": _CLAIMABLE_NOW}
-    _uses_an_index(await _explain(mongodb_url, store, _claim(store, query, hint="_id_")))
+    """A claim (and a renew) is a find_one_and_update by _id alone: rules.claimable guards
+    the pipeline, not the filter."""
+    _uses_an_index(await _explain(mongodb_url, store, _claim(store, {"_id": "x"})))
 
 
 async def test_claim_promotes_waiting_tasks_by_index(
@@ -124,8 +130,7 @@ async def test_claim_promotes_waiting_tasks_by_index(
     """The due waiting tasks a claim moves to the ready lane are found by index."""
     command = {
         "find": f"{store.prefix}_tasks",
-        "filter": {"lane": "waiting", "wait_until": {"$lte": NOW}},
-        "hint": "waiting",
+        "filter": {"wait_until": {"$lte": NOW}},
     }
     _uses_an_index(await _explain(mongodb_url, store, command))
 

@@ -20,8 +20,9 @@ collection scan.
 Time is the server's. ``get`` and the reads of ``update``, ``cancel`` and ``put_status``
 project ``$$NOW`` beside the document; the shared rules (:mod:`mcp_tasks.domain.rules`)
 compute the write; a compare-and-set on ``v`` persists it, else the store reads again.
-``claim`` (by id, or the oldest eligible task in ``rules.claim_order``; without an id, the
-waiting tasks whose time came move to the ready lane first), ``renew`` and
+``claim`` (by id, or the oldest eligible task in ``rules.claim_order``: without an id, the
+waiting tasks whose time came move to the ready lane, whose ids are then read in claim
+order and claimed by id), ``renew`` and
 ``release`` are one ``find_one_and_update`` each whose filter and pipeline update
 restate ``rules.claimable``/``apply_claim``, ``apply_renew`` and ``apply_release`` on the
 fields, with ``$$NOW``. ``create`` and ``reap`` read the server's clock from ``hello``.
@@ -96,6 +97,8 @@ DRIVER_ERRORS: tuple[type[BaseException], ...] = (PyMongoError, OSError, Timeout
 #: The create lock's longest hold: a holder stalled longer loses it to the next create.
 _LOCK_MS = 30_000
 _LOCK_ID = "create"
+#: How many ready tasks a claim without an id reads at a time.
+_CLAIM_PAGE = 16
 #: How long a create waits for the lock before giving up (StoreUnavailable).
 _LOCK_WAIT_S = 60.0
 
@@ -109,7 +112,8 @@ INDEXES: dict[str, tuple[list[tuple[str, int]], dict[str, Any]]] = {
     # claim without an id: the ready lane in rules.claim_order.
     "claim_order": ([("lane", ASCENDING), ("created_at", ASCENDING), ("_id", ASCENDING)], {}),
     # the waiting lane by the time its tasks may become claimable.
-    "waiting": ([("lane", ASCENDING), ("wait_until", ASCENDING)], {}),
+    # (only the waiting lane has a wait_until: one key, so the range is exactly the due ones)
+    "waiting": ([("wait_until", ASCENDING)], {}),
     # the row cap (unexpired rows) and reap (expired rows).
     "expiry": ([("expires_at", ASCENDING)], {}),
     # the per-owner cap (an owner's live, unexpired tasks).
@@ -155,7 +159,7 @@ def _or_null(field: str, test: Document) -> Document:
     return {"$or": [{"$eq": [f"${field}", None]}, test]}
 
 
-#: rules.claimable on the fields, at the server's now (``runnable`` is in the filter).
+#: rules.claimable on the fields, at the server's now (``runnable`` checked beside it).
 _CLAIMABLE_NOW: Document = {
     "$and": [
         _or_null("retry_at", {"$lte": ["$retry_at", _NOW]}),
@@ -283,6 +287,25 @@ def _held_until(until: Document, grace_ms: int) -> list[Document]:
             }
         },
     ]
+
+
+def _guarded(condition: Document, stages: list[Document]) -> list[Document]:
+    """``stages`` (``$set`` stages) applied only where ``condition`` holds, decided once at
+    the start (the server's now in it is the update's): elsewhere every field keeps its
+    value. A query filter with ``$expr`` may not use an index on every server; a guard in
+    the pipeline of an update by ``_id`` always does."""
+    guarded: list[Document] = [{"$set": {"_ok": condition}}]
+    for stage in stages:
+        fields = stage["$set"]
+        guarded.append(
+            {
+                "$set": {
+                    name: {"$cond": ["$_ok", value, f"${name}"]} for name, value in fields.items()
+                }
+            }
+        )
+    guarded.append({"$unset": "_ok"})
+    return guarded
 
 
 class MongoTaskStore:
@@ -552,104 +575,139 @@ class MongoTaskStore:
     async def claim(
         self, worker_id: str, *, lease_ms: int, task_id: str | None = None
     ) -> Claimed | None:
-        """One find_one_and_update: rules.claimable as its filter (the oldest eligible task
-        when no id is given), rules.apply_claim as its pipeline, on the server's now."""
+        """One find_one_and_update by _id: rules.claimable (at the server's now) guards
+        rules.apply_claim in its pipeline (the oldest eligible task when no id is given)."""
         if lease_ms <= 0:
             raise InvalidArgument("lease_ms must be positive")
         tasks = await self._tasks()
         ends: Document = {"$add": [_NOW, lease_ms]}
-        claim: list[Document] = [
-            {
-                "$set": {
-                    "generation": {"$add": ["$generation", 1]},
-                    "claim_worker": {"$literal": worker_id},
-                    "claim_token": {"$literal": new_token()},
-                    "claim_expires_at": ends,
-                    "retry_at": None,
-                    "lane": "waiting",
-                    "wait_until": ends,
-                    "v": {"$literal": _new_version()},
-                }
-            },
-            *_held_until(ends, self.janitor_grace_ms),
-        ]
-        eligible: Document = {"$expr": _CLAIMABLE_NOW}
+        version = _new_version()
+        claim = _guarded(
+            {"$and": [{"$eq": ["$runnable", True]}, _CLAIMABLE_NOW]},
+            [
+                {
+                    "$set": {
+                        "generation": {"$add": ["$generation", 1]},
+                        "claim_worker": {"$literal": worker_id},
+                        "claim_token": {"$literal": new_token()},
+                        "claim_expires_at": ends,
+                        "retry_at": None,
+                        "lane": "waiting",
+                        "wait_until": ends,
+                        "v": version,
+                    }
+                },
+                *_held_until(ends, self.janitor_grace_ms),
+            ],
+        )
         if task_id is not None:
-            eligible.update(_id=task_id, runnable=True)
-            with _driver_errors():
-                document = await tasks.find_one_and_update(
-                    eligible, claim, hint="_id_", return_document=ReturnDocument.AFTER
-                )
+            document = await self._claim_by_id(tasks, task_id, claim, version)
         else:
-            eligible["lane"] = "ready"
             # Claimers of this process take turns: all of them would otherwise race for
             # the same oldest task, and all but one would lose and retry on the server.
             async with _local_lock("claim", self.connect_url, self.database, self.prefix):
-                await self._promote(tasks)
-                with _driver_errors():
-                    document = await tasks.find_one_and_update(
-                        eligible,
-                        claim,
-                        sort=[("created_at", ASCENDING), ("_id", ASCENDING)],
-                        hint="claim_order",
-                        return_document=ReturnDocument.AFTER,
-                    )
+                document = await self._claim_next(tasks, claim, version)
         if document is None:
             return None
         record = record_of(document)
         return Claimed(record, rules.lease_of(record))
 
+    async def _claim_by_id(
+        self, tasks: AsyncCollection[Document], task_id: str, claim: list[Document], version: str
+    ) -> Document | None:
+        """The task claimed by the guarded pipeline ``claim``, or None when it was not
+        eligible (then the update wrote nothing new: the guard kept every field)."""
+        with _driver_errors():
+            document = await tasks.find_one_and_update(
+                {"_id": task_id}, claim, return_document=ReturnDocument.AFTER
+            )
+        return document if document is not None and document["v"] == version else None
+
+    async def _claim_next(
+        self, tasks: AsyncCollection[Document], claim: list[Document], version: str
+    ) -> Document | None:
+        """The oldest eligible task (rules.claim_order), claimed: the due waiting tasks
+        join the ready lane, then the ready lane is read in claim order, a page of ids at
+        a time (only the index's fields), and each is claimed by id until one is eligible.
+        Reading ids first keeps the claim itself a single-document update by _id."""
+        await self._promote(tasks)
+        page: Document = {"lane": "ready"}
+        while True:
+            with _driver_errors():
+                found = tasks.find(
+                    page,
+                    {"_id": 1, "created_at": 1},
+                    sort=[("created_at", ASCENDING), ("_id", ASCENDING)],
+                    hint="claim_order",
+                    limit=_CLAIM_PAGE,
+                )
+                candidates = await found.to_list()
+            for candidate in candidates:
+                document = await self._claim_by_id(tasks, candidate["_id"], claim, version)
+                if document is not None:
+                    return document
+            if len(candidates) < _CLAIM_PAGE:
+                return None
+            last = candidates[-1]
+            page = {
+                "lane": "ready",
+                "$or": [
+                    {"created_at": {"$gt": last["created_at"]}},
+                    {"created_at": last["created_at"], "_id": {"$gt": last["_id"]}},
+                ],
+            }
+
     async def _promote(self, tasks: AsyncCollection[Document]) -> None:
         """Move the waiting tasks whose time has come (a claim ran out, a retry is due) to
-        the ready lane. The lanes only narrow what a claim walks: its filter still checks
-        rules.claimable, so a task in the wrong lane is skipped, never wrongly taken."""
+        the ready lane. The lanes only narrow what a claim walks: the claim's guard still
+        checks rules.claimable, so a task in the wrong lane is skipped, never wrongly
+        taken."""
         now = await self._server_now()
+        due: Document = {"wait_until": {"$lte": now}}
         with _driver_errors():
-            await tasks.update_many(
-                {"lane": "waiting", "wait_until": {"$lte": now}},
-                {"$set": {"lane": "ready", "wait_until": None}},
-                hint="waiting",
-            )
+            if await tasks.find_one(due, {"_id": 1}) is not None:  # mostly none: a read
+                await tasks.update_many(due, {"$set": {"lane": "ready", "wait_until": None}})
 
     async def renew(self, lease: Lease, *, lease_ms: int) -> Lease:
-        """One find_one_and_update: rules.apply_renew's checks as its filter, the new lease
-        end (and rules.held_until) as its pipeline, on the server's now."""
+        """One find_one_and_update by _id: rules.apply_renew's checks (at the server's now)
+        guard the new lease end (and rules.held_until) in its pipeline."""
         if lease_ms <= 0:
             raise InvalidArgument("lease_ms must be positive")
         tasks = await self._tasks()
         ends: Document = {"$add": [_NOW, lease_ms]}
         live: Document = {
             "$and": [
+                {"$in": ["$status", RENEWABLE]},
+                {"$eq": ["$claim_token", {"$literal": lease.token}]},
+                {"$eq": ["$generation", lease.generation]},
                 _or_null("expires_at", {"$gt": ["$expires_at", _NOW]}),
                 {"$ne": ["$claim_expires_at", None]},
                 {"$gt": ["$claim_expires_at", _NOW]},
             ]
         }
-        renew = [
-            {
-                "$set": {
-                    "claim_expires_at": ends,
-                    "lane": "waiting",
-                    "wait_until": ends,
-                    "v": {"$literal": _new_version()},
-                }
-            },
-            *_held_until(ends, self.janitor_grace_ms),
-        ]
+        version = _new_version()
+        renew = _guarded(
+            live,
+            [
+                {
+                    "$set": {
+                        "claim_expires_at": ends,
+                        "lane": "waiting",
+                        "wait_until": ends,
+                        "v": version,
+                    }
+                },
+                *_held_until(ends, self.janitor_grace_ms),
+            ],
+        )
         with _driver_errors():
             document = await tasks.find_one_and_update(
-                {
-                    "_id": lease.task_id,
-                    "status": {"$in": RENEWABLE},
-                    "claim_token": lease.token,
-                    "generation": lease.generation,
-                    "$expr": live,
-                },
+                {"_id": lease.task_id},
                 renew,
-                projection={"claim_expires_at": 1},
+                projection={"claim_expires_at": 1, "v": 1},
                 return_document=ReturnDocument.AFTER,
             )
-        if document is None:
+        if document is None or document["v"] != version:
             raise StaleLease
         return Lease(
             lease.task_id,
@@ -665,12 +723,8 @@ class MongoTaskStore:
         tasks = await self._tasks()
         with _driver_errors():
             await tasks.update_one(
-                {
-                    "_id": lease.task_id,
-                    "claim_token": lease.token,
-                    "generation": lease.generation,
-                    "claim_expires_at": {"$ne": None},
-                },
+                # A token is never None, so a task without a claim does not match.
+                {"_id": lease.task_id, "claim_token": lease.token, "generation": lease.generation},
                 [
                     {
                         "$set": {
