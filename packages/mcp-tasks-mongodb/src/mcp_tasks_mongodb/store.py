@@ -14,18 +14,20 @@ unclaimed, no retry pending; ``waiting``: runnable but claimed or retrying, unti
 ``wait_until``; else none), so that a claim without an id walks only tasks it can take;
 ``retain_from``, for a finished task without TTL, when its terminal retention started;
 ``gone_at``, the date the TTL index deletes the document (``expires_at`` plus a grace).
-Every query names the index it uses (``hint``), so no server's planner can pick a
-collection scan.
+Queries by anything but ``_id`` are plain range predicates on one index each (no ``$expr``
+in a filter: not every server's planner uses an index for it).
 
 Time is the server's. ``get`` and the reads of ``update``, ``cancel`` and ``put_status``
-project ``$$NOW`` beside the document; the shared rules (:mod:`mcp_tasks.domain.rules`)
-compute the write; a compare-and-set on ``v`` persists it, else the store reads again.
-``claim`` (by id, or the oldest eligible task in ``rules.claim_order``: without an id, the
-waiting tasks whose time came move to the ready lane, whose ids are then read in claim
-order and claimed by id), ``renew`` and
-``release`` are one ``find_one_and_update`` each whose filter and pipeline update
-restate ``rules.claimable``/``apply_claim``, ``apply_renew`` and ``apply_release`` on the
-fields, with ``$$NOW``. ``create`` and ``reap`` read the server's clock from ``hello``.
+project ``$$NOW`` beside the document (one aggregation by ``_id``); the shared rules
+(:mod:`mcp_tasks.domain.rules`) compute the write; a compare-and-set on ``v`` persists it,
+else the store reads again. ``claim`` by id, ``renew`` and ``release`` are one update by
+``_id`` each whose pipeline restates ``rules.apply_claim``, ``apply_renew`` and
+``apply_release`` on the fields, guarded by ``rules.claimable`` / the lease checks at the
+update's ``$$NOW`` (when the guard fails the document keeps every field and the store
+sees its own new version missing). A ``claim`` without an id first moves the waiting
+tasks whose time came to the ready lane, then reads the ready lane's ids in
+``rules.claim_order`` (a page at a time) and claims them by id until one is eligible.
+``create`` and ``reap`` read the server's clock from ``hello``.
 
 The caps: ``create`` counts the unexpired rows (and the owner's active tasks) and inserts
 while it holds the namespace's create lock (a document taken with a conditional
