@@ -5,6 +5,7 @@ afterwards."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -51,3 +52,19 @@ async def open_store(mongodb_url: str, namespace: str) -> AsyncIterator[OpenStor
     for store in opened:
         await store.close()
     await drop_namespace(namespaced_url(mongodb_url, namespace))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """PyMongo's async server monitors may close their socket a moment after
+    ``AsyncMongoClient.close()`` returned; when the garbage collector meets such a socket
+    first, a ResourceWarning lands in whichever test runs then (seen about once in ten
+    runs of this package's tests). Only that warning is ignored, and only here."""
+    here = str(Path(__file__).parent)
+    for item in items:
+        if str(item.path).startswith(here):
+            item.add_marker(pytest.mark.filterwarnings("ignore:unclosed <socket:ResourceWarning"))
+            item.add_marker(
+                pytest.mark.filterwarnings(
+                    "ignore:Exception ignored in. <socket:pytest.PytestUnraisableExceptionWarning"
+                )
+            )
