@@ -15,6 +15,7 @@ nox.options.sessions = [
     "contract-sqlite",
     "contract-postgres",
     "contract-redis",
+    "contract-mongodb",
     "conformance",
 ]
 
@@ -119,14 +120,24 @@ def contract_redis(session: nox.Session) -> None:
     )
 
 
+@nox.session(name="contract-mongodb")
+def contract_mongodb(session: nox.Session) -> None:
+    """The shared contract suite against the MongoDB store (MCP_TASKS_TEST_MONGODB_URL, else
+    the embedded SecantusDB server; fails in CI when neither is there)."""
+    session.run(
+        *PYTEST, "packages/mcp-tasks-mongodb/tests/test_contract_mongodb.py", *session.posargs
+    )
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Store throughput next to the raw drivers on the same servers (SQL, Redis), how long
-    tasks/cancel takes to stop a body over HTTP on each Store, and how fast a change on one
-    server process reaches another on each durable Store (cancel and update to a body,
+    """Store throughput next to the raw drivers on the same servers (SQL, Redis, MongoDB),
+    how long tasks/cancel takes to stop a body over HTTP on each Store, and how fast a change
+    on one server process reaches another on each durable Store (cancel and update to a body,
     notifications/tasks to a listener; the goal is 200 ms). Not a gate: the tests assert
     behaviour, never speed. Posargs go to sql_stores.py."""
     session.run("python", "benchmarks/sql_stores.py", *session.posargs)
     session.run("python", "benchmarks/redis_store.py")
+    session.run("python", "benchmarks/mongodb_store.py")
     session.run("python", "benchmarks/cancel_latency.py")
     session.run("python", "benchmarks/notify_latency.py")

@@ -3,10 +3,12 @@
 For each Store that is available here (memory always; sqlite when ``mcp_tasks_sqlite`` is
 installed; postgres when ``mcp_tasks_postgres`` is and ``MCP_TASKS_CONFORMANCE_POSTGRES_URL``
 or ``MCP_TASKS_TEST_POSTGRES_URL`` is set; redis when ``mcp_tasks_redis`` is and
-``MCP_TASKS_CONFORMANCE_REDIS_URL`` or ``MCP_TASKS_TEST_REDIS_URL`` is set) this starts
+``MCP_TASKS_CONFORMANCE_REDIS_URL`` or ``MCP_TASKS_TEST_REDIS_URL`` is set; mongodb when
+``mcp_tasks_mongodb`` is, on ``MCP_TASKS_CONFORMANCE_MONGODB_URL`` or
+``MCP_TASKS_TEST_MONGODB_URL``, else on the embedded SecantusDB test server) this starts
 ``examples/conformance_server.py`` on a free port, runs every scenario, reads each
 ``checks.json`` and exits non-zero on any FAILURE, and, when ``CI`` is set, when the SQLite,
-Postgres or Redis store could not run. Node 22 and the pinned runner come from
+Postgres, Redis or MongoDB store could not run. Node 22 and the pinned runner come from
 the npm registry into ``.cache/conformance/`` (gitignored), once.
 """
 
@@ -22,6 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,8 +86,9 @@ def install() -> tuple[Path, Path]:
     return node, entry
 
 
-def stores() -> dict[str, str]:
-    """Store name → URL, for every Store this environment can run."""
+def stores(stack: ExitStack) -> dict[str, str]:
+    """Store name → URL, for every Store this environment can run (servers started here are
+    stopped when ``stack`` closes)."""
     found = {"memory": "memory://"}
     if importlib.util.find_spec("mcp_tasks_sqlite") is not None:
         # A fresh file each run, relative to the repository root (where nox runs).
@@ -106,13 +110,24 @@ def stores() -> dict[str, str]:
 
         # A fresh key prefix each run (dropped afterwards), for the same reason.
         found["redis"] = namespaced_url(redis, CONFORMANCE_SCHEMA)
+    mongodb = os.environ.get(
+        "MCP_TASKS_CONFORMANCE_MONGODB_URL", os.environ.get("MCP_TASKS_TEST_MONGODB_URL")
+    )
+    if importlib.util.find_spec("mcp_tasks_mongodb") is not None:
+        from mcp_tasks import namespaced_url  # noqa: PLC0415 (the backend is installed)
+        from mcp_tasks_contract.servers import embedded_mongodb  # noqa: PLC0415
+
+        mongodb = mongodb or stack.enter_context(embedded_mongodb())
+        if mongodb:
+            # A fresh collection prefix each run (dropped afterwards), for the same reason.
+            found["mongodb"] = namespaced_url(mongodb, CONFORMANCE_SCHEMA)
     return found
 
 
 def drop_schema(url: str) -> None:
-    """Drop this run's Postgres schema or Redis prefix; ``url`` is the store URL ``stores()``
-    built."""
-    import asyncio  # noqa: PLC0415 (only when Postgres or Redis ran)
+    """Drop this run's Postgres schema, Redis prefix or MongoDB collections; ``url`` is the
+    store URL ``stores()`` built."""
+    import asyncio  # noqa: PLC0415 (only when Postgres, Redis or MongoDB ran)
 
     from mcp_tasks import drop_namespace  # noqa: PLC0415
 
@@ -200,7 +215,7 @@ def run_store(
         if url.startswith("sqlite:///"):
             for suffix in ("", "-wal", "-shm"):
                 (ROOT / (url.removeprefix("sqlite:///") + suffix)).unlink(missing_ok=True)
-        if name in ("postgres", "redis"):
+        if name in ("postgres", "redis", "mongodb"):
             drop_schema(url)
     return successes, scored, failures
 
@@ -210,18 +225,20 @@ def main() -> int:
     out = Path(tempfile.mkdtemp(prefix="mcp-tasks-conformance-"))
     failed = False
     summary = []
-    found = stores()
-    missing = [name for name in ("sqlite", "postgres", "redis") if name not in found]
+    stack = ExitStack()
+    found = stores(stack)
+    missing = [name for name in ("sqlite", "postgres", "redis", "mongodb") if name not in found]
     if missing and os.environ.get("CI"):
         # In CI every Store must be proven; a missing one is a failure, not a quiet skip.
         print(f"FAILURE: no {' and no '.join(missing)} store to run (see this module's docstring)")
         failed = True
-    for name, url in found.items():
-        successes, scored, failures = run_store(name, url, node, entry, out)
-        summary.append(f"{name}: {successes}/{scored} SUCCESS")
-        for failure in failures:
-            print(f"FAILURE {name} {failure}")
-        failed = failed or bool(failures) or scored == 0
+    with stack:
+        for name, url in found.items():
+            successes, scored, failures = run_store(name, url, node, entry, out)
+            summary.append(f"{name}: {successes}/{scored} SUCCESS")
+            for failure in failures:
+                print(f"FAILURE {name} {failure}")
+            failed = failed or bool(failures) or scored == 0
     print("\n".join(summary))
     print(f"(checks.json files under {out})")
     return 1 if failed else 0

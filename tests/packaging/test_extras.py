@@ -19,6 +19,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from mcp_tasks import UnknownStoreScheme, store_from_url
+from mcp_tasks.stores import opening
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = REPO / "packages" / "mcp-tasks" / "pyproject.toml"
@@ -105,8 +106,12 @@ def test_all_brings_every_other_extra() -> None:
         "nosuchstore://x",
     ],
 )
-def test_a_missing_store_hint_names_only_extras_that_exist(url: str) -> None:
-    """store_from_url's error for a store that is not installed names no missing extra."""
+def test_a_missing_store_hint_names_only_extras_that_exist(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """store_from_url's error for a store that is not installed names no missing extra (the
+    entry points emptied, so every store here counts as not installed)."""
+    monkeypatch.setattr(opening, "entry_points", lambda **_: [])
     with pytest.raises(UnknownStoreScheme) as caught:
         store_from_url(url)
     named = [name for group in MENTION.findall(str(caught.value)) for name in group.split(",")]

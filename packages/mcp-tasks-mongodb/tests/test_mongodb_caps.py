@@ -1,0 +1,96 @@
+"""The row cap under races and behind the TTL monitor's back: many creates at the cap never
+pass it, and documents the server's TTL monitor deletes make room exactly once each."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+from pymongo import AsyncMongoClient
+
+from mcp_tasks import NewTask, StoreOptions, TaskLimitReached, new_task_id
+
+if TYPE_CHECKING:
+    from conftest import OpenStore
+
+    from mcp_tasks_mongodb import MongoTaskStore
+
+pytestmark = pytest.mark.anyio
+
+CAP = 6
+
+
+async def _create_all(stores: list[MongoTaskStore], tasks: list[NewTask]) -> tuple[int, int]:
+    """Create every task at once, spread over the handles: (created, refused)."""
+    created = refused = 0
+
+    async def create(store: MongoTaskStore, task: NewTask) -> None:
+        nonlocal created, refused
+        try:
+            await store.create(task)
+            created += 1
+        except TaskLimitReached:
+            refused += 1
+
+    async with anyio.create_task_group() as group:
+        for i, task in enumerate(tasks):
+            group.start_soon(create, stores[i % len(stores)], task)
+    return created, refused
+
+
+async def _stored(mongodb_url: str, store: MongoTaskStore) -> int:
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(mongodb_url)
+    try:
+        return await client[store.database][f"{store.prefix}_tasks"].count_documents({})
+    finally:
+        await client.close()
+
+
+async def test_concurrent_creates_at_the_cap_never_pass_it(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """30 creates from 6 handles against max_rows=6, with one owner's cap of 4 beside it:
+    exactly 6 stored rows, the rest refused; then again on a full namespace, all refused."""
+    options = StoreOptions(max_rows=CAP)
+    stores = [await open_store(options) for _ in range(6)]
+    created, refused = await _create_all(stores, [NewTask(new_task_id()) for _ in range(30)])
+    assert (created, refused) == (CAP, 30 - CAP)
+    assert await _stored(mongodb_url, stores[0]) == CAP
+    created, refused = await _create_all(stores, [NewTask(new_task_id()) for _ in range(8)])
+    assert (created, refused) == (0, 8)
+    assert await _stored(mongodb_url, stores[0]) == CAP
+
+
+async def test_concurrent_creates_at_the_owner_cap_never_pass_it(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """20 creates of one owner from 5 handles against max_active_per_owner=3: exactly 3."""
+    options = StoreOptions(max_active_per_owner=3)
+    stores = [await open_store(options) for _ in range(5)]
+    tasks = [NewTask(new_task_id(), owner="alice") for _ in range(20)]
+    assert await _create_all(stores, tasks) == (3, 17)
+    assert await _stored(mongodb_url, stores[0]) == 3
+
+
+async def test_ttl_monitor_deletions_keep_the_cap_exact(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """Fill the cap with short-lived tasks, let the server's TTL monitor delete them (no
+    reap), then race to fill it again: exactly the cap, as if the namespace were new."""
+    options = StoreOptions(max_rows=CAP)
+    stores = [await open_store(options, janitor_grace_ms=0) for _ in range(4)]
+    first = [NewTask(new_task_id(), ttl_ms=500) for _ in range(CAP)]
+    assert await _create_all(stores, first) == (CAP, 0)
+    with pytest.raises(TaskLimitReached):
+        await stores[0].create(NewTask(new_task_id()))
+    # The embedded test server sweeps every second (a real mongod every 60 s).
+    for _ in range(300):
+        if not await _stored(mongodb_url, stores[0]):
+            break
+        await anyio.sleep(0.5)
+    else:
+        pytest.fail("the TTL monitor deleted no expired task in 150 s")
+    created, refused = await _create_all(stores, [NewTask(new_task_id()) for _ in range(24)])
+    assert (created, refused) == (CAP, 24 - CAP)
+    assert await _stored(mongodb_url, stores[0]) == CAP

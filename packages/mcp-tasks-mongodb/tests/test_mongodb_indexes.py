@@ -1,0 +1,149 @@
+"""The store's hot queries use its indexes: explain() shows an index scan, never a
+collection scan, for get, claim (by id and the oldest eligible task), the caps and reap.
+
+Each explained command is the one the store sends, filter, sort and hint alike, except that
+``$$NOW`` is a literal (explain does not evaluate it on every server; the residual filter
+it sits in does not choose the plan)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from pymongo import AsyncMongoClient
+
+from mcp_tasks import NewTask, StoreOptions, WorkSpec, new_task_id
+from mcp_tasks_mongodb.store import _NOW, _READ_PROJECTION, LIVE
+
+NOW = 1_800_000_000_000
+
+if TYPE_CHECKING:
+    from conftest import OpenStore
+
+    from mcp_tasks_mongodb import MongoTaskStore
+
+pytestmark = pytest.mark.anyio
+
+
+def _at_now(value: Any) -> Any:
+    """``value`` with the server's now (``_NOW``) replaced by the literal ``NOW``."""
+    if value == _NOW:
+        return NOW
+    if isinstance(value, dict):
+        return {key: _at_now(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_at_now(item) for item in value]
+    return value
+
+
+def _stages(plan: Any) -> list[str]:
+    """Every stage name in a winning plan (inputStage, inputStages, queryPlan nested)."""
+    found: list[str] = []
+    if isinstance(plan, dict):
+        if "stage" in plan:
+            found.append(plan["stage"])
+        for value in plan.values():
+            found += _stages(value)
+    elif isinstance(plan, list):
+        for value in plan:
+            found += _stages(value)
+    return found
+
+
+async def _explain(mongodb_url: str, store: MongoTaskStore, command: dict[str, Any]) -> list[str]:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongodb_url)
+    try:
+        explained = await client[store.database].command({"explain": command})
+    finally:
+        await client.close()
+    return _stages(_winning_plans(explained))
+
+
+def _winning_plans(explained: Any) -> list[Any]:
+    """Every winningPlan in an explain answer (an aggregation nests its own)."""
+    if isinstance(explained, dict):
+        plans = [explained["winningPlan"]] if "winningPlan" in explained else []
+        for key, value in explained.items():
+            if key != "winningPlan":
+                plans += _winning_plans(value)
+        return plans
+    if isinstance(explained, list):
+        return [plan for value in explained for plan in _winning_plans(value)]
+    return []
+
+
+@pytest.fixture
+async def store(open_store: OpenStore) -> MongoTaskStore:
+    store = await open_store(StoreOptions(max_rows=None))
+    for _ in range(5):
+        await store.create(NewTask(new_task_id(), work=WorkSpec("job")))
+    return store
+
+
+def _uses_an_index(stages: list[str]) -> None:
+    assert stages
+    assert "COLLSCAN" not in stages, stages
+    assert {"IXSCAN", "IDHACK", "EXPRESS_IXSCAN"} & set(stages), stages
+
+
+async def test_get_reads_by_id(store: MongoTaskStore, mongodb_url: str) -> None:
+    """get (and the read of update, cancel and put_status) is one aggregation by _id."""
+    pipeline = [{"$match": {"_id": "x"}}, {"$limit": 1}, {"$project": _READ_PROJECTION}]
+    command = {"aggregate": f"{store.prefix}_tasks", "pipeline": _at_now(pipeline), "cursor": {}}
+    _uses_an_index(await _explain(mongodb_url, store, command))
+
+
+def _claim(store: MongoTaskStore, query: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {
+        "findAndModify": f"{store.prefix}_tasks",
+        "query": _at_now(query),
+        "update": [{"$set": {"generation": {"$add": ["$generation", 1]}}}],
+        **more,
+    }
+
+
+async def test_claim_without_an_id_walks_the_claim_order_index(
+    store: MongoTaskStore, mongodb_url: str
+) -> None:
+    """The ready lane's ids in rules.claim_order, read through the claim_order index; each
+    is then claimed by id."""
+    command = {
+        "find": f"{store.prefix}_tasks",
+        "filter": {"lane": "ready"},
+        "projection": {"_id": 1, "created_at": 1},
+        "sort": {"created_at": 1, "_id": 1},
+        "hint": "claim_order",
+        "limit": 16,
+    }
+    _uses_an_index(await _explain(mongodb_url, store, command))
+
+
+async def test_claim_by_id_reads_by_id(store: MongoTaskStore, mongodb_url: str) -> None:
+    """A claim (and a renew) is a find_one_and_update by _id alone: rules.claimable guards
+    the pipeline, not the filter."""
+    _uses_an_index(await _explain(mongodb_url, store, _claim(store, {"_id": "x"})))
+
+
+async def test_claim_promotes_waiting_tasks_by_index(
+    store: MongoTaskStore, mongodb_url: str
+) -> None:
+    """The due waiting tasks a claim moves to the ready lane are found by index."""
+    command = {
+        "find": f"{store.prefix}_tasks",
+        "filter": {"wait_until": {"$lte": NOW}},
+    }
+    _uses_an_index(await _explain(mongodb_url, store, command))
+
+
+async def test_reap_finds_due_tasks_by_index(store: MongoTaskStore, mongodb_url: str) -> None:
+    for condition, index in store._reapable(NOW):
+        command = {"find": f"{store.prefix}_tasks", "filter": condition, "hint": index}
+        _uses_an_index(await _explain(mongodb_url, store, command))
+
+
+async def test_the_caps_count_by_index(store: MongoTaskStore, mongodb_url: str) -> None:
+    unexpired = {"$or": [{"expires_at": None}, {"expires_at": {"$gt": NOW}}]}
+    owner = {"owner": "alice", "status": {"$in": LIVE}, **unexpired}
+    for query, index in ((unexpired, "expiry"), (owner, "owner_active")):
+        command = {"count": f"{store.prefix}_tasks", "query": query, "hint": index}
+        _uses_an_index(await _explain(mongodb_url, store, command))
