@@ -114,9 +114,10 @@ def contract_redis(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Store throughput next to the raw drivers on the same servers (SQL, Redis), and how long
-    tasks/cancel takes to stop a body over HTTP on each Store (not a gate; the tests assert
-    order, never speed). Posargs go to sql_stores.py."""
-    session.run("python", "benchmarks/sql_stores.py", *session.posargs)
-    session.run("python", "benchmarks/redis_store.py")
+    """The performance suite (bench/run.py, docs/performance.md; it folds in the store
+    benchmarks of benchmarks/): bench/results/latest.json with every goal's ratio, and the
+    charts. Then how long tasks/cancel takes to stop a body over HTTP on each Store. Not a
+    gate; the tests assert order, never speed. Posargs go to bench/run.py (e.g. --quick)."""
+    bench_run = ("uv", "run", "--group", "bench", "python", "-m", "bench.run")
+    session.run(*bench_run, *session.posargs, external=True)
     session.run("python", "benchmarks/cancel_latency.py")
