@@ -141,9 +141,7 @@ async def get_put(url: str, ops: int, rows: int) -> dict[str, float]:
         await store.close()
 
 
-async def latencies(
-    store: Store, ids: list[str], ops: int, repeats: int = 3
-) -> dict[str, float]:
+async def latencies(store: Store, ids: list[str], ops: int, repeats: int = 3) -> dict[str, float]:
     """Mean microseconds of get and put_status on random stored tasks, and of create: the
     best of ``repeats`` runs of ``ops`` calls (a pause elsewhere on the machine hits one)."""
     picks = [random.choice(ids) for _ in range(ops)]  # spread over the table, not secrecy
