@@ -96,17 +96,16 @@ def store_ops(results: dict[str, Any], out: Path) -> None:
 
 
 def scale(results: dict[str, Any], out: Path) -> None:
-    small = str(results["settings"]["scale_small"])
-    large = str(results["settings"]["scale_large"])
     scaled = results["scale"]
     names = list(scaled)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for k, op in enumerate(("get", "put_status", "create")):
-        values = [scaled[n][large][f"{op}_us"] / scaled[n][small][f"{op}_us"] for n in names]
+        values = [scaled[n]["large"][f"{op}_us"] / scaled[n]["small"][f"{op}_us"] for n in names]
         left.bar([i + (k - 1) * 0.27 for i in range(len(names))], values, 0.27, label=op)
     left.axhline(1.3, color="black", linestyle=":", label="goal ≤ 1.3")
-    left.set_xticks(list(range(len(names))), names)
-    left.set_ylabel(f"latency at {int(large):,} ÷ at {int(small):,} tasks")
+    rows = [f"{n}\n{scaled[n]['rows']['large'] // 1000} k tasks" for n in names]
+    left.set_xticks(list(range(len(names))), rows, fontsize=8)
+    left.set_ylabel(f"latency, large ÷ {results['settings']['scale_small']:,} tasks")
     left.set_title("latency as the store grows")
     left.legend(fontsize=8)
     capped = results["near_cap"]

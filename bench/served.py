@@ -246,8 +246,11 @@ def profile(
 
 
 def summarise(raw: Path, top: int = 25) -> str:
-    """The functions with the most samples, by own time and inclusive, from collapsed stacks."""
+    """Where the samples went, from collapsed stacks: own samples by package (the first part
+    of the file's path: uvicorn, starlette, mcp, mcp_tasks, pydantic, asyncio, …) and by
+    function, and inclusive samples by function."""
     own: Counter[str] = Counter()
+    packages: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
     for line in raw.read_text().splitlines():
@@ -256,15 +259,29 @@ def summarise(raw: Path, top: int = 25) -> str:
             continue
         count = int(count_text)
         total += count
-        frames = [re.sub(r"\s*\(.*?/(site-packages|src)/", " (", f) for f in stack.split(";")]
+        frames = [function(f) for f in stack.split(";")]
         own[frames[-1]] += count
+        packages[frames[-1].partition("(")[2].partition("/")[0].rstrip(")") or "?"] += count
         for frame in set(frames):
             inclusive[frame] += count
-    lines = [f"{total} samples of the server under wrk (tasks/get, memory store)", "", "own:"]
-    lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in own.most_common(top)]
-    lines += ["", "inclusive:"]
-    lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in inclusive.most_common(top)]
-    return "\n".join(lines) + "\n"
+    lines = [f"{total} samples of the server under wrk (tasks/get, memory store)", ""]
+    for title, counter in (
+        ("own, by package:", packages),
+        ("own, by function:", own),
+        ("inclusive, by function:", inclusive),
+    ):
+        lines.append(title)
+        shown = counter.most_common(top * 2 if counter is inclusive else top)
+        lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in shown]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def function(frame: str) -> str:
+    """``name (package/module.py)`` of a py-spy frame: the path from its package on, no line."""
+    name, _, where = frame.partition(" (")
+    path = re.sub(r"^.*/(site-packages|src|python3\.\d+)/", "", where.rpartition(":")[0])
+    return f"{name} ({path})"
 
 
 async def drive(port: int, tasks: int, in_flight: int, tool_ms: int, poll_ms: int) -> list[float]:
