@@ -17,6 +17,12 @@ OTHER = "#c44e52"
 FLOOR = "#8c8c8c"
 
 
+def save(fig: Any, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def colour(name: str) -> str:
     if name == "fastmcp-tasks":
         return OTHER
@@ -36,9 +42,7 @@ def poll_capacity(results: dict[str, Any], out: Path) -> None:
     labelled_bars(ax, names, [polls[n]["requests_per_s"] for n in names], "{:,.0f}")
     ax.set_ylabel("requests per second")
     ax.set_title("tasks/get under wrk (1 thread, 50 connections); floors in grey")
-    fig.tight_layout()
-    fig.savefig(out / "poll_capacity.png", dpi=110)
-    plt.close(fig)
+    save(fig, out / "poll_capacity.png")
 
 
 def cpu_per_task(results: dict[str, Any], out: Path) -> None:
@@ -55,9 +59,7 @@ def cpu_per_task(results: dict[str, Any], out: Path) -> None:
     right.set_ylabel("ms")
     right.set_title("create (tools/call) latency")
     right.legend()
-    fig.tight_layout()
-    fig.savefig(out / "cpu_per_task.png", dpi=110)
-    plt.close(fig)
+    save(fig, out / "cpu_per_task.png")
 
 
 def store_ops(results: dict[str, Any], out: Path) -> None:
@@ -90,9 +92,7 @@ def store_ops(results: dict[str, Any], out: Path) -> None:
     right.set_ylabel("ops/s, one call at a time (log)")
     right.set_title("store operations")
     right.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "store_ops.png", dpi=110)
-    plt.close(fig)
+    save(fig, out / "store_ops.png")
 
 
 def scale(results: dict[str, Any], out: Path) -> None:
@@ -120,9 +120,7 @@ def scale(results: dict[str, Any], out: Path) -> None:
     right.set_ylabel("creates per second (log)")
     right.set_title(f"create throughput, row cap {int(results['settings']['cap']):,}")
     right.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "scale.png", dpi=110)
-    plt.close(fig)
+    save(fig, out / "scale.png")
 
 
 def goals(results: dict[str, Any], out: Path) -> None:
@@ -141,9 +139,7 @@ def goals(results: dict[str, Any], out: Path) -> None:
     ax.set_xticks([])
     ax.invert_yaxis()
     ax.set_title("goals: green met, red missed, grey not measured")
-    fig.tight_layout()
-    fig.savefig(out / "goals.png", dpi=110)
-    plt.close(fig)
+    save(fig, out / "goals.png")
 
 
 def draw(results: dict[str, Any], out: Path) -> None:

@@ -99,18 +99,6 @@ async def generic_ops(url: str, ops: int) -> dict[str, float]:
     return results
 
 
-async def memory_get_put(ops: int, rows: int) -> dict[str, float]:
-    store = store_from_url("memory://", StoreOptions(max_rows=None))
-    ids = await seed(store, rows)
-    task_id = ids[len(ids) // 2]
-    return {
-        "store.get": await rate(ops, lambda _: store.get(task_id, ANY_OWNER)),
-        "store.put_status": await rate(
-            ops, lambda i: store.put_status(task_id, Progress(f"step {i}"))
-        ),
-    }
-
-
 async def store_ops(backend: Backend, fresh: Callable[[], str], ops: int) -> dict[str, float]:
     """Section 3 for one backend: ops/s of the store and, where there is one, of the raw
     driver (``raw read``, ``raw update``, ``raw claim``) on the same server."""
@@ -122,14 +110,14 @@ async def store_ops(backend: Backend, fresh: Callable[[], str], ops: int) -> dic
         results = await sql_stores.bench_postgres(backend.base, ops, rows)
     elif backend.name == "redis" and backend.base is not None:
         results = await redis_store.bench(backend.base, ops, rows)
-    elif backend.name == "memory":
-        results = await memory_get_put(ops, rows)
-    else:  # a backend with no raw comparison here yet (MongoDB): the store alone
+    else:  # no raw driver (memory), or no raw comparison here yet (MongoDB): the store alone
         results = await get_put(fresh(), ops, rows)
     return {**results, **await generic_ops(fresh(), ops)}
 
 
 async def get_put(url: str, ops: int, rows: int) -> dict[str, float]:
+    """get and put_status per second on one task among ``rows``, as the micro-benchmarks
+    measure them, on a store with no raw driver beside it."""
     store = store_from_url(url, StoreOptions(max_rows=None))
     try:
         ids = await seed(store, rows)
