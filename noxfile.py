@@ -131,13 +131,14 @@ def contract_mongodb(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Store throughput next to the raw drivers on the same servers (SQL, Redis, MongoDB),
-    how long tasks/cancel takes to stop a body over HTTP on each Store, and how fast a change
-    on one server process reaches another on each durable Store (cancel and update to a body,
-    notifications/tasks to a listener; the goal is 200 ms). Not a gate: the tests assert
-    behaviour, never speed. Posargs go to sql_stores.py."""
-    session.run("python", "benchmarks/sql_stores.py", *session.posargs)
-    session.run("python", "benchmarks/redis_store.py")
+    """The performance suite (bench/run.py, docs/performance.md; it folds in the store
+    benchmarks of benchmarks/): bench/results/latest.json with every goal's ratio, and the
+    charts. Then the MongoDB store beside raw PyMongo, how long tasks/cancel takes to stop a
+    body over HTTP on each Store, and how fast a change on one server process reaches
+    another on each durable Store (the goal is 200 ms). Not a gate; the tests assert
+    behaviour, never speed. Posargs go to bench/run.py (e.g. --quick)."""
+    bench_run = ("uv", "run", "--group", "bench", "python", "-m", "bench.run")
+    session.run(*bench_run, *session.posargs, external=True)
     session.run("python", "benchmarks/mongodb_store.py")
     session.run("python", "benchmarks/cancel_latency.py")
     session.run("python", "benchmarks/notify_latency.py")

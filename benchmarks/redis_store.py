@@ -125,6 +125,23 @@ async def bench(url: str, ops: int, rows: int, rounds: int) -> dict[str, list[fl
     return results
 
 
+#: The flat names of each operation's (store, raw) rates, as bench/stores.py reads them.
+FLAT_NAMES = {
+    "get": ("store.get", "raw read"),
+    "put_status": ("store.put_status", "raw update"),
+    "claim": ("store.claim", "raw claim"),
+}
+
+
+def as_rates(results: dict[str, list[float]]) -> dict[str, float]:
+    """The median store and raw rate of each operation over the rounds, by flat name."""
+    rates: dict[str, float] = {}
+    for op, (ours, theirs) in FLAT_NAMES.items():
+        rates[ours] = statistics.median(results[op][0::2])
+        rates[theirs] = statistics.median(results[op][1::2])
+    return rates
+
+
 def report(name: str, results: dict[str, list[float]]) -> None:
     print(f"\n{name}")
     print(f"  {'operation':<30}{'store ops/s':>12}{'raw ops/s':>12}{'store/raw':>11}  goal")

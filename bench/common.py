@@ -1,0 +1,298 @@
+"""What every section shares: the backends of this run, server processes, a lean HTTP client
+and the server's CPU time and resident size from ``/proc``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mcp_tasks import (
+    ANY_OWNER,
+    TaskNotFound,
+    UnknownStoreScheme,
+    drop_namespace,
+    namespaced_url,
+    store_from_url,
+)
+from mcp_tasks.stores.opening import backend_for
+from mcp_tasks_contract.servers import embedded_postgres
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTOCOL = "2026-07-28"
+TASKS = "io.modelcontextprotocol/tasks"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+#: Environment variables that name the servers of the durable backends (the test suite's).
+SERVER_ENV = {
+    "postgres": "MCP_TASKS_TEST_POSTGRES_URL",
+    "redis": "MCP_TASKS_TEST_REDIS_URL",
+    "mongodb": "MCP_TASKS_TEST_MONGODB_URL",
+}
+
+
+@dataclass
+class Backend:
+    """One store of the run: its name and a URL of its own namespace (dropped at the end)."""
+
+    name: str
+    url: str
+    server: str  #: where it runs, for the report (never a password)
+    base: str | None = None  #: the server's URL, before any namespace (server backends)
+
+
+@dataclass
+class Backends:
+    """The backends this machine has, and why each missing one is missing."""
+
+    available: list[Backend] = field(default_factory=list)
+    missing: dict[str, str] = field(default_factory=dict)
+
+    def get(self, name: str) -> Backend | None:
+        return next((b for b in self.available if b.name == name), None)
+
+
+def _installed(scheme: str) -> str | None:
+    """Why no store serves ``scheme``, or ``None`` when one is installed."""
+    try:
+        backend_for(f"{scheme}://localhost/x")
+    except UnknownStoreScheme:
+        return f"no {scheme}:// store is installed"
+    return None
+
+
+def find_backends(stack: ExitStack, directory: Path, only: Sequence[str] | None) -> Backends:
+    """Every backend this run can measure: memory and SQLite always (when installed), the
+    server backends when their server answers (from the test suite's environment variables;
+    Postgres also from an embedded server). Each gets a fresh namespace, dropped on exit."""
+    found = Backends()
+    wanted = list(only or ["memory", "sqlite", "postgres", "redis", "mongodb"])
+    for name in wanted:
+        scheme = "postgresql" if name == "postgres" else name
+        why = _installed(scheme)
+        if why is not None:
+            found.missing[name] = f"not available: {why}"
+            continue
+        if name == "memory":
+            found.available.append(Backend(name, "memory://", "this process"))
+            continue
+        if name == "sqlite":
+            path = directory / "bench.db"
+            found.available.append(Backend(name, f"sqlite:///{path}", "a file in a temp dir"))
+            continue
+        url = os.environ.get(SERVER_ENV[name])
+        where = SERVER_ENV[name]
+        if not url and name == "postgres":
+            server = stack.enter_context(embedded_postgres())
+            if server is not None:
+                url, where = server.url, "embedded server"
+        if not url and name == "redis":
+            url, where = "redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0 (default)"
+        if not url:
+            found.missing[name] = f"not available: set {SERVER_ENV[name]}"
+            continue
+        spaced = namespaced_url(url, "mcpt_bench_" + secrets.token_hex(4))
+        problem = asyncio.run(_answers(spaced))
+        if problem is not None:
+            found.missing[name] = f"not available: {where} does not answer ({problem})"
+            continue
+        stack.callback(drop_now, spaced)
+        found.available.append(Backend(name, spaced, where, url))
+    return found
+
+
+def namespace_factory(stack: ExitStack, directory: Path, backend: Backend) -> Callable[[], str]:
+    """A maker of fresh, empty store URLs on ``backend`` (each dropped when ``stack`` ends)."""
+    counter = iter(range(1_000_000))
+
+    def fresh() -> str:
+        if backend.name == "memory":
+            return "memory://"
+        if backend.name == "sqlite":
+            return f"sqlite:///{directory / f'fresh-{next(counter)}.db'}"
+        assert backend.base is not None
+        url = namespaced_url(backend.base, "mcpt_bench_" + secrets.token_hex(4))
+        stack.callback(drop_now, url)
+        return url
+
+    return fresh
+
+
+async def _answers(url: str) -> str | None:
+    """Why the store at ``url`` cannot be used, or ``None`` (one get of a missing task)."""
+    store = store_from_url(url)
+    try:
+        await store.get("probe-" + secrets.token_hex(8), ANY_OWNER)
+    except TaskNotFound:
+        return None
+    except Exception as error:  # any failure: the backend is not usable here
+        return f"{type(error).__name__}: {error}"
+    finally:
+        with contextlib.suppress(Exception):
+            await store.close()
+    return None
+
+
+def drop_now(url: str) -> None:
+    """Drop the namespace at ``url`` (a clean-up: a failure is ignored)."""
+    asyncio.run(_drop(url))
+
+
+async def _drop(url: str) -> None:
+    with contextlib.suppress(Exception):
+        await drop_namespace(url)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (``/proc/<pid>/stat``)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+def resident_bytes(pid: int) -> int:
+    """Resident set size of process ``pid`` (``VmRSS``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+@contextlib.contextmanager
+def server_process(
+    argv: Sequence[str], port: int, *, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a server (``argv``, listening on ``port``) until the block ends; waits until it
+    accepts connections. Its output goes to a log under ``.cache/bench``."""
+    logs = ROOT / ".cache" / "bench" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / f"server-{port}.log").open("wb") as log:
+        process = subprocess.Popen(
+            list(argv),
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"{argv[1:]} exited ({process.returncode}); see {log.name}")
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection(("127.0.0.1", port), 0.2),
+                ):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{argv[1:]} did not listen on {port}")
+                time.sleep(0.1)
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def our_server(backend: Backend, port: int, max_rows: int | None = None) -> list[str]:
+    argv = [sys.executable, "-m", "bench.servers", "ours", "--store", backend.url]
+    return [*argv, "--port", str(port), "--max-rows", str(max_rows or 0)]
+
+
+def request_headers(method: str, name: str | None) -> dict[str, str]:
+    """The headers of a 2026-07-28 request (as ``mcp_tasks.testing.RawClient`` sends)."""
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": PROTOCOL,
+        "mcp-method": method,
+    }
+    if name is not None:
+        headers["mcp-name"] = name
+    return headers
+
+
+def request_body(method: str, params: Mapping[str, Any], request_id: int = 1) -> bytes:
+    """A JSON-RPC request whose ``_meta`` declares the protocol and the tasks extension."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {**params, "_meta": meta},
+    }
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+class Connection:
+    """One kept-alive HTTP/1.1 connection speaking just enough to POST JSON-RPC: a Python
+    client with little overhead of its own (the servers answer with a Content-Length)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def call(self, method: str, params: Mapping[str, Any], name: str | None = None) -> Any:
+        """POST one request to /mcp; the decoded JSON-RPC response."""
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        assert self.reader is not None
+        body = request_body(method, params)
+        head = "".join(f"{k}: {v}\r\n" for k, v in request_headers(method, name).items())
+        host = f"host: 127.0.0.1:{self.port}\r\n"  # with the port: the SDK checks it
+        start = f"POST /mcp HTTP/1.1\r\n{host}{head}content-length: {len(body)}\r\n\r\n"
+        self.writer.write(start.encode() + body)
+        status = await self.reader.readline()
+        length = None
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            key, _, value = line.decode().partition(":")
+            if key.lower() == "content-length":
+                length = int(value)
+        if not status.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(f"{method} answered {status!r}")
+        if length is None:
+            raise RuntimeError(f"no content-length in the answer to {method} ({status!r})")
+        return json.loads(await self.reader.readexactly(length))
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)

@@ -1,0 +1,226 @@
+"""The performance suite of issue 13: every goal is a ratio measured side by side in one run.
+
+    uv run nox -s bench                          # the whole suite (about 10 minutes)
+    uv run python -m bench.run --quick           # a smaller run (a minute or two)
+
+Writes ``bench/results/latest.json`` (the raw figures, and ``ratios``: each goal with the
+measured ratio and whether it is met) and the PNG charts beside it; ``docs/performance.md``
+explains them. Absolute figures depend on the machine and on whatever else runs on it: only
+ratios of one run are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from bench import memory, served, stores
+from bench.common import ROOT, find_backends, namespace_factory
+
+DURABLE = ("sqlite", "postgres", "redis", "mongodb")
+ALL = ("memory", *DURABLE)
+
+
+def settings(quick: bool) -> dict[str, Any]:
+    """How much of each section to run (``--quick``: a smoke run, not for the goals)."""
+    if quick:
+        return {
+            "wrk_seconds": 2, "wrk_rounds": 1, "wrk_connections": 50,
+            "e2e_tasks": 60, "e2e_in_flight": 50, "e2e_tool_ms": 200, "e2e_poll_ms": 50,
+            "store_ops": 300, "scale_small": 1_000, "scale_large": 5_000, "scale_ops": 300,
+            "scale_seed_budget_s": 20,
+            "cap": 2_000, "memory_tasks": 10_000,
+        }  # fmt: skip
+    return {
+        "wrk_seconds": 8, "wrk_rounds": 2, "wrk_connections": 50,
+        "e2e_tasks": 200, "e2e_in_flight": 50, "e2e_tool_ms": 200, "e2e_poll_ms": 50,
+        "store_ops": 3_000, "scale_small": 1_000, "scale_large": 100_000, "scale_ops": 500,
+        "scale_seed_budget_s": 100,
+        "cap": 10_000, "memory_tasks": 100_000,
+    }  # fmt: skip
+
+
+def goal(measured: float | None, op: str, target: float, why: str | None = None) -> dict[str, Any]:
+    """One goal: the measured ratio, the goal (``>= x`` or ``<= x``) and whether it holds."""
+    met = None if measured is None else (measured >= target if op == ">=" else measured <= target)
+    entry: dict[str, Any] = {"measured": measured, "goal": f"{op} {target:g}", "met": met}
+    if why is not None:
+        entry["note"] = why
+    return entry
+
+
+def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Every goal of the issue, as a ratio of two figures of this run."""
+    out: dict[str, dict[str, Any]] = {}
+    polls = results["poll_capacity"]
+    cpu = results["cpu_per_task"]
+
+    def rps(name: str) -> float | None:
+        value: float | None = polls.get(name, {}).get("requests_per_s")
+        return value
+
+    def share(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None or b == 0 else round(a / b, 3)
+
+    def absent(name: str) -> str | None:
+        return missing.get(name)
+
+    ft = rps("fastmcp-tasks")
+    out["tasks_get.memory_vs_fastmcp_tasks"] = goal(share(rps("memory"), ft), ">=", 3)
+    out["tasks_get.memory_vs_bare_starlette"] = goal(
+        share(rps("memory"), rps("bare starlette")), ">=", 0.45
+    )
+    for name in DURABLE:
+        out[f"tasks_get.{name}_vs_fastmcp_tasks"] = goal(
+            share(rps(name), ft), ">=", 2, absent(name)
+        )
+    ft_cpu = cpu.get("fastmcp-tasks", {}).get("cpu_ms_per_task")
+    for name in ALL:
+        mine = cpu.get(name, {}).get("cpu_ms_per_task")
+        out[f"cpu_per_task.{name}_vs_fastmcp_tasks"] = goal(
+            share(mine, ft_cpu), "<=", 0.15 if name == "memory" else 0.3, absent(name)
+        )
+    for name in ALL:
+        row = cpu.get(name, {})
+        out[f"create_p99_vs_p50.{name}"] = goal(
+            share(row.get("create_p99_ms"), row.get("create_p50_ms")), "<=", 3, absent(name)
+        )
+    for name in ALL:
+        ops = results["store_ops"].get(name, {})
+        no_raw = absent(name) or (None if "raw read" in ops else "no raw driver to compare")
+        out[f"store_ops.{name}.get_vs_raw"] = goal(
+            share(ops.get("store.get"), ops.get("raw read")), ">=", 0.7, no_raw
+        )
+        out[f"store_ops.{name}.put_status_vs_raw"] = goal(
+            share(ops.get("store.put_status"), ops.get("raw update")), ">=", 0.5, no_raw
+        )
+    for name in ALL:
+        scaled = results["scale"].get(name, {})
+        for op in ("get", "put_status", "create"):
+            out[f"scale.{name}.{op}_latency_large_vs_small"] = goal(
+                share(
+                    scaled.get("large", {}).get(f"{op}_us"),
+                    scaled.get("small", {}).get(f"{op}_us"),
+                ),
+                "<=",
+                1.3,
+                absent(name),
+            )
+        capped = results["near_cap"].get(name, {})
+        out[f"cap.{name}.near_vs_far_creates"] = goal(
+            share(capped.get("near_creates_per_s"), capped.get("far_creates_per_s")),
+            ">=",
+            0.7,
+            absent(name),
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small run (a smoke test)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--backends", nargs="*", choices=ALL, help="default: every available")
+    parser.add_argument("--no-profile", action="store_true", help="skip the py-spy profile")
+    args = parser.parse_args()
+    config = settings(args.quick)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    results: dict[str, Any] = {
+        "settings": {**config, "quick": args.quick},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+    }
+    with ExitStack() as stack:
+        directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        backends = find_backends(stack, directory, args.backends)
+        results["backends"] = {b.name: b.server for b in backends.available}
+        results["missing"] = backends.missing
+        for name, why in backends.missing.items():
+            print(f"{name}: {why}")
+
+        fastmcp_python = served.ensure_fastmcp_tasks()
+        targets = served.targets(backends.available, fastmcp_python)
+        with served.all_started(targets) as pids:
+            print("1. tasks/get capacity under wrk", flush=True)
+            results["poll_capacity"] = served.poll_capacity(
+                targets,
+                pids,
+                seconds=config["wrk_seconds"],
+                connections=config["wrk_connections"],
+                rounds=config["wrk_rounds"],
+                profile_dir=None if args.no_profile else args.out,
+            )
+            print("2. CPU per completed task, end to end", flush=True)
+            results["cpu_per_task"] = served.cpu_per_task(
+                targets,
+                pids,
+                tasks=config["e2e_tasks"],
+                in_flight=config["e2e_in_flight"],
+                tool_ms=config["e2e_tool_ms"],
+                poll_ms=config["e2e_poll_ms"],
+            )
+
+        results["store_ops"], results["scale"], results["near_cap"] = {}, {}, {}
+        for backend in backends.available:
+            fresh = namespace_factory(stack, directory, backend)
+            print(f"3-4. {backend.name}: store operations, scale, row cap", flush=True)
+            results["store_ops"][backend.name] = asyncio.run(
+                stores.store_ops(backend, fresh, config["store_ops"])
+            )
+            results["scale"][backend.name] = asyncio.run(
+                stores.scale(
+                    fresh(),
+                    config["scale_small"],
+                    config["scale_large"],
+                    config["scale_ops"],
+                    config["scale_seed_budget_s"],
+                )
+            )
+            results["near_cap"][backend.name] = asyncio.run(stores.near_cap(fresh(), config["cap"]))
+        print("5. memory", flush=True)
+        results["memory"] = memory.measure(config["memory_tasks"])
+
+    results["ratios"] = ratios(results, backends.missing)
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / "goals.md").write_text(markdown_table(results["ratios"]))
+    # Imported here: matplotlib (the bench group) is needed for drawing only.
+    from bench import charts  # noqa: PLC0415
+
+    charts.draw(results, args.out)
+    print_table(results["ratios"])
+    print(f"\nwrote {args.out / 'latest.json'} and charts in {results['seconds']} s")
+
+
+def markdown_table(table: dict[str, dict[str, Any]]) -> str:
+    """The goals as a Markdown table (for docs/performance.md)."""
+    rows = ["| goal | measured | target | result |", "| --- | ---: | --- | --- |"]
+    for name, entry in table.items():
+        measured = "—" if entry["measured"] is None else f"{entry['measured']:.2f}"
+        verdict = {True: "met", False: "**missed**", None: entry.get("note", "n/a")}
+        rows.append(f"| `{name}` | {measured} | {entry['goal']} | {verdict[entry['met']]} |")
+    return "\n".join(rows) + "\n"
+
+
+def print_table(table: dict[str, dict[str, Any]]) -> None:
+    print(f"\n{'goal':<52}{'measured':>10}  {'goal':<8}result")
+    for name, entry in table.items():
+        measured = "—" if entry["measured"] is None else f"{entry['measured']:.3f}"
+        verdict = {True: "met", False: "MISSED", None: entry.get("note", "n/a")}[entry["met"]]
+        print(f"{name:<52}{measured:>10}  {entry['goal']:<8}{verdict}")
+
+
+if __name__ == "__main__":
+    main()

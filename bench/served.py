@@ -1,0 +1,350 @@
+"""Sections 1 and 2: the servers over HTTP, each its own process.
+
+1. Poll capacity: ``tasks/get`` requests per second under ``wrk`` (1 thread, 50
+   connections) on one completed task, for our server on each store and for fastmcp-tasks
+   4.1.4 on its memory backend; the SDK's trivial ``tools/call`` and a bare Starlette
+   JSON-RPC route beside them as floors.
+2. CPU per task: the end-to-end workload (``tasks`` tasks of a ``tool_ms`` tool, ``in_flight``
+   at once, each polled every ``poll_ms``), the server's CPU time per completed task, and
+   the create latency (p50, p99).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.common import (
+    ROOT,
+    Backend,
+    Connection,
+    cpu_seconds,
+    free_port,
+    median,
+    our_server,
+    percentile,
+    request_body,
+    request_headers,
+    server_process,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+FASTMCP_TASKS = "fastmcp-tasks==4.1.4"
+FASTMCP_VENV = ROOT / ".cache" / "bench" / "fastmcp-tasks"
+
+
+@dataclass
+class Target:
+    """A server to measure: how to start it, and which request to repeat."""
+
+    name: str
+    argv: list[str]
+    port: int
+    kind: str  #: "tasks" (has nap + tasks/get), "sdk" (tools/call echo), "bare"
+
+
+def ensure_wrk() -> str:
+    """The wrk binary, installed from the Debian packages when missing."""
+    found = shutil.which("wrk")
+    if found is None:
+        subprocess.run(["apt-get", "install", "-y", "-q", "wrk"], check=True)
+        found = shutil.which("wrk")
+    if found is None:
+        raise RuntimeError("wrk is not installed and apt-get could not install it")
+    return found
+
+
+def ensure_fastmcp_tasks() -> Path:
+    """The Python of fastmcp-tasks' own virtualenv (``uv venv`` + ``uv pip install``)."""
+    python = FASTMCP_VENV / "bin" / "python"
+    probe = [str(python), "-c", "import fastmcp_tasks, uvicorn; print(fastmcp_tasks.__version__)"]
+    if python.exists():
+        done = subprocess.run(probe, capture_output=True, text=True, check=False)
+        if done.returncode == 0 and done.stdout.strip() == FASTMCP_TASKS.split("==")[1]:
+            return python
+    subprocess.run(["uv", "venv", "-q", "--allow-existing", str(FASTMCP_VENV)], check=True)
+    install = ["uv", "pip", "install", "-q", "--python", str(python), FASTMCP_TASKS, "uvicorn"]
+    subprocess.run(install, check=True)
+    return python
+
+
+def targets(backends: Sequence[Backend], fastmcp_python: Path | None) -> list[Target]:
+    """Every server of sections 1 and 2: ours per store, fastmcp-tasks, the two floors."""
+    found = []
+    for backend in backends:
+        port = free_port()
+        found.append(Target(backend.name, our_server(backend, port), port, "tasks"))
+    if fastmcp_python is not None:
+        port = free_port()
+        argv = [str(fastmcp_python), "bench/fastmcp_tasks_server.py", "--port", str(port)]
+        found.append(Target("fastmcp-tasks", argv, port, "tasks"))
+    for kind, name in (("sdk", "sdk tools/call"), ("bare", "bare starlette")):
+        port = free_port()
+        argv = [sys.executable, "-m", "bench.servers", "sdk" if kind == "sdk" else "starlette"]
+        found.append(Target(name, [*argv, "--port", str(port)], port, kind))
+    return found
+
+
+async def completed_task(port: int) -> str:
+    """The id of a finished ``nap`` task on the server at ``port``."""
+    conn = Connection(port)
+    try:
+        created = await conn.call("tools/call", {"name": "nap", "arguments": {"ms": 0}}, "nap")
+        task_id: str = created["result"]["taskId"]
+        for _ in range(200):
+            got = await conn.call("tasks/get", {"taskId": task_id}, task_id)
+            if got["result"]["status"] == "completed":
+                return task_id
+            await asyncio.sleep(0.05)
+        raise RuntimeError("the nap task did not complete")
+    finally:
+        await conn.close()
+
+
+def repeated_request(target: Target) -> tuple[str, dict[str, Any], str | None]:
+    """The method, params and Mcp-Name of the request wrk repeats on ``target``."""
+    if target.kind == "tasks":
+        task_id = asyncio.run(completed_task(target.port))
+        return "tasks/get", {"taskId": task_id}, task_id
+    if target.kind == "sdk":
+        return "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, "echo"
+    return "tasks/get", {"taskId": "x"}, "x"
+
+
+def check_answer(target: Target, method: str, params: dict[str, Any], name: str | None) -> None:
+    """One request by hand: the server answers it with a result (not an error)."""
+
+    async def once() -> Any:
+        conn = Connection(target.port)
+        try:
+            return await conn.call(method, params, name)
+        finally:
+            await conn.close()
+
+    answer = asyncio.run(once())
+    if "result" not in answer:
+        raise RuntimeError(f"{target.name}: {method} answered {answer}")
+
+
+LUA = """wrk.method = "POST"
+wrk.body = {body}
+{headers}
+"""
+
+
+def wrk_script(method: str, params: dict[str, Any], name: str | None, directory: Path) -> Path:
+    lines = [
+        f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}"
+        for k, v in request_headers(method, name).items()
+    ]
+    body = request_body(method, params).decode()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "request.lua"
+    path.write_text(LUA.format(body=json.dumps(body), headers="\n".join(lines)))
+    return path
+
+
+def run_wrk(wrk: str, port: int, script: Path, seconds: float, connections: int) -> float:
+    """Requests per second; any non-2xx answer or socket error fails the run."""
+    argv = [wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", str(script)]
+    done = subprocess.run(
+        [*argv, f"http://127.0.0.1:{port}/mcp"], capture_output=True, text=True, check=True
+    )
+    out = done.stdout
+    if "Non-2xx" in out or "Socket errors" in out:
+        raise RuntimeError(f"wrk saw failures:\n{out}")
+    match = re.search(r"Requests/sec:\s*([\d.]+)", out)
+    if match is None:
+        raise RuntimeError(f"no Requests/sec in wrk's output:\n{out}")
+    return float(match.group(1))
+
+
+@contextmanager
+def all_started(targets_: Sequence[Target]) -> Iterator[dict[str, int]]:
+    """Every target's server running at once (idle ones cost next to nothing); yields the
+    pid of each by name."""
+    with ExitStack() as stack:
+        yield {t.name: stack.enter_context(server_process(t.argv, t.port)).pid for t in targets_}
+
+
+def poll_capacity(
+    targets_: Sequence[Target],
+    pids: dict[str, int],
+    *,
+    seconds: float,
+    connections: int,
+    rounds: int,
+    profile_dir: Path | None,
+) -> dict[str, dict[str, float]]:
+    """Section 1: per target, requests/s of its repeated request (the best of ``rounds``
+    rounds, the targets taking turns, so a burst of load elsewhere on the machine hits one
+    round, not one target) and the server's CPU time per request in that round."""
+    wrk = ensure_wrk()
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        scripts = {}
+        for target in targets_:
+            method, params, name = repeated_request(target)
+            check_answer(target, method, params, name)
+            scripts[target.name] = wrk_script(method, params, name, Path(tmp) / target.name)
+            run_wrk(wrk, target.port, scripts[target.name], 1, connections)  # warm-up
+        for round_ in range(rounds):
+            for target in targets_:
+                pid = pids[target.name]
+                before = cpu_seconds(pid)
+                rps = run_wrk(wrk, target.port, scripts[target.name], seconds, connections)
+                used = cpu_seconds(pid) - before
+                print(f"  round {round_ + 1}: {target.name:<16}{rps:>10,.0f} req/s", flush=True)
+                if rps > results.get(target.name, {}).get("requests_per_s", 0):
+                    results[target.name] = {
+                        "requests_per_s": rps,
+                        "server_cpu_us_per_request": used / (rps * seconds) * 1e6,
+                    }
+        memory = next((t for t in targets_ if t.name == "memory"), None)
+        if profile_dir is not None and memory is not None:
+            profile(
+                wrk,
+                memory.port,
+                scripts["memory"],
+                pid=pids["memory"],
+                directory=profile_dir,
+                seconds=seconds,
+            )
+    return results
+
+
+def profile(
+    wrk: str, port: int, script: Path, *, pid: int, directory: Path, seconds: float
+) -> None:
+    """A py-spy sampling profile of the server while wrk drives it: collapsed stacks and a
+    summary of the functions with the most samples (own and inclusive)."""
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    raw = directory / "tasks_get_memory.collapsed.txt"
+    record = subprocess.Popen(
+        [py_spy, "record", "-p", str(pid), "-d", f"{seconds:g}", "-r", "200", "-f", "raw",
+         "-o", str(raw), "--nonblocking"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(0.5)
+    run_wrk(wrk, port, script, seconds, 50)
+    record.wait(60)
+    if raw.exists():
+        (directory / "tasks_get_memory.summary.txt").write_text(summarise(raw))
+
+
+def summarise(raw: Path, top: int = 25) -> str:
+    """Where the samples went, from collapsed stacks: own samples by package (the first part
+    of the file's path: uvicorn, starlette, mcp, mcp_tasks, pydantic, asyncio, …) and by
+    function, and inclusive samples by function."""
+    own: Counter[str] = Counter()
+    packages: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        total += count
+        frames = [function(f) for f in stack.split(";")]
+        own[frames[-1]] += count
+        packages[frames[-1].partition("(")[2].partition("/")[0].rstrip(")") or "?"] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+    lines = [f"{total} samples of the server under wrk (tasks/get, memory store)", ""]
+    for title, counter in (
+        ("own, by package:", packages),
+        ("own, by function:", own),
+        ("inclusive, by function:", inclusive),
+    ):
+        lines.append(title)
+        shown = counter.most_common(top * 2 if counter is inclusive else top)
+        lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in shown]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def function(frame: str) -> str:
+    """``name (package/module.py)`` of a py-spy frame: the path from its package on, no line."""
+    name, _, where = frame.partition(" (")
+    path = re.sub(r"^.*/(site-packages|src|python3\.\d+)/", "", where.rpartition(":")[0])
+    return f"{name} ({path})"
+
+
+async def drive(port: int, tasks: int, in_flight: int, tool_ms: int, poll_ms: int) -> list[float]:
+    """The end-to-end workload; the create latency (seconds) of each task."""
+    todo = iter(range(tasks))
+    created: list[float] = []
+
+    async def client() -> None:
+        conn = Connection(port)
+        try:
+            for _ in todo:
+                sent = time.perf_counter()
+                answer = await conn.call(
+                    "tools/call", {"name": "nap", "arguments": {"ms": tool_ms}}, "nap"
+                )
+                created.append(time.perf_counter() - sent)
+                task_id = answer["result"]["taskId"]
+                while True:
+                    await asyncio.sleep(poll_ms / 1000)
+                    got = await conn.call("tasks/get", {"taskId": task_id}, task_id)
+                    status = got["result"]["status"]
+                    if status == "completed":
+                        break
+                    if status != "working":
+                        raise RuntimeError(f"a task ended {status}")
+        finally:
+            await conn.close()
+
+    await asyncio.gather(*(client() for _ in range(in_flight)))
+    return created
+
+
+def cpu_per_task(
+    targets_: Sequence[Target],
+    pids: dict[str, int],
+    *,
+    tasks: int,
+    in_flight: int,
+    tool_ms: int,
+    poll_ms: int,
+) -> dict[str, dict[str, float]]:
+    """Section 2: per server with tasks, CPU ms per completed task and create p50/p99."""
+    results: dict[str, dict[str, float]] = {}
+    for target in targets_:
+        if target.kind != "tasks":
+            continue
+        pid = pids[target.name]
+        asyncio.run(drive(target.port, in_flight, in_flight, 0, poll_ms))  # warm-up
+        before = cpu_seconds(pid)
+        start = time.perf_counter()
+        created = asyncio.run(drive(target.port, tasks, in_flight, tool_ms, poll_ms))
+        wall = time.perf_counter() - start
+        used = cpu_seconds(pid) - before
+        ms = [c * 1000 for c in created]
+        results[target.name] = {
+            "cpu_ms_per_task": used * 1000 / tasks,
+            "create_p50_ms": median(ms),
+            "create_p99_ms": percentile(ms, 0.99),
+            "wall_s": wall,
+        }
+        print(
+            f"  {target.name:<16}{used * 1000 / tasks:>8.2f} ms CPU/task"
+            f"  create p50 {median(ms):.1f} ms, p99 {percentile(ms, 0.99):.1f} ms",
+            flush=True,
+        )
+    return results

@@ -1,0 +1,100 @@
+"""The performance suite's verdicts (bench/run.py): how figures of one run become the goals of
+``ratios``. The speed itself is measured by ``nox -s bench``, never asserted here."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+run = pytest.importorskip("bench.run", reason="the bench/ folder of the workspace root")
+served = pytest.importorskip("bench.served", reason="the bench/ folder of the workspace root")
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def figures() -> dict[str, Any]:
+    """A run on memory and SQLite only, MongoDB missing."""
+    return {
+        "poll_capacity": {
+            "memory": {"requests_per_s": 3000.0},
+            "sqlite": {"requests_per_s": 1500.0},
+            "fastmcp-tasks": {"requests_per_s": 1000.0},
+            "bare starlette": {"requests_per_s": 6000.0},
+        },
+        "cpu_per_task": {
+            "memory": {"cpu_ms_per_task": 2.0, "create_p50_ms": 10.0, "create_p99_ms": 40.0},
+            "fastmcp-tasks": {"cpu_ms_per_task": 10.0},
+        },
+        "store_ops": {
+            "memory": {"store.get": 1e6, "store.put_status": 1e5},
+            "sqlite": {
+                "store.get": 700.0,
+                "raw read": 1000.0,
+                "store.put_status": 400.0,
+                "raw update": 1000.0,
+            },
+        },
+        "scale": {
+            "sqlite": {
+                "small": {"get_us": 100.0, "put_status_us": 100.0, "create_us": 100.0},
+                "large": {"get_us": 130.0, "put_status_us": 131.0, "create_us": 90.0},
+            }
+        },
+        "near_cap": {"sqlite": {"far_creates_per_s": 100.0, "near_creates_per_s": 69.0}},
+    }
+
+
+def test_each_goal_holds_the_ratio_its_goal_and_the_verdict() -> None:
+    """Ratios of two figures of the run, against the issue's goals, inclusive bounds."""
+    table = run.ratios(figures(), {"mongodb": "not available: no mongodb:// store"})
+    assert table["tasks_get.memory_vs_fastmcp_tasks"] == {
+        "measured": 3.0,
+        "goal": ">= 3",
+        "met": True,
+    }
+    assert table["tasks_get.memory_vs_bare_starlette"]["met"] is True  # 0.5 >= 0.45
+    assert table["tasks_get.sqlite_vs_fastmcp_tasks"]["measured"] == 1.5
+    assert table["tasks_get.sqlite_vs_fastmcp_tasks"]["met"] is False
+    assert table["cpu_per_task.memory_vs_fastmcp_tasks"]["measured"] == 0.2
+    assert table["cpu_per_task.memory_vs_fastmcp_tasks"]["met"] is False
+    assert table["create_p99_vs_p50.memory"]["met"] is False  # 4x > 3x
+    assert table["store_ops.sqlite.get_vs_raw"]["met"] is True
+    assert table["store_ops.sqlite.put_status_vs_raw"]["met"] is False
+    assert table["scale.sqlite.get_latency_large_vs_small"]["met"] is True
+    assert table["scale.sqlite.put_status_latency_large_vs_small"]["met"] is False
+    assert table["cap.sqlite.near_vs_far_creates"]["met"] is False
+
+
+def test_goals_without_figures_are_reported_not_failed() -> None:
+    """A missing backend's goals say why; a store with no raw driver says so; neither is a
+    verdict."""
+    table = run.ratios(figures(), {"mongodb": "not available: no mongodb:// store"})
+    mongo = table["tasks_get.mongodb_vs_fastmcp_tasks"]
+    assert mongo["measured"] is None
+    assert mongo["met"] is None
+    assert mongo["note"] == "not available: no mongodb:// store"
+    memory = table["store_ops.memory.get_vs_raw"]
+    assert (memory["met"], memory["note"]) == (None, "no raw driver to compare")
+
+
+def test_the_profile_summary_counts_own_and_inclusive_samples(tmp_path: Path) -> None:
+    """py-spy's collapsed stacks: a leaf's samples are its own; every frame of a stack
+    counts the stack's samples once."""
+    raw = tmp_path / "collapsed.txt"
+    raw.write_text(
+        "main (/x/site-packages/app/a.py:1);get (/x/site-packages/lib/b.py:2) 3\n"
+        "main (/x/site-packages/app/a.py:1);put (/x/site-packages/app/c.py:3);"
+        "get (/x/site-packages/lib/b.py:9) 1\n"
+    )
+    summary = served.summarise(raw)
+    assert "4 samples" in summary
+    packages, rest = summary.split("own, by function:")
+    own, inclusive = rest.split("inclusive, by function:")
+    assert "100.0%  lib" in packages
+    assert "100.0%  get (lib/b.py)" in own
+    assert "main" not in own
+    assert "100.0%  get (lib/b.py)" in inclusive
+    assert "100.0%  main (app/a.py)" in inclusive
+    assert " 25.0%  put (app/c.py)" in inclusive
