@@ -9,23 +9,27 @@ from typing import TYPE_CHECKING
 from mcp_tasks import NewTask, Notifier, RelayNotifier, new_task_id, notifier_for
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mcp_tasks import Store
 
 #: A failure bound, not a speed check: a lost signal would only be seen at this point.
 SIGNAL_BOUND_S = 10.0
 
 
-async def check_signal_crosses_handles(writer: Store, listener: Store) -> None:
-    """Both handles' notifiers are the backend's own (not in-process only); a task created
-    through ``writer`` and published on its notifier wakes a subscriber of that task on
-    ``listener``'s notifier.
+async def check_signal_crosses_handles(
+    writer: Store, listener: Store, notifier_of: Callable[[Store], Notifier] = notifier_for
+) -> None:
+    """Both handles' notifiers (``notifier_of``: by default the one the backend offers) relay
+    across processes (not in-process only); a task created through ``writer`` and published
+    on its notifier wakes a subscriber of that task on ``listener``'s notifier.
 
     Raises:
         AssertionError: the backend offers no cross-process notifier, or the signal did
             not arrive within :data:`SIGNAL_BOUND_S`.
     """
-    sender: Notifier = notifier_for(writer)
-    receiver: Notifier = notifier_for(listener)
+    sender = notifier_of(writer)
+    receiver = notifier_of(listener)
     assert isinstance(sender, RelayNotifier), f"no cross-process notifier for {writer!r}"
     assert isinstance(receiver, RelayNotifier), f"no cross-process notifier for {listener!r}"
     task_id = new_task_id()

@@ -1,0 +1,75 @@
+"""The MongoDB notifier: what one handle publishes, another handle's notifier hears, through
+a change stream (the test server is a replica set) and through the polling fallback a
+standalone server gets."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from pymongo import AsyncMongoClient
+
+from mcp_tasks import Notifier, RelayNotifier, Store, new_task_id, notifier_for
+from mcp_tasks.runtime.notifier import signal_key
+from mcp_tasks_contract.notifiers import check_signal_crosses_handles
+from mcp_tasks_mongodb import MongoTaskStore
+from mcp_tasks_mongodb.notify import MongoRelay
+
+if TYPE_CHECKING:
+    from conftest import OpenStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_change_published_on_one_handle_wakes_another(open_store: OpenStore) -> None:
+    """Two handles on one namespace, as two processes would hold: a task created and
+    published through the first wakes a subscriber on the second's notifier."""
+    await check_signal_crosses_handles(await open_store(), await open_store())
+
+
+async def test_the_notifier_offered_for_a_mongodb_store_listens_on_a_change_stream(
+    open_store: OpenStore,
+) -> None:
+    """The entry point's notifier relays through the namespace's signals collection and
+    does not poll (the test server offers change streams)."""
+    offered = notifier_for(await open_store())
+    assert isinstance(offered, RelayNotifier)
+    assert isinstance(offered.relay, MongoRelay)
+    assert offered.relay.collection.endswith("_signals")
+    assert not offered.relay.polling
+
+
+def polling_notifier(store: Store) -> Notifier:
+    assert isinstance(store, MongoTaskStore)
+    return RelayNotifier(MongoRelay(store.connect_url, store.database, store.prefix, polling=True))
+
+
+async def test_a_signal_crosses_handles_by_polling_without_change_streams(
+    open_store: OpenStore,
+) -> None:
+    """The fallback a standalone server gets (forced here): a listener that reads the
+    signals collection hears what another handle published."""
+    await check_signal_crosses_handles(
+        await open_store(), await open_store(), notifier_of=polling_notifier
+    )
+
+
+async def test_only_the_signal_key_is_written_never_the_task_id(open_store: OpenStore) -> None:
+    """A published change leaves a digest in the signals collection; the task id appears in
+    no signal document (ids are bearer capabilities)."""
+    store = await open_store()
+    relay = MongoRelay(store.connect_url, store.database, store.prefix)
+    notifier = RelayNotifier(relay)
+    task_id = new_task_id()
+    try:
+        async with notifier.running():
+            await notifier.publish(task_id)
+        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(store.connect_url)
+        try:
+            found = client[store.database][relay.collection].find({}, {"_id": 0})
+            documents = await found.to_list()
+        finally:
+            await client.close()
+    finally:
+        await relay.aclose()
+    assert documents == [{"key": signal_key(task_id)}]
