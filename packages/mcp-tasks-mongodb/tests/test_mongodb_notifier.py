@@ -4,13 +4,25 @@ standalone server gets."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import pytest
 from pymongo import AsyncMongoClient
 
-from mcp_tasks import Notifier, RelayNotifier, Store, new_task_id, notifier_for
+from mcp_tasks import (
+    Notifier,
+    RelayNotifier,
+    Store,
+    drop_namespace,
+    namespaced_url,
+    new_task_id,
+    notifier_for,
+)
+from mcp_tasks.cli import main
 from mcp_tasks.runtime.notifier import signal_key
+from mcp_tasks_contract import new_namespace
 from mcp_tasks_contract.notifiers import check_signal_crosses_handles
 from mcp_tasks_mongodb import MongoTaskStore
 from mcp_tasks_mongodb.notify import MongoRelay
@@ -18,15 +30,15 @@ from mcp_tasks_mongodb.notify import MongoRelay
 if TYPE_CHECKING:
     from conftest import OpenStore
 
-pytestmark = pytest.mark.anyio
 
-
+@pytest.mark.anyio
 async def test_a_change_published_on_one_handle_wakes_another(open_store: OpenStore) -> None:
     """Two handles on one namespace, as two processes would hold: a task created and
     published through the first wakes a subscriber on the second's notifier."""
     await check_signal_crosses_handles(await open_store(), await open_store())
 
 
+@pytest.mark.anyio
 async def test_the_notifier_offered_for_a_mongodb_store_listens_on_a_change_stream(
     open_store: OpenStore,
 ) -> None:
@@ -44,6 +56,7 @@ def polling_notifier(store: Store) -> Notifier:
     return RelayNotifier(MongoRelay(store.connect_url, store.database, store.prefix, polling=True))
 
 
+@pytest.mark.anyio
 async def test_a_signal_crosses_handles_by_polling_without_change_streams(
     open_store: OpenStore,
 ) -> None:
@@ -54,6 +67,7 @@ async def test_a_signal_crosses_handles_by_polling_without_change_streams(
     )
 
 
+@pytest.mark.anyio
 async def test_only_the_signal_key_is_written_never_the_task_id(open_store: OpenStore) -> None:
     """A published change leaves a digest in the signals collection; the task id appears in
     no signal document (ids are bearer capabilities)."""
@@ -73,3 +87,16 @@ async def test_only_the_signal_key_is_written_never_the_task_id(open_store: Open
     finally:
         await relay.aclose()
     assert documents == [{"key": signal_key(task_id)}]
+
+
+def test_doctor_reports_the_notifier_of_a_mongodb_store(
+    mongodb_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``mcp-tasks doctor`` on a MongoDB store lists the cross-process notifier as present."""
+    url = namespaced_url(mongodb_url, new_namespace())
+    try:
+        assert main(["doctor", "--store", url]) == 0
+    finally:
+        anyio.run(drop_namespace, url)
+    out = capsys.readouterr().out
+    assert re.search(r"^  notifier +yes ", out, re.MULTILINE), out
