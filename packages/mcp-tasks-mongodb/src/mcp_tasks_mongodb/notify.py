@@ -29,7 +29,7 @@ from pymongo.errors import CollectionInvalid, OperationFailure
 from mcp_tasks.runtime.notifier import RelayNotifier
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from pymongo.asynchronous.change_stream import AsyncChangeStream
     from pymongo.asynchronous.collection import AsyncCollection
@@ -128,10 +128,8 @@ class MongoRelay:
         await self._poll(signals, deliver, ready)
 
     async def _offers_change_streams(self) -> bool:
-        """A replica set member (``setName``) or a mongos (``isdbgrid``) offers them."""
         assert self._client is not None
-        hello = await self._client.admin.command("hello")
-        return "setName" in hello or hello.get("msg") == "isdbgrid"
+        return offers_change_streams(await self._client.admin.command("hello"))
 
     async def _poll(
         self,
@@ -159,6 +157,12 @@ class MongoRelay:
         self._created = False
         if client is not None:
             await client.close()
+
+
+def offers_change_streams(hello: Mapping[str, Any]) -> bool:
+    """Whether the server that sent this ``hello`` reply offers change streams: a replica set
+    member (``setName``) or a ``mongos`` (``msg: isdbgrid``) does, a standalone does not."""
+    return "setName" in hello or hello.get("msg") == "isdbgrid"
 
 
 async def _recent(signals: AsyncCollection[Document]) -> dict[ObjectId, str]:
