@@ -15,7 +15,11 @@ cross-process notifier each would take up to the polling fallback (2 s). The app
 durable tests' ``crash_app`` (its ``answerable`` and ``stoppable`` tools log those times).
 
 Postgres comes from ``MCP_TASKS_TEST_POSTGRES_URL`` or else an embedded server; Redis from
-``MCP_TASKS_TEST_REDIS_URL`` (skipped without it).
+``MCP_TASKS_TEST_REDIS_URL`` (skipped without it); MongoDB from ``MCP_TASKS_TEST_MONGODB_URL``
+or else the embedded SecantusDB server (a replica set: change streams). For MongoDB the
+relay alone (publish on one handle → a subscriber on another handle wakes, one process) is
+also measured both ways: through the change stream and forced to poll the signals
+collection, which is what a standalone server gets.
 
     uv run python benchmarks/notify_latency.py [--runs 20]
 """
@@ -42,8 +46,15 @@ import anyio.streams.buffered
 import httpx2 as httpx
 
 from mcp_tasks import drop_namespace, namespaced_url
+from mcp_tasks.runtime.notifier import signal_key
 from mcp_tasks.testing import RawClient
-from mcp_tasks_contract.servers import POSTGRES_URL_ENV, REDIS_URL_ENV, embedded_postgres
+from mcp_tasks_contract.servers import (
+    MONGODB_URL_ENV,
+    POSTGRES_URL_ENV,
+    REDIS_URL_ENV,
+    embedded_mongodb,
+    embedded_postgres,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -177,13 +188,48 @@ async def measure(store_url: str, runs: int) -> dict[str, list[float]]:
     return figures
 
 
+async def mongodb_relay(store_url: str, runs: int, *, polling: bool) -> list[float]:
+    """Publish on one MongoDB handle's notifier until a subscriber on another wakes."""
+    from mcp_tasks import RelayNotifier, new_task_id, store_from_url  # noqa: PLC0415
+    from mcp_tasks_mongodb import MongoTaskStore  # noqa: PLC0415
+    from mcp_tasks_mongodb.notify import MongoRelay  # noqa: PLC0415
+
+    times: list[float] = []
+    async with store_from_url(store_url) as store:
+        assert isinstance(store, MongoTaskStore)
+        ends = [
+            RelayNotifier(
+                MongoRelay(store.connect_url, store.database, store.prefix, polling=polling)
+            )
+            for _ in range(2)
+        ]
+        async with ends[0].running(), ends[1].running():
+            for _ in range(runs):
+                task_id = new_task_id()
+                async with ends[1].subscribe(task_id) as changes:
+                    sent = time.perf_counter()
+                    await ends[0].relay.send(signal_key(task_id))  # not publish: no local wake
+                    assert await changes.wait(10)
+                    times.append(time.perf_counter() - sent)
+    return times
+
+
 def report(name: str, figures: dict[str, list[float]]) -> None:
     print(f"\n{name}, two processes ({len(figures['cancel → body'])} runs)")
+    table(figures)
+
+
+def table(figures: dict[str, list[float]]) -> None:
     print(f"  {'':<20}{'median ms':>10}{'p95 ms':>10}{'max ms':>10}")
     for label, values in figures.items():
         ms = sorted(v * 1000 for v in values)
         p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
         print(f"  {label:<20}{statistics.median(ms):>10.1f}{p95:>10.1f}{ms[-1]:>10.1f}")
+
+
+def report_relay(name: str, figures: dict[str, list[float]]) -> None:
+    print(f"\n{name} ({len(figures['polling'])} runs)")
+    table(figures)
 
 
 async def main() -> None:
@@ -215,6 +261,23 @@ async def main() -> None:
                 await drop_namespace(prefix_url)
         else:
             print(f"\nRedis: skipped (set {REDIS_URL_ENV})")
+        mongodb = os.environ.get(MONGODB_URL_ENV)
+        where = MONGODB_URL_ENV
+        if not mongodb:
+            mongodb, where = stack.enter_context(embedded_mongodb()), "embedded SecantusDB"
+        if mongodb:
+            prefix_url = namespaced_url(mongodb, "mcpt_notify_" + secrets.token_hex(4))
+            try:
+                report(f"MongoDB ({where}, change stream)", await measure(prefix_url, args.runs))
+                relay = {
+                    "change stream": await mongodb_relay(prefix_url, args.runs, polling=False),
+                    "polling": await mongodb_relay(prefix_url, args.runs, polling=True),
+                }
+                report_relay("MongoDB relay alone, one process", relay)
+            finally:
+                await drop_namespace(prefix_url)
+        else:
+            print(f"\nMongoDB: skipped (set {MONGODB_URL_ENV} or install SecantusDB)")
 
 
 if __name__ == "__main__":

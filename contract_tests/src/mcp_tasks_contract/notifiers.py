@@ -7,25 +7,36 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mcp_tasks import NewTask, Notifier, RelayNotifier, new_task_id, notifier_for
+from mcp_tasks.runtime.notifier import signal_key
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mcp_tasks import Store
 
 #: A failure bound, not a speed check: a lost signal would only be seen at this point.
 SIGNAL_BOUND_S = 10.0
 
 
-async def check_signal_crosses_handles(writer: Store, listener: Store) -> None:
-    """Both handles' notifiers are the backend's own (not in-process only); a task created
-    through ``writer`` and published on its notifier wakes a subscriber of that task on
-    ``listener``'s notifier.
+async def check_signal_crosses_handles(
+    writer: Store,
+    listener: Store,
+    notifier_of: Callable[[Store], Notifier] = notifier_for,
+    *,
+    keyed: bool = False,
+) -> None:
+    """Both handles' notifiers (``notifier_of``: by default the one the backend offers) relay
+    across processes (not in-process only); a task created through ``writer`` and published
+    on its notifier wakes a subscriber of that task on ``listener``'s notifier. With
+    ``keyed``, the wake named that task's signal key (a relay that carries keys), not "any
+    task may have changed" (what a relay also says after it failed and listens again).
 
     Raises:
         AssertionError: the backend offers no cross-process notifier, or the signal did
             not arrive within :data:`SIGNAL_BOUND_S`.
     """
-    sender: Notifier = notifier_for(writer)
-    receiver: Notifier = notifier_for(listener)
+    sender = notifier_of(writer)
+    receiver = notifier_of(listener)
     assert isinstance(sender, RelayNotifier), f"no cross-process notifier for {writer!r}"
     assert isinstance(receiver, RelayNotifier), f"no cross-process notifier for {listener!r}"
     task_id = new_task_id()
@@ -37,3 +48,5 @@ async def check_signal_crosses_handles(writer: Store, listener: Store) -> None:
         await writer.create(NewTask(task_id=task_id, owner=None, ttl_ms=60_000))
         await sender.publish(task_id)
         assert await changes.wait(SIGNAL_BOUND_S), "the other handle's notifier heard nothing"
+        if keyed:
+            assert changes.take_changed() == frozenset({signal_key(task_id)}), "no key came"

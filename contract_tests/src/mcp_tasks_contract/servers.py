@@ -348,22 +348,31 @@ def _mongodb_answers(url: str) -> str | None:
 _SECANTUS_MAIN = """
 import sys
 from secantus import SecantusDBServer
-with SecantusDBServer(host="127.0.0.1", port=0, storage_path=sys.argv[1], ttl_sweep_seconds=1) as s:
+with SecantusDBServer(
+    host="127.0.0.1",
+    port=0,
+    storage_path=sys.argv[1],
+    ttl_sweep_seconds=1,
+    replica_set_name=None if sys.argv[2:] == ["standalone"] else "secantus",
+) as s:
     print(s.uri, flush=True)
     sys.stdin.read()
 """
 
 
 @contextmanager
-def embedded_mongodb() -> Iterator[str | None]:
+def embedded_mongodb(*, standalone: bool = False) -> Iterator[str | None]:
     """A fresh SecantusDB server (a MongoDB wire-protocol server) on a free loopback port
-    in a temporary directory, or ``None`` if the test-only package is not installed."""
+    in a temporary directory, or ``None`` if the test-only package is not installed. It is
+    a single-node replica set (change streams), or with ``standalone`` a standalone server
+    (none, as a standalone ``mongod``)."""
     if importlib.util.find_spec("secantus") is None:
         yield None
         return
     with tempfile.TemporaryDirectory(prefix="mcp-tasks-mongo-") as directory:
         server = subprocess.Popen(
-            [sys.executable, "-c", _SECANTUS_MAIN, directory],
+            [sys.executable, "-c", _SECANTUS_MAIN, directory]
+            + (["standalone"] if standalone else []),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -822,6 +822,7 @@ async def _drop(connect_url: str, database: str, prefix: str) -> None:
             db = client[database]
             await db.drop_collection(f"{prefix}_tasks")
             await db.drop_collection(f"{prefix}_meta")
+            await db.drop_collection(f"{prefix}_signals")  # the notifier's
         finally:
             await client.close()
 

@@ -1,6 +1,6 @@
 """Status notifications across processes: two real servers on one durable store (SQLite,
-Postgres, Redis). A client listening on B hears about a task running on A; a cancel or an
-answer sent to B reaches the body running on A.
+Postgres, Redis, MongoDB). A client listening on B hears about a task running on A; a
+cancel or an answer sent to B reaches the body running on A.
 
 Latencies are printed (``-s`` shows them), never asserted: ``nox -s bench`` watches them
 (benchmarks/notify_latency.py). Without a notifier every one of these still happens, at

@@ -2,8 +2,8 @@
 
 One concept, several reaches. :class:`LocalNotifier` delivers within one process;
 :class:`RelayNotifier` adds a :class:`Relay` (Postgres ``LISTEN/NOTIFY``, Redis pub/sub, a
-SQLite file's data version) so a signal published on one process wakes every process on
-the same store. A durable store's backend offers its relay through the
+MongoDB change stream, a SQLite file's data version) so a signal published on one process
+wakes every process on the same store. A durable store's backend offers its relay through the
 ``mcp_tasks.notifiers`` entry points (:func:`notifier_for`). Signals are best effort: every
 waiter also re-reads the store at :data:`POLL_FALLBACK_S` at the latest.
 """
