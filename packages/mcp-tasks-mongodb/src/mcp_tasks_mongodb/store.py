@@ -69,10 +69,11 @@ from mcp_tasks.domain.errors import (
 )
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks.domain.jsonsafe import dumps, loads
-from mcp_tasks.domain.models import Claimed, Lease, StoreOptions, Transition
+from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
 from mcp_tasks.domain.states import Event, TaskStatus, next_status
 from mcp_tasks.stores.codec import columns_of, payload_of, record_from
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
+from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -80,7 +81,7 @@ if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
     from pymongo.asynchronous.database import AsyncDatabase
 
-    from mcp_tasks.domain.models import NewTask, StatusChange, TaskRecord
+    from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
 
 R = TypeVar("R")
@@ -310,7 +311,7 @@ def _guarded(condition: Document, stages: list[Document]) -> list[Document]:
     return guarded
 
 
-class MongoTaskStore:
+class MongoTaskStore(ReadModifyWrite):
     """A :class:`~mcp_tasks.stores.protocol.Store` in MongoDB; ``database`` and ``prefix``
     are its namespace."""
 
@@ -546,33 +547,6 @@ class MongoTaskStore:
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
         record, _, now = await self._read(task_id)
         return rules.visible(record, owner, now)
-
-    async def update(
-        self, task_id: str, owner: OwnerArg, input_responses: Mapping[str, object]
-    ) -> Transition:
-        return await self._modify(task_id, rules.update_write(owner, input_responses))
-
-    async def cancel(self, task_id: str, owner: OwnerArg) -> Transition:
-        retention = self.options.result_retention_ms
-        return await self._modify(task_id, rules.cancel_write(owner, result_retention_ms=retention))
-
-    async def put_status(
-        self,
-        task_id: str,
-        change: StatusChange,
-        *,
-        lease: Lease | None = None,
-        expected_revision: int | None = None,
-        event_id: str | None = None,
-    ) -> Transition:
-        write = rules.put_write(
-            change,
-            result_retention_ms=self.options.result_retention_ms,
-            lease=lease,
-            expected_revision=expected_revision,
-            event_id=event_id,
-        )
-        return await self._modify(task_id, write)
 
     async def claim(
         self, worker_id: str, *, lease_ms: int, task_id: str | None = None

@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self, TypeVar
 
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
-from mcp_tasks.domain.models import Claimed, Lease, StoreOptions, Transition
+from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
+from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks_sql.codec import from_row, to_row
 from mcp_tasks_sql.connection import Executor, Mode, Row
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
 
-    from mcp_tasks.domain.models import NewTask, StatusChange, TaskRecord
+    from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
     from mcp_tasks.stores.diagnosis import DiagnosisRow
     from mcp_tasks_sql.statements import Statements
@@ -92,7 +93,7 @@ class SQLDialect(Protocol):
         ...
 
 
-class SQLTaskStore:
+class SQLTaskStore(ReadModifyWrite):
     """A :class:`~mcp_tasks.stores.protocol.Store` on a SQL database, built from a dialect."""
 
     options: StoreOptions
@@ -203,33 +204,6 @@ class SQLTaskStore:
             row = await db.fetch_one(self._sql.read, self._with_now({"task_id": task_id}))
         assert row is not None  # the read statement always yields its one row
         return rules.visible(record_of(row), owner, row["now_ms"])
-
-    async def update(
-        self, task_id: str, owner: OwnerArg, input_responses: Mapping[str, object]
-    ) -> Transition:
-        return await self._modify(task_id, rules.update_write(owner, input_responses))
-
-    async def cancel(self, task_id: str, owner: OwnerArg) -> Transition:
-        retention = self.options.result_retention_ms
-        return await self._modify(task_id, rules.cancel_write(owner, result_retention_ms=retention))
-
-    async def put_status(
-        self,
-        task_id: str,
-        change: StatusChange,
-        *,
-        lease: Lease | None = None,
-        expected_revision: int | None = None,
-        event_id: str | None = None,
-    ) -> Transition:
-        write = rules.put_write(
-            change,
-            result_retention_ms=self.options.result_retention_ms,
-            lease=lease,
-            expected_revision=expected_revision,
-            event_id=event_id,
-        )
-        return await self._modify(task_id, write)
 
     async def claim(
         self, worker_id: str, *, lease_ms: int, task_id: str | None = None
