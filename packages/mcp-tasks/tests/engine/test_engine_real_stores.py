@@ -153,9 +153,11 @@ async def test_a_locked_sqlite_file_answers_internal_error_and_writes_nothing(
         created = (await client.call("tools/call", {"name": "ask"}))["result"]
         task_id = created["taskId"]
         parked = await wait_for(client, task_id, "input_required")
-        locker = sqlite3.connect(sqlite_store.path, isolation_level=None)
+        locker = sqlite3.connect(sqlite_store.path, isolation_level=None, check_same_thread=False)
         try:
-            locker.execute("BEGIN IMMEDIATE")
+            # From a thread: a store transaction may be mid-way (its statements hop through
+            # this event loop), and waiting for the lock on the loop itself would deadlock it.
+            await anyio.to_thread.run_sync(locker.execute, "BEGIN IMMEDIATE")
             answer = {"name": {"action": "accept", "content": {"name": "Luca"}}}
             replies = [
                 await client.post("tasks/update", {"taskId": task_id, "inputResponses": answer}),
