@@ -121,9 +121,7 @@ class MemoryBackend:
             else:
                 if not new.status.is_terminal:
                     self._active[new.owner] += 1
-                if expires_at is not None and (
-                    old is None or was_expired or old.expires_at != expires_at
-                ):
+                if expires_at is not None and (old is None or old.expires_at != expires_at):
                     heapq.heappush(self._deadlines, (expires_at, task_id))
             if _retained(new) and not (
                 old is not None and _retained(old) and old.last_updated_at == new.last_updated_at
@@ -212,15 +210,11 @@ class MemoryBackend:
             record = tasks[task_id]
             if rules.claimable(record, now):
                 return record  # left queued: the claim's write refiles it
+            # Only expiry keeps a ready task from a claim (it became ready when its time
+            # had passed, and the horizon never goes back): no claim takes it again unless
+            # a write revives it, and a write files it again.
             heapq.heappop(ready)
-            entry = _queue_entry(record)
-            if entry is not None and entry[0] == _WAITING and not record.is_expired(now):
-                # Its retry or claim is not due by this clock (another handle's clock,
-                # ahead of this one's, found it due): it waits again.
-                queued[task_id] = entry
-                heapq.heappush(waiting, (entry[1], task_id))
-            else:  # expired: nothing but a write revives it, and a write files it again
-                del queued[task_id]
+            del queued[task_id]
         return None
 
     def reap(self, now: int, terminal_retention_ms: int, limit: int) -> int:
