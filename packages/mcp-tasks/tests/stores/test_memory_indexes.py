@@ -43,6 +43,7 @@ from mcp_tasks import (
 )
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import MCPTasksError
+from mcp_tasks.stores import memory
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -197,5 +198,21 @@ class IndexesVersusScan(RuleBasedStateMachine):
             self.backend.delete(probe.task_id)
 
 
+class IndexesRebuiltOften(IndexesVersusScan):
+    """The same with no slack for stale heap entries: the heaps are rebuilt as soon as
+    stale entries outnumber live ones, so the rebuilds are checked too."""
+
+    def __init__(self) -> None:
+        self.slack, memory._STALE_SLACK = memory._STALE_SLACK, 0
+        super().__init__()
+
+    def teardown(self) -> None:
+        memory._STALE_SLACK = self.slack
+        super().teardown()
+
+
+SETTINGS = settings(max_examples=300, stateful_step_count=40, deadline=None)
 TestIndexesVersusScan = IndexesVersusScan.TestCase
-TestIndexesVersusScan.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
+TestIndexesVersusScan.settings = SETTINGS
+TestIndexesRebuiltOften = IndexesRebuiltOften.TestCase
+TestIndexesRebuiltOften.settings = SETTINGS

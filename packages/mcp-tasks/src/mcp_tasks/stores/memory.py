@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 #: The two places a task a claim may take waits in: ``(_READY, created_at)`` in the ready
 #: queue, or ``(_WAITING, until)`` until its retry is due or its claim ends.
 _READY, _WAITING = 0, 1
+#: Stale heap entries tolerated beyond one per indexed task before a heap is rebuilt.
+_STALE_SLACK = 64
 
 
 def _queue_entry(record: TaskRecord | None) -> tuple[int, int] | None:
@@ -145,14 +147,14 @@ class MemoryBackend:
     def _compact(self) -> None:
         """Rebuild a heap that stale entries have made more than twice what it indexes
         (each renewal leaves one): amortised, a write still costs O(log n)."""
-        if len(self._deadlines) > 2 * len(self.tasks) + 64:
+        if len(self._deadlines) > 2 * len(self.tasks) + _STALE_SLACK:
             self._deadlines = [
                 (r.expires_at, i)
                 for i, r in self.tasks.items()
                 if r.expires_at is not None and i not in self._expired
             ]
             heapq.heapify(self._deadlines)
-        if len(self._ready) + len(self._waiting) > 2 * len(self._queued) + 64:
+        if len(self._ready) + len(self._waiting) > 2 * len(self._queued) + _STALE_SLACK:
             queued = self._queued.items()
             self._ready = [(at, i) for i, (where, at) in queued if where == _READY]
             self._waiting = [(at, i) for i, (where, at) in queued if where == _WAITING]
