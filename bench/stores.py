@@ -109,7 +109,8 @@ async def store_ops(backend: Backend, fresh: Callable[[], str], ops: int) -> dic
     elif backend.name == "postgres" and backend.base is not None:
         results = await sql_stores.bench_postgres(backend.base, ops, rows)
     elif backend.name == "redis" and backend.base is not None:
-        results = redis_store.as_rates(await redis_store.bench(backend.base, ops, rows, 3))
+        # Five alternating rounds: the median round's store and raw rates (as_rates).
+        results = redis_store.as_rates(await redis_store.bench(backend.base, ops, rows, 5))
     else:  # no raw driver (memory), or no raw comparison here yet (MongoDB): the store alone
         results = await get_put(fresh(), ops, rows)
     return {**results, **await generic_ops(fresh(), ops)}

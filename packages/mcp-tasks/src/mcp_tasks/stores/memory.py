@@ -4,10 +4,19 @@ Not durable and not shared between processes. Several :class:`MemoryTaskStore` h
 may share one :class:`MemoryBackend`, the way several connections share one database.
 Each operation runs without awaiting between its read and its write, so on one event
 loop every operation is atomic.
+
+The backend keeps indexes beside its tasks, so that no operation looks at every task: the
+row cap and the per-owner cap read counts kept up to date on every write, expiry moves
+tasks out of those counts through a heap of deadlines, ``claim`` takes the oldest eligible
+task from a queue ordered as :func:`rules.claim_order`, and ``reap`` takes what expired and
+what finished longest ago. The decisions stay the pure rules': the indexes only pick which
+records to hand them.
 """
 
 from __future__ import annotations
 
+import heapq
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Self
@@ -26,20 +35,217 @@ from mcp_tasks.domain.models import (
     TaskRecord,
     Transition,
 )
+from mcp_tasks.domain.states import Event, next_status
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from mcp_tasks.domain.rules import OwnerArg
+
+#: The two places a task a claim may take waits in: ``(_READY, created_at)`` in the ready
+#: queue, or ``(_WAITING, until)`` until its retry is due or its claim ends.
+_READY, _WAITING = 0, 1
+#: Stale heap entries tolerated beyond one per indexed task before a heap is rebuilt.
+_STALE_SLACK = 64
+
+
+def _queue_entry(record: TaskRecord | None) -> tuple[int, int] | None:
+    """Where a task waits for a claim, or ``None`` when no claim can ever take it as it is
+    (no work, or terminal: the status machine has no ``claim`` for it)."""
+    if record is None or record.work is None or next_status(record.status, Event.CLAIM) is None:
+        return None
+    claim_ends = None if record.claim is None else record.claim.expires_at
+    waits = [t for t in (record.retry_at, claim_ends) if t is not None]
+    return (_WAITING, max(waits)) if waits else (_READY, record.created_at)
 
 
 @dataclass
 class MemoryBackend:
-    """The state several store handles share: the "server" of the memory store."""
+    """The state several store handles share: the "server" of the memory store.
+
+    ``tasks`` is for reading; the store writes through :meth:`put` and :meth:`delete`,
+    which keep the indexes beside it. The indexes keep time as the latest "now" any
+    operation brought (the horizon); an operation whose clock reads earlier (a handle with
+    a clock behind the others') looks at every task instead, as the rules would."""
 
     tasks: dict[str, TaskRecord] = field(default_factory=dict)
     name: str | None = None
     """The namespace in ``memory://NAME`` that every store of that URL shares."""
+
+    def __post_init__(self) -> None:
+        given, self.tasks = self.tasks, {}
+        self._reset()
+        for record in given.values():
+            self.put(record)
+
+    def _reset(self) -> None:
+        self._horizon = 0
+        # Ids expired by the horizon: not live for the row cap, not active for an owner.
+        self._expired: set[str] = set()
+        # Per owner, the tasks neither terminal nor expired by the horizon.
+        self._active: Counter[str | None] = Counter()
+        # (expires_at, id) of every task with a TTL not expired by the horizon; an entry
+        # whose time is no longer its task's is stale and skipped (a lease moved it later).
+        self._deadlines: list[tuple[int, str]] = []
+        # (last_updated_at, id) of terminal tasks without TTL: the retention's candidates.
+        self._finished: list[tuple[int, str]] = []
+        # Every task a claim may take, by where it waits; a heap entry that is not its
+        # task's entry here is stale and skipped.
+        self._queued: dict[str, tuple[int, int]] = {}
+        self._ready: list[tuple[int, str]] = []  # (created_at, id): rules.claim_order
+        self._waiting: list[tuple[int, str]] = []  # (until, id)
+
+    def put(self, record: TaskRecord) -> None:
+        """Store ``record``, new or in place of the task of its id."""
+        old = self.tasks.get(record.task_id)
+        self.tasks[record.task_id] = record
+        self._refile(record.task_id, old, record)
+
+    def delete(self, task_id: str) -> None:
+        self._refile(task_id, self.tasks.pop(task_id), None)
+
+    def clear(self) -> None:
+        self.tasks.clear()
+        self._reset()
+
+    def _refile(self, task_id: str, old: TaskRecord | None, new: TaskRecord | None) -> None:
+        """Move one task's entries in the indexes from ``old`` to ``new`` (``None``: absent)."""
+        was_expired = task_id in self._expired
+        if old is not None:
+            if was_expired:
+                self._expired.discard(task_id)
+            elif not old.status.is_terminal:
+                self._deactivate(old.owner)
+        if new is not None:
+            expires_at = new.expires_at
+            if expires_at is not None and expires_at <= self._horizon:
+                self._expired.add(task_id)
+            else:
+                if not new.status.is_terminal:
+                    self._active[new.owner] += 1
+                if expires_at is not None and (old is None or old.expires_at != expires_at):
+                    heapq.heappush(self._deadlines, (expires_at, task_id))
+            if _retained(new) and not (
+                old is not None and _retained(old) and old.last_updated_at == new.last_updated_at
+            ):
+                heapq.heappush(self._finished, (new.last_updated_at, task_id))
+        entry = _queue_entry(new)
+        if entry is None:
+            self._queued.pop(task_id, None)
+        elif self._queued.get(task_id) != entry:
+            self._queued[task_id] = entry
+            heapq.heappush(
+                self._ready if entry[0] == _READY else self._waiting, (entry[1], task_id)
+            )
+        self._compact()
+
+    def _deactivate(self, owner: str | None) -> None:
+        self._active[owner] -= 1
+        if not self._active[owner]:
+            del self._active[owner]
+
+    def _compact(self) -> None:
+        """Rebuild a heap that stale entries have made more than twice what it indexes
+        (each renewal leaves one): amortised, a write still costs O(log n)."""
+        if len(self._deadlines) > 2 * len(self.tasks) + _STALE_SLACK:
+            self._deadlines = [
+                (r.expires_at, i)
+                for i, r in self.tasks.items()
+                if r.expires_at is not None and i not in self._expired
+            ]
+            heapq.heapify(self._deadlines)
+        if len(self._ready) + len(self._waiting) > 2 * len(self._queued) + _STALE_SLACK:
+            queued = self._queued.items()
+            self._ready = [(at, i) for i, (where, at) in queued if where == _READY]
+            self._waiting = [(at, i) for i, (where, at) in queued if where == _WAITING]
+            heapq.heapify(self._ready)
+            heapq.heapify(self._waiting)
+
+    def _advance(self, now: int) -> bool:
+        """Bring the indexes to ``now``: tasks whose deadline passed leave the live counts.
+        False when ``now`` is before the horizon: the indexes cannot go back in time, and
+        the caller looks at every task instead."""
+        if now < self._horizon:
+            return False
+        self._horizon = now
+        deadlines, tasks = self._deadlines, self.tasks
+        while deadlines and deadlines[0][0] <= now:
+            expires_at, task_id = heapq.heappop(deadlines)
+            record = tasks.get(task_id)
+            if record is None or record.expires_at != expires_at or task_id in self._expired:
+                continue
+            self._expired.add(task_id)
+            if not record.status.is_terminal:
+                self._deactivate(record.owner)
+        return True
+
+    def live_rows(self, now: int) -> int:
+        """The tasks the row cap counts at ``now`` (rules.counts_toward_cap)."""
+        if self._advance(now):
+            return len(self.tasks) - len(self._expired)
+        return sum(1 for r in self.tasks.values() if rules.counts_toward_cap(r, now))
+
+    def active_of(self, owner: str | None, now: int) -> int:
+        """One owner's tasks the per-owner cap counts at ``now`` (rules.is_active)."""
+        if self._advance(now):
+            return self._active[owner]
+        return sum(1 for r in self.tasks.values() if r.owner == owner and rules.is_active(r, now))
+
+    def next_claimable(self, now: int) -> TaskRecord | None:
+        """The oldest task rules.claimable allows at ``now`` (rules.claim_order), or None."""
+        tasks = self.tasks
+        if not self._advance(now):
+            eligible = (r for r in tasks.values() if rules.claimable(r, now))
+            return min(eligible, key=rules.claim_order, default=None)
+        ready, waiting, queued = self._ready, self._waiting, self._queued
+        while waiting and waiting[0][0] <= now:  # due: retry time or claim end passed
+            until, task_id = heapq.heappop(waiting)
+            if queued.get(task_id) == (_WAITING, until):
+                created_at = tasks[task_id].created_at
+                queued[task_id] = (_READY, created_at)
+                heapq.heappush(ready, (created_at, task_id))
+        while ready:
+            created_at, task_id = ready[0]
+            if queued.get(task_id) != (_READY, created_at):
+                heapq.heappop(ready)
+                continue
+            record = tasks[task_id]
+            if rules.claimable(record, now):
+                return record  # left queued: the claim's write refiles it
+            # Only expiry keeps a ready task from a claim (it became ready when its time
+            # had passed, and the horizon never goes back): no claim takes it again unless
+            # a write revives it, and a write files it again.
+            heapq.heappop(ready)
+            del queued[task_id]
+        return None
+
+    def reap(self, now: int, terminal_retention_ms: int, limit: int) -> int:
+        """Delete up to ``limit`` tasks rules.is_reapable lets go at ``now`` (the expired
+        ones first, then the finished ones without TTL, longest finished first)."""
+        doomed = list(islice(self._reapable(now, terminal_retention_ms), limit))
+        for task_id in doomed:  # taken before any is deleted
+            self.delete(task_id)
+        return len(doomed)
+
+    def _reapable(self, now: int, terminal_retention_ms: int) -> Iterator[str]:
+        if not self._advance(now):
+            yield from (
+                i for i, r in self.tasks.items() if rules.is_reapable(r, now, terminal_retention_ms)
+            )
+            return
+        yield from self._expired
+        # Each entry taken off this heap is yielded only for a task reap then deletes.
+        finished, tasks = self._finished, self.tasks
+        while finished and finished[0][0] + terminal_retention_ms <= now:
+            updated_at, task_id = heapq.heappop(finished)
+            record = tasks.get(task_id)
+            if record is not None and _retained(record) and record.last_updated_at == updated_at:
+                yield task_id
+
+
+def _retained(record: TaskRecord) -> bool:
+    """Terminal without TTL: reaped by the terminal retention (rules.is_reapable)."""
+    return record.ttl_ms is None and record.status.is_terminal
 
 
 class MemoryTaskStore:
@@ -72,53 +278,49 @@ class MemoryTaskStore:
         await self.close()
 
     @property
-    def _tasks(self) -> dict[str, TaskRecord]:
+    def _open_backend(self) -> MemoryBackend:
         if self._closed:
             raise StoreUnavailable("The store is closed")
-        return self._backend.tasks
+        return self._backend
 
     async def create(self, task: NewTask) -> TaskRecord:
-        tasks, now = self._tasks, self._clock()
-        if task.task_id in tasks:
+        backend, now = self._open_backend, self._clock()
+        if task.task_id in backend.tasks:
             raise DuplicateTaskId
-        self._check_caps(tasks, task.owner, now)
+        self._check_caps(backend, task.owner, now)
         record = rules.new_record(task, now)
-        tasks[task.task_id] = record
+        backend.put(record)
         return record
 
-    def _check_caps(self, tasks: dict[str, TaskRecord], owner: str | None, now: int) -> None:
+    def _check_caps(self, backend: MemoryBackend, owner: str | None, now: int) -> None:
         cap = self.options.max_rows
-        # Counting is O(n): only do it when the raw row count could be at the cap.
-        if cap is not None and len(tasks) >= cap:
-            live = sum(1 for r in tasks.values() if rules.counts_toward_cap(r, now))
-            if live >= cap:
-                raise TaskLimitReached
+        if cap is not None and len(backend.tasks) >= cap and backend.live_rows(now) >= cap:
+            raise TaskLimitReached
         per_owner = self.options.max_active_per_owner
-        if per_owner is not None:
-            active = sum(1 for r in tasks.values() if r.owner == owner and rules.is_active(r, now))
-            if active >= per_owner:
-                raise TaskLimitReached
+        if per_owner is not None and backend.active_of(owner, now) >= per_owner:
+            raise TaskLimitReached
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
-        return rules.visible(self._tasks.get(task_id), owner, self._clock())
+        return rules.visible(self._open_backend.tasks.get(task_id), owner, self._clock())
 
     async def update(
         self, task_id: str, owner: OwnerArg, input_responses: Mapping[str, object]
     ) -> Transition:
-        tasks = self._tasks
-        return self._save(
-            tasks, rules.apply_update(tasks.get(task_id), owner, input_responses, self._clock())
+        backend = self._open_backend
+        transition = rules.apply_update(
+            backend.tasks.get(task_id), owner, input_responses, self._clock()
         )
+        return self._save(backend, transition)
 
     async def cancel(self, task_id: str, owner: OwnerArg) -> Transition:
-        tasks = self._tasks
+        backend = self._open_backend
         transition = rules.apply_cancel(
-            tasks.get(task_id),
+            backend.tasks.get(task_id),
             owner,
             self._clock(),
             result_retention_ms=self.options.result_retention_ms,
         )
-        return self._save(tasks, transition)
+        return self._save(backend, transition)
 
     async def put_status(
         self,
@@ -129,9 +331,9 @@ class MemoryTaskStore:
         expected_revision: int | None = None,
         event_id: str | None = None,
     ) -> Transition:
-        tasks = self._tasks
+        backend = self._open_backend
         transition = rules.apply_put(
-            tasks.get(task_id),
+            backend.tasks.get(task_id),
             change,
             self._clock(),
             result_retention_ms=self.options.result_retention_ms,
@@ -139,50 +341,45 @@ class MemoryTaskStore:
             expected_revision=expected_revision,
             event_id=event_id,
         )
-        return self._save(tasks, transition)
+        return self._save(backend, transition)
 
     @staticmethod
-    def _save(tasks: dict[str, TaskRecord], transition: Transition) -> Transition:
+    def _save(backend: MemoryBackend, transition: Transition) -> Transition:
         if transition.outcome is Outcome.APPLIED:
-            tasks[transition.record.task_id] = transition.record
+            backend.put(transition.record)
         return transition
 
     async def claim(
         self, worker_id: str, *, lease_ms: int, task_id: str | None = None
     ) -> Claimed | None:
-        tasks, now = self._tasks, self._clock()
+        backend, now = self._open_backend, self._clock()
         if task_id is not None:
-            record = tasks.get(task_id)
+            record = backend.tasks.get(task_id)
             candidate = record if record is not None and rules.claimable(record, now) else None
         else:
-            eligible = (r for r in tasks.values() if rules.claimable(r, now))
-            candidate = min(eligible, key=rules.claim_order, default=None)
+            candidate = backend.next_claimable(now)
         if candidate is None:
             return None
         claimed = rules.apply_claim(candidate, worker_id, lease_ms, now)
-        tasks[candidate.task_id] = claimed.record
+        backend.put(claimed.record)
         return claimed
 
     async def renew(self, lease: Lease, *, lease_ms: int) -> Lease:
-        tasks = self._tasks
-        renewed = rules.apply_renew(tasks.get(lease.task_id), lease, lease_ms, self._clock())
-        tasks[lease.task_id] = renewed.record
+        backend = self._open_backend
+        record = backend.tasks.get(lease.task_id)
+        renewed = rules.apply_renew(record, lease, lease_ms, self._clock())
+        backend.put(renewed.record)
         return renewed.lease
 
     async def release(self, lease: Lease) -> None:
-        tasks = self._tasks
-        released = rules.apply_release(tasks.get(lease.task_id), lease)
+        backend = self._open_backend
+        released = rules.apply_release(backend.tasks.get(lease.task_id), lease)
         if released is not None:
-            tasks[lease.task_id] = released
+            backend.put(released)
 
     async def reap(self, *, limit: int = 500) -> int:
-        tasks, now = self._tasks, self._clock()
-        retention = self.options.terminal_retention_ms
-        reapable = (i for i, r in tasks.items() if rules.is_reapable(r, now, retention))
-        doomed = list(islice(reapable, limit))
-        for task_id in doomed:
-            del tasks[task_id]
-        return len(doomed)
+        backend = self._open_backend
+        return backend.reap(self._clock(), self.options.terminal_retention_ms, limit)
 
     async def close(self) -> None:
         self._closed = True
@@ -211,7 +408,7 @@ class MemoryStoreBackend:
         name = _name_of(url)
         shared = self._named.pop(name, None)
         if shared is not None:
-            shared.tasks.clear()
+            shared.clear()
 
 
 def _name_of(url: str) -> str:
