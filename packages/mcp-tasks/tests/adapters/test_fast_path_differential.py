@@ -7,20 +7,27 @@ from __future__ import annotations
 
 import base64
 import json
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2 as httpx
 import pytest
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from mcp_tasks import MemoryTaskStore, TaskContext, Tasks
-from mcp_tasks.adapters.fast_path import TasksFastPath
+from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
 from mcp_tasks.domain.clock import ManualClock
 from mcp_tasks.testing import PROTOCOL, WITH_TASKS, RawClient, running_asgi
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 pytestmark = pytest.mark.anyio
 
@@ -41,6 +48,7 @@ class Case:
     per_path_task: bool = False  # the request changes its task: each path gets its own
     chunked: bool = False  # sent without a Content-Length
     repeated: tuple[str, str] | None = None  # one more line of a header already sent
+    token: str | None = "alice"  # the bearer token sent, when the server authenticates
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -79,9 +87,10 @@ def encode(message: Any) -> bytes:
     return json.dumps(message).encode()
 
 
-def corpus(done: str, parked: str, *, json_response: bool) -> list[Case]:
-    """``done``: a completed task; ``parked``: a task waiting for input (both shared).
-    ``json_response``: the app answers JSON only, so an Accept without SSE is enough."""
+def corpus(done: str, parked: str, *, json_response: bool, authenticated: bool) -> list[Case]:
+    """``done``: a completed task; ``parked``: a task waiting for input (both shared, both
+    alice's when the server authenticates). ``json_response``: the app answers JSON only, so
+    an Accept without SSE is enough."""
     get = encode(envelope("tasks/get", {"taskId": done}))
     get_headers = headers_for("tasks/get", done)
     cases = [
@@ -406,12 +415,49 @@ def corpus(done: str, parked: str, *, json_response: bool) -> list[Case]:
         Case("trailing slash", get, get_headers, taken=False, path="/mcp/"),
         Case("another path", get, get_headers, taken=False, path="/other"),
     ]
+    if authenticated:
+        cases += [
+            Case("another principal's task", get, get_headers, taken=True, token="bob"),
+            Case(
+                "another principal's cancel",
+                encode(envelope("tasks/cancel", {"taskId": parked})),
+                headers_for("tasks/cancel", parked),
+                taken=True,
+                token="bob",
+            ),
+            Case("no token", get, get_headers, taken=False, token=None),
+            Case("an unknown token", get, get_headers, taken=False, token="mallory"),
+        ]
     return cases
 
 
-def build_server(tasks: Tasks) -> MCPServer[Any]:
+class StaticTokens:
+    """Two principals, alice and bob (same issuer and client, two subjects)."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if token not in ("alice", "bob"):
+            return None
+        return AccessToken(
+            token=token,
+            client_id="test-client",
+            scopes=[],
+            subject=token,
+            claims={"iss": "https://auth.example"},
+        )
+
+
+def build_server(tasks: Tasks, *, authenticated: bool) -> MCPServer[Any]:
+    auth: dict[str, Any] = {}
+    if authenticated:
+        auth = {
+            "auth": AuthSettings(
+                issuer_url="https://auth.example",  # type: ignore[arg-type]
+                resource_server_url=None,
+            ),
+            "token_verifier": StaticTokens(),
+        }
     mcp: MCPServer[Any] = MCPServer(
-        "differential", extensions=[tasks.extension()], lifespan=tasks.lifespan
+        "differential", extensions=[tasks.extension()], lifespan=tasks.lifespan, **auth
     )
 
     @tasks.tool(mcp, mode="required")
@@ -462,23 +508,38 @@ def compared(response: httpx.Response, base: str) -> tuple[int, list[tuple[str, 
     return response.status_code, headers, response.content
 
 
-@pytest.mark.parametrize("json_response", [False, True], ids=["sse-mode", "json-mode"])
-async def test_the_fast_path_answers_every_request_as_the_sdk_does(json_response: bool) -> None:
+@pytest.mark.parametrize(
+    ("json_response", "authenticated"),
+    [(False, False), (True, False), (False, True)],
+    ids=["sse-mode", "json-mode", "authenticated"],
+)
+async def test_the_fast_path_answers_every_request_as_the_sdk_does(
+    json_response: bool, authenticated: bool
+) -> None:
     clock = ManualClock(1_800_000_000_000)
     tasks = Tasks(store=MemoryTaskStore(clock=clock), clock=clock)
-    mcp = build_server(tasks)
+    mcp = build_server(tasks, authenticated=authenticated)
     sdk_app = mcp.streamable_http_app(json_response=json_response)
-    fast = TasksFastPath(mcp.streamable_http_app(json_response=json_response))
+    fast_app = with_fast_path(mcp.streamable_http_app(json_response=json_response))
+    if authenticated:  # the fast path sits behind the auth check, in place of the endpoint
+        endpoint = next(r.endpoint for r in fast_app.routes if r.path == "/mcp")
+        fast = endpoint.app
+    else:
+        fast = fast_app
+    assert isinstance(fast, TasksFastPath)
     assert fast.active
+    token = "alice" if authenticated else None
     async with AsyncExitStack() as stack:
         sdk_url = await stack.enter_async_context(running_asgi(sdk_app))
-        fast_url = await stack.enter_async_context(running_asgi(fast))
+        fast_url = await stack.enter_async_context(running_asgi(fast_app))
         http = await stack.enter_async_context(httpx.AsyncClient(timeout=10))
-        sdk_client, fast_client = RawClient(http, sdk_url), RawClient(http, fast_url)
+        sdk_client = RawClient(http, sdk_url, token=token)
+        fast_client = RawClient(http, fast_url, token=token)
         done = await start(sdk_client, "echo", {"text": "hi"}, "completed")
         parked = await start(sdk_client, "ask", {}, "input_required")
         sdk_base, fast_base = sdk_url.removesuffix("/mcp"), fast_url.removesuffix("/mcp")
-        for case in corpus(done, parked, json_response=json_response):
+        cases = corpus(done, parked, json_response=json_response, authenticated=authenticated)
+        for case in cases:
             answers = []
             for client, base in ((sdk_client, sdk_base), (fast_client, fast_base)):
                 body, headers = case.body, case.headers
@@ -487,8 +548,37 @@ async def test_the_fast_path_answers_every_request_as_the_sdk_does(json_response
                     method = case.extra["method"]
                     body = encode(envelope(method, {"taskId": own, **case.extra["params"]}))
                     headers = headers_for(method, own)
+                if authenticated and case.token is not None:
+                    headers = {**headers, "authorization": f"Bearer {case.token}"}
                 served = fast.served
                 answers.append(compared(await send(http, base, case, body, headers), base))
                 if base == fast_base:
                     assert fast.served - served == int(case.taken), case.what
             assert answers[0] == answers[1], (case.what, answers)
+
+
+async def test_a_mounted_app_answers_tasks_on_the_fast_path() -> None:
+    """Mounted under a prefix (the lifespan composed as docs/serving-tasks.md shows), the
+    fast path still finds its path, answers tasks/get there, and leaves the rest."""
+    tasks = Tasks(store=MemoryTaskStore())
+    mcp = build_server(tasks, authenticated=False)
+    fast = tasks.http_app(mcp)
+    assert isinstance(fast, TasksFastPath)
+
+    @asynccontextmanager
+    async def lifespan(app: object) -> AsyncIterator[None]:
+        async with tasks.running(), mcp.session_manager.run():
+            yield
+
+    outer = Starlette(routes=[Mount("/api", app=fast)], lifespan=lifespan)
+    async with running_asgi(outer) as url, httpx.AsyncClient(timeout=10) as http:
+        client = RawClient(http, url.replace("/mcp", "/api/mcp"))
+        task_id = await start(client, "echo", {"text": "hi"}, "completed")
+        polls = fast.served
+        assert polls > 0
+        got = await client.call("tasks/get", {"taskId": task_id})
+        assert got["result"]["status"] == "completed"
+        assert fast.served == polls + 1
+        listed = await client.call("tools/list", {})
+        assert {tool["name"] for tool in listed["result"]["tools"]} == {"ask", "echo"}
+        assert fast.served == polls + 1

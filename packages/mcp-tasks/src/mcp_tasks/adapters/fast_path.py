@@ -1,17 +1,21 @@
-"""A shorter path for ``tasks/*`` polls in front of the SDK's Streamable HTTP app.
+"""A shorter path for ``tasks/*`` polls through the SDK's Streamable HTTP app.
 
 Clients spend most of their requests on ``tasks/get``, and on the SDK's path almost all of
 the time of one goes to the machinery around our handler: the body-limit middleware, the
 session manager, the request ladder, a connection, a context, a middleware chain, a task
 group. :class:`TasksFastPath` answers a ``tasks/*`` request itself only when it can show
 that the SDK would dispatch it to our handler and nothing else would act on it: a ``POST``
-to the MCP path of an app the SDK built, without authentication or other middleware, every
-header the SDK checks present and valid, a body within its limit that is one JSON-RPC
-request whose envelope passes the SDK's own classifier, at the 2026-07-28 protocol. Then it
+to the MCP path, every header the SDK checks present and valid, a body within its limit
+that is one JSON-RPC request whose envelope passes the SDK's own classifier, at the
+2026-07-28 protocol, on a server whose middleware chain does nothing to ``tasks/*``. Then it
 calls the engine as the SDK's handler does and writes the bytes the SDK writes. Any request
-it cannot prove simple goes to the SDK app untouched (its body replayed), so every refusal,
+it cannot prove simple goes to the SDK untouched (its body replayed), so every refusal,
 error and edge case is the SDK's own answer by construction; the tests compare the two
 paths byte for byte.
+
+It sits in front of the SDK's whole app when nothing else is there; with authentication or
+Starlette middleware it takes the SDK endpoint's place behind them (:func:`with_fast_path`),
+so the token check, the scopes and the principal (the task's owner) are the SDK's.
 
 One difference is deliberate: the SDK's SSE mode commits to an event stream when a handler
 is still running after 15 s, and cancels it when the client goes away. ``tasks/*`` handlers
@@ -25,6 +29,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.request_state import RequestStateBoundary
 from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -46,6 +51,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
 from pydantic import ValidationError
+from starlette._utils import get_route_path
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.routing import Route
@@ -82,17 +88,22 @@ _JSON_HEADERS: Final = b"application/json"
 class TasksFastPath:
     """An ASGI app: ``tasks/*`` requests it can prove simple answered here, all else by ``app``.
 
-    ``app`` is the Starlette app of the SDK's ``streamable_http_app()``. When it is not one
-    (another shape, authentication, middleware, a body limit of Starlette's own) every
-    request goes to it unchanged. ``served`` counts the requests answered here.
+    ``app`` is the Starlette app of the SDK's ``streamable_http_app()`` with nothing in front
+    of its endpoint (it then also checks the path), or that endpoint itself, wherever it sits
+    behind the router and the auth layer (see :func:`with_fast_path`). For any other ``app``
+    (``active`` is false) every request goes to it unchanged. ``served`` counts the requests
+    answered here.
     """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.served = 0
-        found = _sdk_endpoint(app)
-        self._path: str | None = found[0] if found is not None else None
-        self._manager: StreamableHTTPSessionManager | None = found[1] if found else None
+        self._path: str | None = None  # None: the router has matched the path already
+        self._manager: StreamableHTTPSessionManager | None = None
+        if isinstance(app, StreamableHTTPASGIApp):
+            self._manager = app.session_manager
+        elif (found := _bare_sdk_endpoint(app)) is not None:
+            self._path, self._manager = found
 
     def __repr__(self) -> str:
         return f"TasksFastPath({self.app!r})"
@@ -108,8 +119,7 @@ class TasksFastPath:
             manager is None
             or scope["type"] != "http"
             or scope["method"] != "POST"
-            or scope["path"] != self._path
-            or scope.get("root_path")
+            or (self._path is not None and get_route_path(scope) != self._path)
         ):
             await self.app(scope, receive, send)
             return
@@ -184,9 +194,9 @@ class TasksFastPath:
         return True
 
 
-def _sdk_endpoint(app: object) -> tuple[str, StreamableHTTPSessionManager] | None:
+def _bare_sdk_endpoint(app: object) -> tuple[str, StreamableHTTPSessionManager] | None:
     """The MCP path and session manager of an SDK-built app with nothing in front of its
-    endpoint; ``None`` for any other app."""
+    endpoint (no middleware, no authentication); ``None`` for any other app."""
     if not isinstance(app, Starlette) or app.user_middleware or app.max_body_size is not None:
         return None
     for route in app.routes:
@@ -195,6 +205,24 @@ def _sdk_endpoint(app: object) -> tuple[str, StreamableHTTPSessionManager] | Non
         endpoint = route.endpoint
         if isinstance(endpoint, StreamableHTTPASGIApp) and route.app is endpoint:
             return route.path, endpoint.session_manager
+    return None
+
+
+def _guarded_endpoint(app: object) -> RequireAuthMiddleware | Route | None:
+    """What holds the SDK's endpoint in an SDK-built app with middleware or authentication:
+    the auth check in front of it, or its route; ``None`` for any other app."""
+    if not isinstance(app, Starlette):
+        return None
+    for route in app.routes:
+        if not isinstance(route, Route):
+            continue
+        endpoint = route.endpoint
+        if isinstance(endpoint, RequireAuthMiddleware) and isinstance(
+            endpoint.app, StreamableHTTPASGIApp
+        ):
+            return endpoint
+        if isinstance(endpoint, StreamableHTTPASGIApp) and route.app is endpoint:
+            return route
     return None
 
 
@@ -338,7 +366,17 @@ async def _write(reply: JSONRPCResponse | JSONRPCError, send: Send) -> None:
 
 
 def with_fast_path(app: ASGIApp) -> ASGIApp:
-    """``app`` behind :class:`TasksFastPath` when it is an SDK app the fast path knows;
-    else ``app`` itself."""
+    """``app`` (the SDK's ``streamable_http_app()``) with ``tasks/*`` on the fast path.
+
+    With nothing in front of its endpoint, ``app`` behind a :class:`TasksFastPath`. With
+    authentication or middleware, ``app`` itself, its endpoint swapped in place for one
+    behind a :class:`TasksFastPath`: authentication, scopes and every middleware run first,
+    as on the SDK's path, and the fast path sees the same principal. Any other app is
+    returned unchanged."""
     fast = TasksFastPath(app)
-    return fast if fast.active else app
+    if fast.active:
+        return fast
+    holder = _guarded_endpoint(app)
+    if holder is not None and not isinstance(holder.app, TasksFastPath):
+        holder.app = TasksFastPath(holder.app)
+    return app
