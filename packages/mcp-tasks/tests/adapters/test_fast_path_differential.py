@@ -19,7 +19,8 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.applications import Starlette
-from starlette.routing import Mount
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.routing import Mount, Route
 
 from mcp_tasks import MemoryTaskStore, TaskContext, Tasks
 from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
@@ -582,3 +583,28 @@ async def test_a_mounted_app_answers_tasks_on_the_fast_path() -> None:
         listed = await client.call("tools/list", {})
         assert {tool["name"] for tool in listed["result"]["tools"]} == {"ask", "echo"}
         assert fast.served == polls + 1
+
+
+def test_with_fast_path_takes_the_sdk_endpoint_only() -> None:
+    """In front of a bare SDK app; in the endpoint's place when middleware runs first (once,
+    however often it is applied); any other app is left as it is."""
+    mcp = build_server(Tasks(store=MemoryTaskStore()), authenticated=False)
+    bare = mcp.streamable_http_app()
+    fast = with_fast_path(bare)
+    assert isinstance(fast, TasksFastPath)
+    assert fast.app is bare
+    assert with_fast_path(fast) is fast
+
+    guarded = mcp.streamable_http_app()
+    guarded.add_middleware(GZipMiddleware)
+    assert with_fast_path(guarded) is guarded
+    route = next(r for r in guarded.routes if isinstance(r, Route) and r.path == "/mcp")
+    assert isinstance(route.app, TasksFastPath)
+    assert route.app.active
+    assert route.app.app is route.endpoint
+    assert with_fast_path(guarded) is guarded
+    assert route.app.app is route.endpoint  # not wrapped twice
+
+    other = Starlette(routes=[Route("/mcp", lambda request: None)])
+    assert with_fast_path(other) is other
+    assert not TasksFastPath(other).active

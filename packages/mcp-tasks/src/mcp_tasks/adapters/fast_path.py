@@ -199,11 +199,15 @@ def _bare_sdk_endpoint(app: object) -> tuple[str, StreamableHTTPSessionManager] 
     endpoint (no middleware, no authentication); ``None`` for any other app."""
     if not isinstance(app, Starlette) or app.user_middleware or app.max_body_size is not None:
         return None
-    for route in app.routes:
+    routes = app.routes
+    for index, route in enumerate(routes):
         if not isinstance(route, Route):
             return None  # a Mount could claim the path first
         endpoint = route.endpoint
         if isinstance(endpoint, StreamableHTTPASGIApp) and route.app is endpoint:
+            earlier = routes[:index]
+            if any(isinstance(r, Route) and r.path_regex.match(route.path) for r in earlier):
+                return None  # the router would send the MCP path elsewhere
             return route.path, endpoint.session_manager
     return None
 
