@@ -28,6 +28,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+# The SDK's default span middleware, exported from no public module: if an upgrade moves
+# it, this import fails loudly instead of the fast path stepping aside without a word.
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.request_state import RequestStateBoundary
@@ -51,10 +53,9 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
 from pydantic import ValidationError
-from starlette._utils import get_route_path
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from mcp_tasks.adapters.listen import TaskListenMiddleware
 from mcp_tasks.adapters.ownership import current_owner
@@ -98,12 +99,12 @@ class TasksFastPath:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.served = 0
-        self._path: str | None = None  # None: the router has matched the path already
+        self._route: Route | None = None  # None: the router has matched the path already
         self._manager: StreamableHTTPSessionManager | None = None
         if isinstance(app, StreamableHTTPASGIApp):
             self._manager = app.session_manager
         elif (found := _bare_sdk_endpoint(app)) is not None:
-            self._path, self._manager = found
+            self._route, self._manager = found
 
     def __repr__(self) -> str:
         return f"TasksFastPath({self.app!r})"
@@ -119,7 +120,7 @@ class TasksFastPath:
             manager is None
             or scope["type"] != "http"
             or scope["method"] != "POST"
-            or (self._path is not None and get_route_path(scope) != self._path)
+            or (self._route is not None and self._route.matches(scope)[0] is not Match.FULL)
         ):
             await self.app(scope, receive, send)
             return
@@ -166,8 +167,8 @@ class TasksFastPath:
             return False
         server: Server[Any] = manager.app
         engine = _tasks_engine(server, request.method)
-        if engine is None or not _running(manager):
-            return False
+        if engine is None or not engine.runner.running:
+            return False  # before the lifespan ran, the SDK's answer is its own (a 500)
         try:
             params = TaskMethodParams.model_validate(request.params or {}, by_name=False)
         except ValidationError:
@@ -194,8 +195,8 @@ class TasksFastPath:
         return True
 
 
-def _bare_sdk_endpoint(app: object) -> tuple[str, StreamableHTTPSessionManager] | None:
-    """The MCP path and session manager of an SDK-built app with nothing in front of its
+def _bare_sdk_endpoint(app: object) -> tuple[Route, StreamableHTTPSessionManager] | None:
+    """The MCP route and session manager of an SDK-built app with nothing in front of its
     endpoint (no middleware, no authentication); ``None`` for any other app."""
     if not isinstance(app, Starlette) or app.user_middleware or app.max_body_size is not None:
         return None
@@ -208,7 +209,7 @@ def _bare_sdk_endpoint(app: object) -> tuple[str, StreamableHTTPSessionManager] 
             earlier = routes[:index]
             if any(isinstance(r, Route) and r.path_regex.match(route.path) for r in earlier):
                 return None  # the router would send the MCP path elsewhere
-            return route.path, endpoint.session_manager
+            return route, endpoint.session_manager
     return None
 
 
@@ -228,12 +229,6 @@ def _guarded_endpoint(app: object) -> RequireAuthMiddleware | Route | None:
         if isinstance(endpoint, StreamableHTTPASGIApp) and route.app is endpoint:
             return route
     return None
-
-
-def _running(manager: StreamableHTTPSessionManager) -> bool:
-    """Whether the session manager runs; before it does, the SDK refuses (RuntimeError)."""
-    task_group: object = getattr(manager, "_task_group", None)
-    return task_group is not None
 
 
 def _watched_headers(scope: Scope) -> dict[bytes, bytes] | None:
