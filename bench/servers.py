@@ -1,11 +1,14 @@
 """The servers the HTTP sections drive, each run as its own process (uvicorn, one worker).
 
     python -m bench.servers ours --store memory:// --port 8123
+    python -m bench.servers ours-sdk-path --port 8126  # ours without the tasks/* fast path
     python -m bench.servers sdk --port 8124          # the SDK floor: a trivial tools/call
     python -m bench.servers starlette --port 8125    # the bare floor: a JSON-RPC route
 
 ``ours`` is an ``MCPServer`` with our extension on the given store and one task tool,
-``nap(ms)``: it sleeps ``ms`` milliseconds and answers. fastmcp-tasks runs from its own
+``nap(ms)``: it sleeps ``ms`` milliseconds and answers, served as we recommend
+(``tasks.http_app(mcp)``: ``tasks/*`` polls on the fast path); ``ours-sdk-path`` is the
+same server on the SDK's app alone. fastmcp-tasks runs from its own
 virtualenv with ``bench/fastmcp_tasks_server.py`` (it must not import this project).
 """
 
@@ -28,13 +31,15 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
 
-def ours(store_url: str, max_rows: int | None) -> Any:
+def ours(store_url: str, max_rows: int | None, *, fast_path: bool = True) -> Any:
     """Our server: ``nap`` runs as a task (mode required) on the store at ``store_url``."""
-    return ours_with_tasks(store_url, max_rows)[0]
+    return ours_with_tasks(store_url, max_rows, fast_path=fast_path)[0]
 
 
-def ours_with_tasks(store_url: str, max_rows: int | None) -> tuple[Any, Tasks]:
-    """Our server's ASGI app, and its Tasks."""
+def ours_with_tasks(
+    store_url: str, max_rows: int | None, *, fast_path: bool = True
+) -> tuple[Any, Tasks]:
+    """Our server's ASGI app (``fast_path=False``: the SDK's app alone), and its Tasks."""
     tasks = Tasks(store=store_from_url(store_url, StoreOptions(max_rows=max_rows)))
     mcp: MCPServer[Any] = MCPServer(
         "bench", extensions=[tasks.extension()], lifespan=tasks.lifespan, log_level="WARNING"
@@ -46,7 +51,7 @@ def ours_with_tasks(store_url: str, max_rows: int | None) -> tuple[Any, Tasks]:
         await anyio.sleep(ms / 1000)
         return f"slept {ms} ms"
 
-    return mcp.streamable_http_app(), tasks
+    return (tasks.http_app(mcp) if fast_path else mcp.streamable_http_app()), tasks
 
 
 def sdk() -> Any:
@@ -75,13 +80,13 @@ def starlette() -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=["ours", "sdk", "starlette"])
+    parser.add_argument("kind", choices=["ours", "ours-sdk-path", "sdk", "starlette"])
     parser.add_argument("--store", default="memory://")
     parser.add_argument("--max-rows", type=int, default=0, help="row cap; 0 = unlimited")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    if args.kind == "ours":
-        app = ours(args.store, args.max_rows or None)
+    if args.kind in ("ours", "ours-sdk-path"):
+        app = ours(args.store, args.max_rows or None, fast_path=args.kind == "ours")
     else:
         app = sdk() if args.kind == "sdk" else starlette()
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)

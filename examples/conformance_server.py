@@ -130,9 +130,15 @@ def main() -> None:
         default=30_000,
         help="how soon another process takes over the tasks of one that died (default 30000)",
     )
+    parser.add_argument(
+        "--sdk-path",
+        action="store_true",
+        help="serve the SDK's app alone, without the tasks/* fast path (to compare the two)",
+    )
     args = parser.parse_args()
     tasks = Tasks(store=store_from_url(args.store), lease_ms=args.lease_ms)
-    app = build(tasks).streamable_http_app()
+    mcp = build(tasks)
+    app = mcp.streamable_http_app() if args.sdk_path else tasks.http_app(mcp)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -7,8 +7,11 @@ or ``MCP_TASKS_TEST_POSTGRES_URL`` is set; redis when ``mcp_tasks_redis`` is and
 ``mcp_tasks_mongodb`` is, on ``MCP_TASKS_CONFORMANCE_MONGODB_URL`` or
 ``MCP_TASKS_TEST_MONGODB_URL``, else on the embedded SecantusDB test server) this starts
 ``examples/conformance_server.py`` on a free port, runs every scenario, reads each
-``checks.json`` and exits non-zero on any FAILURE, and, when ``CI`` is set, when the SQLite,
-Postgres, Redis or MongoDB store could not run. Node 22 and the pinned runner come from
+``checks.json`` and exits non-zero on any FAILURE. The fixture serves as we recommend
+(``tasks.http_app``: ``tasks/*`` on the fast path); the memory store runs a second time on
+the SDK's app alone (``--sdk-path``), and ``--both-paths`` does so for every store, so the
+two paths are held to the same checks. When ``CI`` is set it also exits non-zero when the
+SQLite, Postgres, Redis or MongoDB store could not run. Node 22 and the pinned runner come from
 the npm registry into ``.cache/conformance/`` (gitignored), once.
 """
 
@@ -154,9 +157,10 @@ def wait_for_port(port: int, server: subprocess.Popen[bytes], timeout_s: float =
 
 
 def run_store(
-    name: str, url: str, node: Path, entry: Path, out: Path
+    name: str, url: str, node: Path, entry: Path, out: Path, *, sdk_path: bool = False
 ) -> tuple[int, int, list[str]]:
-    """Run every scenario against one store: (successes, scored checks, failures)."""
+    """Run every scenario against one store: (successes, scored checks, failures).
+    ``sdk_path``: the fixture serves the SDK's app alone, without the fast path."""
     port = free_port()
     server = subprocess.Popen(
         [
@@ -166,6 +170,7 @@ def run_store(
             url,
             "--port",
             str(port),
+            *(["--sdk-path"] if sdk_path else []),
         ],
         cwd=ROOT,
     )
@@ -232,12 +237,19 @@ def main() -> int:
         # In CI every Store must be proven; a missing one is a failure, not a quiet skip.
         print(f"FAILURE: no {' and no '.join(missing)} store to run (see this module's docstring)")
         failed = True
+    both_paths = "--both-paths" in sys.argv[1:]
+    runs = [(name, url, False) for name, url in found.items()]
+    runs += [(name, url, True) for name, url in found.items() if both_paths or name == "memory"]
     with stack:
-        for name, url in found.items():
-            successes, scored, failures = run_store(name, url, node, entry, out)
-            summary.append(f"{name}: {successes}/{scored} SUCCESS")
+        for name, url, sdk_path in runs:
+            label = f"{name} (sdk path)" if sdk_path else name
+            out_dir = out / ("sdk-path" if sdk_path else "fast-path")
+            successes, scored, failures = run_store(
+                name, url, node, entry, out_dir, sdk_path=sdk_path
+            )
+            summary.append(f"{label}: {successes}/{scored} SUCCESS")
             for failure in failures:
-                print(f"FAILURE {name} {failure}")
+                print(f"FAILURE {label} {failure}")
             failed = failed or bool(failures) or scored == 0
     print("\n".join(summary))
     print(f"(checks.json files under {out})")

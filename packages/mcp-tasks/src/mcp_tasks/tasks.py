@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from mcp_tasks.adapters.fast_path import with_fast_path
 from mcp_tasks.adapters.sdk import TasksExtension, install, mcpserver_tool_call, serve_listen
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import MCPTasksError
@@ -239,6 +240,17 @@ class Tasks:
         """The ``MCPServer`` extension: ``MCPServer(extensions=[tasks.extension()])``."""
         self.attached = True
         return TasksExtension(self.engine)
+
+    def http_app(self, server: MCPServer[Any] | Server[Any], **options: Any) -> Any:
+        """``server.streamable_http_app(**options)`` with ``tasks/*`` polls on a fast path.
+
+        The ASGI app to serve instead of the SDK's own: a plain ``tasks/*`` request (no
+        authentication or other middleware on the app, every header valid) is answered
+        without the SDK's per-request machinery, with the same bytes; every other request
+        goes to the SDK's app. Also serves task notifications, as
+        :meth:`serve_notifications` does. See docs/serving-tasks.md."""
+        serve_listen(self.engine, server)
+        return with_fast_path(server.streamable_http_app(**options))
 
     def install(self, server: Server[Any]) -> TasksExtension:
         """Serve the extension on a low-level ``Server`` (after its ``tools/call`` handler is

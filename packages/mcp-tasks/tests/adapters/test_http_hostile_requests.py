@@ -14,6 +14,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks import MemoryBackend, MemoryTaskStore, TaskContext, Tasks
+from mcp_tasks.adapters.fast_path import TasksFastPath
 from mcp_tasks.testing import PROTOCOL, WITH_TASKS, RawClient, decode, running_asgi
 
 if TYPE_CHECKING:
@@ -28,6 +29,24 @@ MISSING_CAPABILITY = {
     "message": "Missing required client capability",
     "data": {"requiredCapabilities": TASKS_CAPS},
 }
+
+
+@pytest.fixture(autouse=True, params=["sdk-path", "fast-path"])
+def http_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs against the SDK's app, and against it behind the tasks/* fast path."""
+    if request.param == "fast-path":
+        monkeypatch.setattr(f"{__name__}.served", behind_fast_path)
+
+
+def served(app: Any) -> Any:
+    """The app the tests serve: the SDK's own (``http_path`` swaps in the fast path)."""
+    return app
+
+
+def behind_fast_path(app: Any) -> Any:
+    fast = TasksFastPath(app)
+    assert fast.active
+    return fast
 
 
 def build_server(tasks: Tasks) -> MCPServer[Any]:
@@ -66,7 +85,7 @@ def build_server(tasks: Tasks) -> MCPServer[Any]:
 async def running() -> AsyncIterator[tuple[RawClient, MemoryBackend]]:
     backend = MemoryBackend()
     tasks = Tasks(store=MemoryTaskStore(backend=backend))
-    app = build_server(tasks).streamable_http_app()
+    app = served(build_server(tasks).streamable_http_app())
     async with running_asgi(app) as url, httpx.AsyncClient(timeout=10) as http:
         yield RawClient(http, url), backend
 

@@ -18,10 +18,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import ManualClock, MemoryBackend, MemoryTaskStore, TaskContext, Tasks
+from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
 from mcp_tasks.testing import RawClient, running_asgi
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterator
 
 pytestmark = pytest.mark.anyio
 
@@ -125,9 +126,40 @@ class Recorder:
                 await anyio.sleep(0.02)
 
 
+FAST_PATHS: list[TasksFastPath] = []
+
+
+@pytest.fixture(autouse=True, params=["sdk-path", "fast-path"])
+def http_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test runs against the SDK's app, and as served with the tasks/* fast path; on
+    the fast path, tasks/* requests must have been answered there, not only by the SDK."""
+    FAST_PATHS.clear()
+    if request.param == "fast-path":
+        monkeypatch.setattr(f"{__name__}.served", behind_fast_path)
+    yield
+    assert all(fast.served > 0 for fast in FAST_PATHS)
+
+
+def served(app: Any) -> Any:
+    """The app the tests serve: the SDK's own (``http_path`` swaps in the fast path)."""
+    return app
+
+
+def behind_fast_path(app: Any) -> Any:
+    # This server authenticates: the fast path goes in place of the SDK's endpoint, behind
+    # the auth check, so it sees the principal the SDK's handler would.
+    assert with_fast_path(app) is app
+    endpoint = next(r.endpoint for r in app.routes if getattr(r, "path", None) == "/mcp")
+    fast = endpoint.app
+    assert isinstance(fast, TasksFastPath)
+    assert fast.active
+    FAST_PATHS.append(fast)
+    return app
+
+
 @asynccontextmanager
 async def running(tasks: Tasks) -> AsyncIterator[Recorder]:
-    app = build_server(tasks).streamable_http_app()
+    app = served(build_server(tasks).streamable_http_app())
     async with running_asgi(app) as url, httpx.AsyncClient(timeout=10) as http:
         yield Recorder(RawClient(http, url, token="alice"))
 

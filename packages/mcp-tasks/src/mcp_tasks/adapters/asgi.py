@@ -8,6 +8,8 @@ from typing import Any
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 
+from mcp_tasks.adapters.fast_path import with_fast_path
+
 MCP_PATH = "/mcp"
 
 
@@ -17,10 +19,15 @@ def is_fastmcp(app: object) -> bool:
     return module is not None and isinstance(app, module.FastMCP)
 
 
-def asgi_app(app: object) -> Any:
-    """The Streamable HTTP ASGI app at ``/mcp`` for an MCPServer, low-level Server or FastMCP."""
+def asgi_app(app: object, *, fast_path: bool = True) -> Any:
+    """The Streamable HTTP ASGI app at ``/mcp`` for an MCPServer, low-level Server or FastMCP.
+
+    An SDK server's app answers plain ``tasks/*`` requests on the fast path
+    (:mod:`mcp_tasks.adapters.fast_path`); ``fast_path=False`` is the SDK's app alone, for
+    the tests and tools that compare the two."""
     if isinstance(app, MCPServer | Server):
-        return app.streamable_http_app(streamable_http_path=MCP_PATH)
+        sdk_app = app.streamable_http_app(streamable_http_path=MCP_PATH)
+        return with_fast_path(sdk_app) if fast_path else sdk_app
     if is_fastmcp(app):
         return app.http_app(path=MCP_PATH)  # type: ignore[attr-defined]
     raise TypeError(f"cannot serve {type(app).__name__}: expected MCPServer, Server or FastMCP")

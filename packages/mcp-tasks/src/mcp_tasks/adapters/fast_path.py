@@ -1,0 +1,381 @@
+"""A shorter path for ``tasks/*`` polls through the SDK's Streamable HTTP app.
+
+Clients spend most of their requests on ``tasks/get``, and on the SDK's path almost all of
+the time of one goes to the machinery around our handler: the body-limit middleware, the
+session manager, the request ladder, a connection, a context, a middleware chain, a task
+group. :class:`TasksFastPath` answers a ``tasks/*`` request itself only when it can show
+that the SDK would dispatch it to our handler and nothing else would act on it: a ``POST``
+to the MCP path, every header the SDK checks present and valid, a body within its limit
+that is one JSON-RPC request whose envelope passes the SDK's own classifier, at the
+2026-07-28 protocol, on a server whose middleware chain does nothing to ``tasks/*``. Then it
+calls the engine as the SDK's handler does and writes the bytes the SDK writes. Any request
+it cannot prove simple goes to the SDK untouched (its body replayed), so every refusal,
+error and edge case is the SDK's own answer by construction; the tests compare the two
+paths byte for byte.
+
+It sits in front of the SDK's whole app when nothing else is there; with authentication or
+Starlette middleware it takes the SDK endpoint's place behind them (:func:`with_fast_path`),
+so the token check, the scopes and the principal (the task's owner) are the SDK's.
+
+One difference is deliberate: the SDK's SSE mode commits to an event stream when a handler
+is still running after 15 s, and cancels it when the client goes away. ``tasks/*`` handlers
+are single store calls; on this path one that takes longer is answered as JSON when it ends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+# The SDK's default span middleware, exported from no public module: if an upgrade moves
+# it, this import fails loudly instead of the fast path stepping aside without a word.
+from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
+from mcp.server.request_state import RequestStateBoundary
+from mcp.server.runner import modern_error_data
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    InboundLadderRejection,
+    classify_inbound_request,
+)
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    SERVER_INFO_META_KEY,
+    JSONRPCError,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import trace
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.routing import Match, Route
+
+from mcp_tasks.adapters.listen import TaskListenMiddleware
+from mcp_tasks.adapters.ownership import current_owner
+from mcp_tasks.adapters.sdk import TaskMethodParams
+from mcp_tasks.engine import TASK_METHODS, RequestView
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from mcp_tasks.engine import TaskEngine
+
+#: Server middleware known to pass ``tasks/*`` through untouched (OpenTelemetry only while
+#: no tracer provider is installed: then its span records nothing).
+_PASS_THROUGH_MIDDLEWARE: Final = (OpenTelemetryMiddleware, RequestStateBoundary)
+
+_ROUTING_HEADERS: Final = frozenset(
+    {MCP_PROTOCOL_VERSION_HEADER.encode(), MCP_METHOD_HEADER.encode(), MCP_NAME_HEADER.encode()}
+)
+_WATCHED_HEADERS: Final = _ROUTING_HEADERS | {
+    b"content-type",
+    b"content-length",
+    b"accept",
+    b"host",
+    b"origin",
+}
+_JSON_HEADERS: Final = b"application/json"
+
+
+class TasksFastPath:
+    """An ASGI app: ``tasks/*`` requests it can prove simple answered here, all else by ``app``.
+
+    ``app`` is the Starlette app of the SDK's ``streamable_http_app()`` with nothing in front
+    of its endpoint (it then also checks the path), or that endpoint itself, wherever it sits
+    behind the router and the auth layer (see :func:`with_fast_path`). For any other ``app``
+    (``active`` is false) every request goes to it unchanged. ``served`` counts the requests
+    answered here.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.served = 0
+        self._route: Route | None = None  # None: the router has matched the path already
+        self._manager: StreamableHTTPSessionManager | None = None
+        if isinstance(app, StreamableHTTPASGIApp):
+            self._manager = app.session_manager
+        elif (found := _bare_sdk_endpoint(app)) is not None:
+            self._route, self._manager = found
+
+    def __repr__(self) -> str:
+        return f"TasksFastPath({self.app!r})"
+
+    @property
+    def active(self) -> bool:
+        """Whether this app may answer any request itself (its shape is one it knows)."""
+        return self._manager is not None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = self._manager
+        if (
+            manager is None
+            or scope["type"] != "http"
+            or scope["method"] != "POST"
+            or (self._route is not None and self._route.matches(scope)[0] is not Match.FULL)
+        ):
+            await self.app(scope, receive, send)
+            return
+        headers = _watched_headers(scope)
+        if headers is None or not _headers_pass(headers, manager):
+            await self.app(scope, receive, send)
+            return
+        received: list[Message] = []
+        body = await _read_body(receive, received, manager.max_request_body_size)
+        if body is None or not await self._try_answer(manager, scope, headers, body, send):
+            await self.app(scope, _replaying(received, receive), send)
+
+    async def _try_answer(
+        self,
+        manager: StreamableHTTPSessionManager,
+        scope: Scope,
+        headers: dict[bytes, bytes],
+        body: bytes,
+        send: Send,
+    ) -> bool:
+        """Answer the request and return ``True``, or send nothing and return ``False``."""
+        try:
+            decoded = json.loads(body)
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(decoded, dict):
+            return False
+        method = decoded.get("method")
+        if not isinstance(method, str) or method not in TASK_METHODS:
+            return False
+        if "id" not in decoded:  # a notification: the SDK acknowledges it
+            return False
+        try:
+            request = JSONRPCRequest.model_validate(decoded)
+        except ValidationError:
+            return False
+        routing = {
+            name.decode("latin-1"): value.decode("latin-1")
+            for name, value in headers.items()
+            if name in _ROUTING_HEADERS
+        }
+        verdict = classify_inbound_request(decoded, headers=routing)
+        if isinstance(verdict, InboundLadderRejection):
+            return False
+        server: Server[Any] = manager.app
+        engine = _tasks_engine(server, request.method)
+        if engine is None or not engine.runner.running:
+            return False  # before the lifespan ran, the SDK's answer is its own (a 500)
+        try:
+            params = TaskMethodParams.model_validate(request.params or {}, by_name=False)
+        except ValidationError:
+            return False
+        capabilities = (params.meta or {}).get(CLIENT_CAPABILITIES_META_KEY)
+        if not isinstance(capabilities, Mapping):
+            return False  # the SDK reads them from the connection instead
+
+        self.served += 1
+        view = RequestView(
+            protocol_version=verdict.protocol_version,
+            client_capabilities=capabilities,
+            owner=current_owner(),
+            headers=Headers(scope=scope),
+        )
+        reply: JSONRPCResponse | JSONRPCError
+        try:
+            result = await engine.handle_tasks_method(view, request.method, request.params)
+        except Exception as exc:
+            reply = JSONRPCError(jsonrpc="2.0", id=request.id, error=modern_error_data(exc))
+        else:
+            reply = JSONRPCResponse(jsonrpc="2.0", id=request.id, result=_envelope(server, result))
+        await _write(reply, send)
+        return True
+
+
+def _bare_sdk_endpoint(app: object) -> tuple[Route, StreamableHTTPSessionManager] | None:
+    """The MCP route and session manager of an SDK-built app with nothing in front of its
+    endpoint (no middleware, no authentication); ``None`` for any other app."""
+    if not isinstance(app, Starlette) or app.user_middleware or app.max_body_size is not None:
+        return None
+    routes = app.routes
+    for index, route in enumerate(routes):
+        if not isinstance(route, Route):
+            return None  # a Mount could claim the path first
+        endpoint = route.endpoint
+        if isinstance(endpoint, StreamableHTTPASGIApp) and route.app is endpoint:
+            earlier = routes[:index]
+            if any(isinstance(r, Route) and r.path_regex.match(route.path) for r in earlier):
+                return None  # the router would send the MCP path elsewhere
+            return route, endpoint.session_manager
+    return None
+
+
+def _guarded_endpoint(app: object) -> RequireAuthMiddleware | Route | None:
+    """What holds the SDK's endpoint in an SDK-built app with middleware or authentication:
+    the auth check in front of it, or its route; ``None`` for any other app."""
+    if not isinstance(app, Starlette):
+        return None
+    for route in app.routes:
+        if not isinstance(route, Route):
+            continue
+        endpoint = route.endpoint
+        if isinstance(endpoint, RequireAuthMiddleware) and isinstance(
+            endpoint.app, StreamableHTTPASGIApp
+        ):
+            return endpoint
+        if isinstance(endpoint, StreamableHTTPASGIApp) and route.app is endpoint:
+            return route
+    return None
+
+
+def _watched_headers(scope: Scope) -> dict[bytes, bytes] | None:
+    """The headers the SDK reads, or ``None`` when one of them appears twice."""
+    found: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        if name in _WATCHED_HEADERS:
+            if name in found:
+                return None
+            found[name] = value
+    return found
+
+
+def _headers_pass(headers: Mapping[bytes, bytes], manager: StreamableHTTPSessionManager) -> bool:
+    """Whether the SDK's header checks (Content-Type, Host, Origin, Accept, a modern
+    ``Mcp-Protocol-Version``) all pass, so none of their refusals is due."""
+    declared_size = headers.get(b"content-length")
+    if declared_size is not None:
+        try:
+            if int(declared_size) > manager.max_request_body_size:
+                return False
+        except ValueError:
+            pass  # the SDK ignores a length it cannot read, and so does this
+    version = headers.get(MCP_PROTOCOL_VERSION_HEADER.encode())
+    if version is None or version.decode("latin-1") not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    if not headers.get(b"content-type", b"").lower().startswith(_JSON_HEADERS):
+        return False
+    settings = manager.security_settings
+    if settings is not None and settings.enable_dns_rebinding_protection:
+        host = headers.get(b"host", b"").decode("latin-1")
+        if not host or not _allowed(host, settings.allowed_hosts):
+            return False
+        origin = headers.get(b"origin", b"").decode("latin-1")
+        if origin and not _allowed(origin, settings.allowed_origins):
+            return False
+    accepted = {
+        part.split(";")[0].strip().lower()
+        for part in headers.get(b"accept", b"").decode("latin-1").split(",")
+    }
+    wildcard = "*/*" in accepted
+    has_json = wildcard or "application/json" in accepted or "application/*" in accepted
+    has_sse = wildcard or "text/event-stream" in accepted or "text/*" in accepted
+    return has_json and (manager.json_response or has_sse)
+
+
+def _allowed(value: str, allowed: list[str]) -> bool:
+    """The SDK's Host/Origin match: exact, or ``base:*`` for any port of ``base``."""
+    return value in allowed or any(
+        pattern.endswith(":*") and value.startswith(pattern[:-1]) for pattern in allowed
+    )
+
+
+def _tasks_engine(server: Server[Any], method: str) -> TaskEngine | None:
+    """The engine whose extension serves ``method`` on ``server``, when nothing else in the
+    server's middleware chain acts on a ``tasks/*`` request; else ``None``."""
+    entry = server.get_request_handler(method)
+    if entry is None or entry.params_type is not TaskMethodParams or server.cache_hints:
+        return None
+    engines = []
+    for middleware in server.middleware:
+        if isinstance(middleware, TaskListenMiddleware):
+            engines.append(middleware.engine)
+        elif not isinstance(middleware, _PASS_THROUGH_MIDDLEWARE):
+            return None
+    if len(engines) != 1 or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return None  # with a tracer installed, the SDK's span must see the request
+    return engines[0]
+
+
+def _envelope(server: Server[Any], result: Mapping[str, Any]) -> dict[str, Any]:
+    """The result as the SDK shapes an extension method's: ``resultType`` and the server's
+    identity in ``_meta``, each unless the handler set it."""
+    dumped = dict(result)
+    if dumped.get("resultType") is None:
+        dumped["resultType"] = "complete"
+    meta = dumped.get("_meta")
+    if meta is None:
+        dumped["_meta"] = {SERVER_INFO_META_KEY: server.server_info_stamp}
+    elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+        dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
+    return dumped
+
+
+async def _read_body(receive: Receive, received: list[Message], limit: int) -> bytes | None:
+    """The whole request body, each message kept in ``received`` for a replay; ``None`` when
+    it is over ``limit`` or the client left (the SDK answers those)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        received.append(message)
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replaying(received: list[Message], receive: Receive) -> Receive:
+    """``receive`` with the messages already taken from it given back first."""
+    pending = list(received)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay
+
+
+async def _write(reply: JSONRPCResponse | JSONRPCError, send: Send) -> None:
+    """The reply as the SDK writes it: compact JSON, its status from the error code."""
+    status = 200
+    if isinstance(reply, JSONRPCError):
+        status = ERROR_CODE_HTTP_STATUS.get(reply.error.code, 200)
+    payload = reply.model_dump(mode="json", by_alias=True, exclude_none=True)
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-length", str(len(body)).encode("latin-1")),
+                (b"content-type", _JSON_HEADERS),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def with_fast_path(app: ASGIApp) -> ASGIApp:
+    """``app`` (the SDK's ``streamable_http_app()``) with ``tasks/*`` on the fast path.
+
+    With nothing in front of its endpoint, ``app`` behind a :class:`TasksFastPath`. With
+    authentication or middleware, ``app`` itself, its endpoint swapped in place for one
+    behind a :class:`TasksFastPath`: authentication, scopes and every middleware run first,
+    as on the SDK's path, and the fast path sees the same principal. Any other app is
+    returned unchanged."""
+    fast = TasksFastPath(app)
+    if fast.active:
+        return fast
+    holder = _guarded_endpoint(app)
+    if holder is not None and not isinstance(holder.app, TasksFastPath):
+        holder.app = TasksFastPath(holder.app)
+    return app
