@@ -51,7 +51,7 @@ SERVER_ENV = {
 #: row cap (the count) take time in proportion to the collection, so the run's sizes would
 #: take hours there (docs/performance.md). A real mongod (MCP_TASKS_TEST_MONGODB_URL) gets
 #: the run's sizes.
-SECANTUS_SIZES = {"store_ops": 300, "scale_large": 20_000, "cap": 2_000}
+SECANTUS_SIZES = {"store_ops": 300, "scale_large": 20_000, "cap": 1_000}
 
 
 @dataclass
