@@ -27,7 +27,7 @@ from mcp_tasks import (
     store_from_url,
 )
 from mcp_tasks.stores.opening import backend_for
-from mcp_tasks_contract.servers import embedded_postgres
+from mcp_tasks_contract.servers import embedded_mongodb, embedded_postgres
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -45,6 +45,15 @@ SERVER_ENV = {
 }
 
 
+#: Upper bounds on the run's sizes (bench/run.py settings) on the embedded SecantusDB
+#: server. It is a MongoDB wire-protocol server written in Python whose index range scans
+#: and counts visit every entry they cover: a claim (the ready lane) and a create under a
+#: row cap (the count) take time in proportion to the collection, so the run's sizes would
+#: take hours there (docs/performance.md). A real mongod (MCP_TASKS_TEST_MONGODB_URL) gets
+#: the run's sizes.
+SECANTUS_SIZES = {"store_ops": 300, "scale_large": 20_000, "cap": 1_000}
+
+
 @dataclass
 class Backend:
     """One store of the run: its name and a URL of its own namespace (dropped at the end)."""
@@ -53,6 +62,12 @@ class Backend:
     url: str
     server: str  #: where it runs, for the report (never a password)
     base: str | None = None  #: the server's URL, before any namespace (server backends)
+    #: upper bounds on the run's settings for this backend (a slow server's smaller sizes)
+    at_most: dict[str, int] = field(default_factory=dict)
+
+    def sized(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The run's ``settings`` with this backend's upper bounds applied."""
+        return {**settings, **{k: min(settings[k], v) for k, v in self.at_most.items()}}
 
 
 @dataclass
@@ -78,7 +93,9 @@ def _installed(scheme: str) -> str | None:
 def find_backends(stack: ExitStack, directory: Path, only: Sequence[str] | None) -> Backends:
     """Every backend this run can measure: memory and SQLite always (when installed), the
     server backends when their server answers (from the test suite's environment variables;
-    Postgres also from an embedded server). Each gets a fresh namespace, dropped on exit."""
+    else Postgres from an embedded server and MongoDB from the embedded SecantusDB server,
+    each started for the run and stopped when ``stack`` ends). Each gets a fresh namespace,
+    dropped on exit."""
     found = Backends()
     wanted = list(only or ["memory", "sqlite", "postgres", "redis", "mongodb"])
     for name in wanted:
@@ -100,6 +117,10 @@ def find_backends(stack: ExitStack, directory: Path, only: Sequence[str] | None)
             server = stack.enter_context(embedded_postgres())
             if server is not None:
                 url, where = server.url, "embedded server"
+        at_most: dict[str, int] = {}
+        if not url and name == "mongodb":
+            url, where = stack.enter_context(embedded_mongodb()), "embedded SecantusDB server"
+            at_most = SECANTUS_SIZES
         if not url and name == "redis":
             url, where = "redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0 (default)"
         if not url:
@@ -111,7 +132,7 @@ def find_backends(stack: ExitStack, directory: Path, only: Sequence[str] | None)
             found.missing[name] = f"not available: {where} does not answer ({problem})"
             continue
         stack.callback(drop_now, spaced)
-        found.available.append(Backend(name, spaced, where, url))
+        found.available.append(Backend(name, spaced, where, url, at_most))
     return found
 
 

@@ -1,8 +1,9 @@
 """Sections 3 and 4: the stores called directly, in this process, one call at a time.
 
 3. Store operations next to the raw driver on the same server: ``get`` and ``put_status``
-   from ``benchmarks/sql_stores.py`` and ``benchmarks/redis_store.py`` (imported, not
-   copied), and ``create`` and ``claim`` + ``complete`` on every backend.
+   from ``benchmarks/sql_stores.py``, ``benchmarks/redis_store.py`` and
+   ``benchmarks/mongodb_store.py`` (imported, not copied), and ``create`` and ``claim`` +
+   ``complete`` on every backend.
 4. Scale: the latency of ``get``, ``put_status`` and ``create`` with 1 k tasks stored and
    with ``--scale-rows`` (100 k) stored; and the create throughput far from the row cap and
    near it, with a reaper deleting expired tasks all along.
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
+import mongodb_store  # type: ignore[import-not-found]
 import redis_store  # type: ignore[import-not-found]
 import sql_stores  # type: ignore[import-not-found]
 
@@ -111,7 +113,9 @@ async def store_ops(backend: Backend, fresh: Callable[[], str], ops: int) -> dic
     elif backend.name == "redis" and backend.base is not None:
         # Five alternating rounds: the median round's store and raw rates (as_rates).
         results = redis_store.as_rates(await redis_store.bench(backend.base, ops, rows, 5))
-    else:  # no raw driver (memory), or no raw comparison here yet (MongoDB): the store alone
+    elif backend.name == "mongodb" and backend.base is not None:
+        results = mongodb_store.as_rates(await mongodb_store.bench(backend.base, ops, rows, 5))
+    else:  # no raw driver (memory): the store alone
         results = await get_put(fresh(), ops, rows)
     return {**results, **await generic_ops(fresh(), ops)}
 

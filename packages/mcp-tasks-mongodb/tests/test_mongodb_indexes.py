@@ -13,7 +13,7 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mcp_tasks import NewTask, StoreOptions, WorkSpec, new_task_id
-from mcp_tasks_mongodb.store import _NOW, _READ_PROJECTION, LIVE
+from mcp_tasks_mongodb.store import _NOW, LIVE, _read_pipeline
 
 NOW = 1_800_000_000_000
 
@@ -26,8 +26,9 @@ pytestmark = pytest.mark.anyio
 
 
 def _at_now(value: Any) -> Any:
-    """``value`` with the server's now (``_NOW``) replaced by the literal ``NOW``."""
-    if value == _NOW:
+    """``value`` with the server's now (``$$NOW``, or ``_NOW``: it as a number) replaced by
+    the literal ``NOW``."""
+    if value in (_NOW, "$$NOW"):
         return NOW
     if isinstance(value, dict):
         return {key: _at_now(item) for key, item in value.items()}
@@ -88,8 +89,8 @@ def _uses_an_index(stages: list[str]) -> None:
 
 async def test_get_reads_by_id(store: MongoTaskStore, mongodb_url: str) -> None:
     """get (and the read of update, cancel and put_status) is one aggregation by _id."""
-    pipeline = [{"$match": {"_id": "x"}}, {"$limit": 1}, {"$project": _READ_PROJECTION}]
-    command = {"aggregate": f"{store.prefix}_tasks", "pipeline": _at_now(pipeline), "cursor": {}}
+    pipeline = _at_now(_read_pipeline("x"))
+    command = {"aggregate": f"{store.prefix}_tasks", "pipeline": pipeline, "cursor": {}}
     _uses_an_index(await _explain(mongodb_url, store, command))
 
 

@@ -18,7 +18,7 @@ Queries by anything but ``_id`` are plain range predicates on one index each (no
 in a filter: not every server's planner uses an index for it).
 
 Time is the server's. ``get`` and the reads of ``update``, ``cancel`` and ``put_status``
-project ``$$NOW`` beside the document (one aggregation by ``_id``); the shared rules
+read the document with ``$$NOW`` added to it (one aggregation by ``_id``); the shared rules
 (:mod:`mcp_tasks.domain.rules`) compute the write; a compare-and-set on ``v`` persists it,
 else the store reads again. ``claim`` by id, ``renew`` and ``release`` are one update by
 ``_id`` each whose pipeline restates ``rules.apply_claim``, ``apply_renew`` and
@@ -51,7 +51,7 @@ import secrets
 import time
 import weakref
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import unquote, urlsplit
 
@@ -130,30 +130,16 @@ INDEXES: dict[str, tuple[list[tuple[str, int]], dict[str, Any]]] = {
     "janitor": ([("gone_at", ASCENDING)], {"expireAfterSeconds": 0}),
 }
 
-#: The fields a task document holds (a read projects these and the server's now).
-_FIELDS = (
-    "_id",
-    "owner",
-    "status",
-    "revision",
-    "created_at",
-    "last_updated_at",
-    "ttl_ms",
-    "expires_at",
-    "has_work",
-    "retry_at",
-    "generation",
-    "claim_worker",
-    "claim_token",
-    "claim_expires_at",
-    "payload",
-    "v",
-)
-
 _NOW: Document = {"$toLong": "$$NOW"}
-#: A read's projection: the task's fields and the server's now (an aggregation: a find's
-#: projection may not read ``$$NOW`` on every server).
-_READ_PROJECTION: Document = {**{name: 1 for name in _FIELDS}, "now": _NOW}
+
+
+def _read_pipeline(task_id: str) -> list[Document]:
+    """A read by ``_id``: the whole document (what a stored task holds beyond the record
+    is a few small fields) and the server's now as ``now``, a date. An aggregation: a find's
+    projection may not read ``$$NOW`` on every server, and a find filter with ``$expr`` may
+    not use the ``_id`` index on every server. ``$addFields`` of the bare date is the
+    cheapest stage that adds it: no field list to apply, no conversion on the server."""
+    return [{"$match": {"_id": task_id}}, {"$addFields": {"now": "$$NOW"}}]
 
 
 def _or_null(field: str, test: Document) -> Document:
@@ -201,9 +187,13 @@ def _new_version() -> str:
     return secrets.token_hex(8)
 
 
+_EPOCH = datetime(1970, 1, 1)  # naive UTC, as PyMongo decodes BSON dates
+
+
 def _epoch_ms(moment: datetime) -> int:
-    """A BSON date (naive UTC, as PyMongo decodes it by default) as epoch ms."""
-    return int(moment.replace(tzinfo=UTC).timestamp() * 1000)
+    """A BSON date (naive UTC, as PyMongo decodes it by default) as epoch ms, exactly:
+    integer arithmetic (a float timestamp times 1000 can land a millisecond low)."""
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
 def _gone_at(expires_at: int | None, grace_ms: int) -> datetime | None:
@@ -427,14 +417,12 @@ class MongoTaskStore(ReadModifyWrite):
         when there is no such task: nothing about a missing task depends on it)."""
         tasks = await self._tasks()
         with _driver_errors():
-            found = await tasks.aggregate(
-                [{"$match": {"_id": task_id}}, {"$limit": 1}, {"$project": _READ_PROJECTION}]
-            )
+            found = await tasks.aggregate(_read_pipeline(task_id))
             documents = await found.to_list()
         if not documents:
             return None, None, 0
         document = documents[0]
-        return record_of(document), document["v"], int(document["now"])
+        return record_of(document), document["v"], _epoch_ms(document["now"])
 
     async def _write(self, record: TaskRecord, version: str) -> bool:
         tasks = await self._tasks()
