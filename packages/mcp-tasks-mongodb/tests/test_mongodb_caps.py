@@ -80,7 +80,9 @@ async def test_ttl_monitor_deletions_keep_the_cap_exact(
     reap), then race to fill it again: exactly the cap, as if the namespace were new."""
     options = StoreOptions(max_rows=CAP)
     stores = [await open_store(options, janitor_grace_ms=0) for _ in range(4)]
-    first = [NewTask(new_task_id(), ttl_ms=500) for _ in range(CAP)]
+    # Long enough that none expires before the cap is shown full, even on a busy machine
+    # (at 500 ms the first could expire while the last were still being created).
+    first = [NewTask(new_task_id(), ttl_ms=5_000) for _ in range(CAP)]
     assert await _create_all(stores, first) == (CAP, 0)
     with pytest.raises(TaskLimitReached):
         await stores[0].create(NewTask(new_task_id()))
