@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from mcp_tasks.domain.models import Claim, RecordedEvent, TaskRecord, WorkSpec, input_digest
 from mcp_tasks.domain.states import TaskStatus
-from mcp_tasks_sql.codec import from_row, to_row
+from mcp_tasks_sql.codec import RECORD_COLUMNS, RowDecoder, from_row, to_row
 
 ELICIT = {"method": "elicitation/create", "params": {"message": "Proceed?"}}
 
@@ -66,3 +67,50 @@ def test_a_payload_without_any_input_keys_reads_empty() -> None:
     payload = json.loads(row["payload"])
     del payload["asked_inputs"]
     assert dict(from_row({**row, "payload": json.dumps(payload)}).asked_inputs) == {}
+
+
+def test_the_row_decoder_gives_an_unchanged_row_the_record_it_decoded_before() -> None:
+    """The same row values read twice (a new row object each time, as a driver returns
+    them, plus columns decoding does not read): one decoded record, equal to from_row's."""
+    decode = RowDecoder()
+    row = to_row(full_record())
+    first = decode({**row, "now_ms": 5, "row_version": 7})
+    assert first == from_row(row)
+    assert decode({**row, "now_ms": 6, "row_version": 7}) is first
+
+
+def test_the_row_decoder_decodes_a_row_changed_in_any_column_it_reads() -> None:
+    """Each column from_row reads, changed alone, gives the record of the changed row."""
+    decode = RowDecoder()
+    record = full_record()
+    decode(to_row(record))
+    changes = {
+        "task_id": {"task_id": "t2"},
+        "owner": {"owner": "bob"},
+        "status": {"status": TaskStatus.WORKING},
+        "revision": {"revision": 4},
+        "created_at": {"created_at": 999},
+        "last_updated_at": {"last_updated_at": 1_004},
+        "ttl_ms": {"ttl_ms": 60_001},
+        "expires_at": {"expires_at": 61_001},
+        "retry_at": {"retry_at": 2_000},
+        "generation": {"generation": 3},
+        "payload": {"status_message": "Still waiting"},
+    }
+    assert set(changes) == set(RECORD_COLUMNS)
+    for change in changes.values():
+        changed = replace(record, **change)
+        assert decode(to_row(changed)) == changed
+
+
+def test_the_row_decoder_remembers_only_its_size_in_rows() -> None:
+    """Past ``size`` distinct rows the oldest is forgotten: decoded again, a new record."""
+    decode = RowDecoder(size=2)
+    rows = [to_row(replace(full_record(), revision=n)) for n in range(3)]
+    first = decode(rows[0])
+    decode(rows[1])
+    assert decode(rows[0]) is first
+    decode(rows[2])
+    again = decode(rows[0])
+    assert again == first
+    assert again is not first

@@ -14,7 +14,7 @@ from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
-from mcp_tasks_sql.codec import from_row, to_row
+from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
 from mcp_tasks_sql.connection import Executor, Mode, Row
 
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ class SQLTaskStore(ReadModifyWrite):
         self._sql = dialect.statements
         self._session = dialect.session
         self._fetch_one = dialect.fetch_one
+        self._decode = RowDecoder()
         self._with_now = dialect.with_now
         self._ready = False
         self._ready_lock = asyncio.Lock()
@@ -208,7 +209,8 @@ class SQLTaskStore(ReadModifyWrite):
         await self._ensure_ready()
         row = await self._fetch_one(self._sql.read, self._with_now({"task_id": task_id}))
         assert row is not None  # the read statement always yields its one row
-        return rules.visible(record_of(row), owner, row["now_ms"])
+        record = None if row["task_id"] is None else self._decode(row)
+        return rules.visible(record, owner, row["now_ms"])
 
     async def claim(
         self, worker_id: str, *, lease_ms: int, task_id: str | None = None
