@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from dataclasses import replace
 
 from mcp_tasks.domain.models import Claim, RecordedEvent, TaskRecord, WorkSpec, input_digest
 from mcp_tasks.domain.states import TaskStatus
-from mcp_tasks_sql.codec import from_row, to_row
+from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
 
 ELICIT = {"method": "elicitation/create", "params": {"message": "Proceed?"}}
 
@@ -66,3 +68,62 @@ def test_a_payload_without_any_input_keys_reads_empty() -> None:
     payload = json.loads(row["payload"])
     del payload["asked_inputs"]
     assert dict(from_row({**row, "payload": json.dumps(payload)}).asked_inputs) == {}
+
+
+def read_row(record: TaskRecord, now_ms: int = 5) -> sqlite3.Row:
+    """``record`` as a driver returns a row of the read statement: ``now_ms`` first, then
+    the task's columns (``row_version`` among them), by name and in order."""
+    values = {"now_ms": now_ms, **to_row(record), "row_version": 7}
+    conn = sqlite3.connect(":memory:")
+    conn.row_factory = sqlite3.Row
+    columns = ", ".join(f":{name} AS {name}" for name in values)
+    row: sqlite3.Row = conn.execute(f"SELECT {columns}", values).fetchone()
+    conn.close()
+    return row
+
+
+def test_the_row_decoder_gives_an_unchanged_row_the_record_it_decoded_before() -> None:
+    """The same task read twice (a new row object each time, a later now_ms): one decoded
+    record, equal to from_row's."""
+    decode = RowDecoder()
+    first = decode(read_row(full_record(), now_ms=5))
+    assert first == full_record()
+    assert decode(read_row(full_record(), now_ms=6)) is first
+
+
+def test_the_row_decoder_decodes_a_row_changed_in_any_column() -> None:
+    """Each field that a column or the payload holds, changed alone, gives the changed
+    record."""
+    decode = RowDecoder()
+    record = full_record()
+    decode(read_row(record))
+    changes: list[dict[str, object]] = [
+        {"task_id": "t2"},
+        {"owner": "bob"},
+        {"status": TaskStatus.WORKING},
+        {"revision": 4},
+        {"created_at": 999},
+        {"last_updated_at": 1_004},
+        {"ttl_ms": 60_001},
+        {"expires_at": 61_001},
+        {"retry_at": 2_000},
+        {"generation": 3},
+        {"claim": Claim("w1", "token", 31_001)},  # claim_expires_at and the payload
+        {"status_message": "Still waiting"},  # the payload alone
+    ]
+    for change in changes:
+        changed = replace(record, **change)  # type: ignore[arg-type]
+        assert decode(read_row(changed)) == changed
+
+
+def test_the_row_decoder_remembers_only_its_size_in_rows() -> None:
+    """Past ``size`` distinct rows the oldest is forgotten: decoded again, a new record."""
+    decode = RowDecoder(size=2)
+    records = [replace(full_record(), revision=n) for n in range(3)]
+    first = decode(read_row(records[0]))
+    decode(read_row(records[1]))
+    assert decode(read_row(records[0])) is first
+    decode(read_row(records[2]))
+    again = decode(read_row(records[0]))
+    assert again == first
+    assert again is not first

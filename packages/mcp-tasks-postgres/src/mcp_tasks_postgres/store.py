@@ -22,7 +22,7 @@ from asyncpg.pool import PoolConnectionProxy
 from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 
 from mcp_tasks.domain import rules
-from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable
+from mcp_tasks.domain.errors import DuplicateTaskId, MCPTasksError, StoreUnavailable
 from mcp_tasks.stores.diagnosis import clock_skew_row
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks_postgres import fast_create
@@ -105,6 +105,8 @@ class PostgresDialect:
         self._server_now = fast_create.server_now(self._dialect, now)
         self._bump_and_insert = fast_create.bump_and_insert(self._tables, self._dialect)
         self._pool: asyncpg.Pool | None = None
+        self._idle: list[PoolConnectionProxy] = []  # see _borrow
+        self._waiting = 0  # sessions waiting in pool.acquire()
         self._pool_lock = asyncio.Lock()
         self._closed = False
 
@@ -155,74 +157,127 @@ class PostgresDialect:
                     )
         return self._pool
 
-    @asynccontextmanager
-    async def session(self, mode: Mode) -> AsyncIterator[_Connection]:
+    async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
+        """One statement on a lent connection (``get``): no context managers on the way."""
         if self._closed:
             raise StoreUnavailable("The store is closed")
         with driver_errors_as_unavailable(DRIVER_ERRORS):
             pool = await self._get_pool()
-            if mode is Mode.READ:
-                yield _Connection(pool)  # one statement on whichever connection is free
-                return
-            async with pool.acquire() as conn:
-                if mode is Mode.MODIFY:
-                    # Read then compare-and-set on one connection (one acquire), and no
-                    # transaction: the CAS makes read-then-write safe and holds no lock
-                    # across the round trip.
-                    yield _Connection(conn)
-                    return
+            conn = await self._borrow(pool)
+            try:
+                row: asyncpg.Record | None = await conn.fetchrow(sql.text, *sql.args(values))
+            except BaseException:
+                await pool.release(conn)
+                raise
+            await self._give_back(pool, conn)
+            return row
+
+    @asynccontextmanager
+    async def session(self, mode: Mode) -> AsyncIterator[_Connection]:
+        async with self._lent() as conn:
+            if mode is Mode.TRANSACTION:
                 async with conn.transaction():
                     yield _Connection(conn)
+            else:
+                # READ is one statement; MODIFY a read then a compare-and-set on the same
+                # connection, with no transaction: the CAS makes read-then-write safe and
+                # holds no lock across the round trip.
+                yield _Connection(conn)
+
+    @asynccontextmanager
+    async def _lent(self) -> AsyncIterator[PoolConnectionProxy]:
+        """A connection of the pool for one session, handed back afterwards."""
+        if self._closed:
+            raise StoreUnavailable("The store is closed")
+        with driver_errors_as_unavailable(DRIVER_ERRORS):
+            pool = await self._get_pool()
+            conn = await self._borrow(pool)
+            try:
+                yield conn
+            except MCPTasksError:  # a rule's answer: the connection itself is fine
+                await self._give_back(pool, conn)
+                raise
+            except BaseException:
+                await pool.release(conn)
+                raise
+            await self._give_back(pool, conn)
+
+    async def _borrow(self, pool: asyncpg.Pool) -> PoolConnectionProxy:
+        """A connection of ``pool``: one a session gave back if there is one.
+
+        asyncpg's acquire and release cost more than a short statement's round trip (a
+        queue, a task for the shielded release): a connection a session ends with cleanly
+        is kept in ``_idle`` (:meth:`_give_back`), and the next session takes it without
+        awaiting. After an error (a driver failure, a cancelled query) it goes back through
+        the pool instead, whose release waits out the cancellation or terminates a broken
+        connection.
+        """
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.is_closed():
+                return conn
+            await pool.release(conn)  # its server went away while it was idle
+        self._waiting += 1
+        try:
+            conn = await pool.acquire()
+        finally:
+            self._waiting -= 1
+        assert isinstance(conn, PoolConnectionProxy)
+        return conn
+
+    async def _give_back(self, pool: asyncpg.Pool, conn: PoolConnectionProxy) -> None:
+        # While sessions wait in pool.acquire() (every connection lent), only the pool can
+        # hand them this one.
+        if self._waiting or self._closed or conn.is_closed() or conn.is_in_transaction():
+            await pool.release(conn)
+        else:
+            self._idle.append(conn)
 
     async def migrate(self) -> bool:
         quoted = self._quoted_schema()
-        with driver_errors_as_unavailable(DRIVER_ERRORS):
-            pool = await self._get_pool()
-            async with pool.acquire() as conn:
-                # Complete already: run no DDL at all. CREATE INDEX IF NOT EXISTS still locks
-                # the table, and beside live creates (which hold the counter row) that can
-                # deadlock; a complete schema takes no lock.
+        async with self._lent() as conn:
+            # Complete already: run no DDL at all. CREATE INDEX IF NOT EXISTS still locks
+            # the table, and beside live creates (which hold the counter row) that can
+            # deadlock; a complete schema takes no lock.
+            if await self._schema_complete(conn):
+                return False
+            async with conn.transaction():
+                # CREATE … IF NOT EXISTS is not safe against itself running concurrently
+                # (both may insert the same catalog row): one migration at a time.
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", self.schema)
                 if await self._schema_complete(conn):
                     return False
-                async with conn.transaction():
-                    # CREATE … IF NOT EXISTS is not safe against itself running concurrently
-                    # (both may insert the same catalog row): one migration at a time.
-                    await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", self.schema)
-                    if await self._schema_complete(conn):
-                        return False
-                    created = not await self._table_exists(conn)
-                    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
-                    for statement in sql_statements.ddl(self._tables, self._dialect):
-                        await conn.execute(statement)
-                    await _Connection(conn).execute(self._statements.init_counter, {})
+                created = not await self._table_exists(conn)
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
+                for statement in sql_statements.ddl(self._tables, self._dialect):
+                    await conn.execute(statement)
+                await _Connection(conn).execute(self._statements.init_counter, {})
         return created
 
     async def diagnose(self) -> list[DiagnosisRow]:
         """The server's version, its durability settings, the schema, and its clock
         against this machine's (the store keeps time by the server's)."""
         names = schema_objects(self._tables)
-        with driver_errors_as_unavailable(DRIVER_ERRORS):
-            pool = await self._get_pool()
-            async with pool.acquire() as conn:
-                sent = time.time()
-                server = await conn.fetchrow(
-                    "SELECT current_setting('server_version') AS version,"
-                    " current_setting('fsync') AS fsync,"
-                    " current_setting('synchronous_commit') AS synchronous_commit,"
-                    " extract(epoch from clock_timestamp()) * 1000 AS now_ms"
-                )
-                received = time.time()
-                found = await conn.fetch(
-                    "SELECT c.relname FROM pg_class c JOIN pg_namespace n"
-                    " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = ANY($2)",
-                    self.schema,
-                    names,
-                )
-                present = {row["relname"] for row in found}
-                counted = None
-                if self._tables.counter.name in present:
-                    row = await _Connection(conn).fetch_one(self._statements.counted_rows, {})
-                    counted = None if row is None else int(row["n_rows"])
+        async with self._lent() as conn:
+            sent = time.time()
+            server = await conn.fetchrow(
+                "SELECT current_setting('server_version') AS version,"
+                " current_setting('fsync') AS fsync,"
+                " current_setting('synchronous_commit') AS synchronous_commit,"
+                " extract(epoch from clock_timestamp()) * 1000 AS now_ms"
+            )
+            received = time.time()
+            found = await conn.fetch(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n"
+                " ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = ANY($2)",
+                self.schema,
+                names,
+            )
+            present = {row["relname"] for row in found}
+            counted = None
+            if self._tables.counter.name in present:
+                row = await _Connection(conn).fetch_one(self._statements.counted_rows, {})
+                counted = None if row is None else int(row["n_rows"])
         assert server is not None  # a SELECT without FROM yields its one row
         return [
             ("postgres", "ok", f"PostgreSQL {server['version']}"),
@@ -234,10 +289,8 @@ class PostgresDialect:
     async def drop(self) -> None:
         """Drop the schema with every table and task in it."""
         quoted = self._quoted_schema()
-        with driver_errors_as_unavailable(DRIVER_ERRORS):
-            pool = await self._get_pool()
-            async with pool.acquire() as conn:
-                await conn.execute(f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
+        async with self._lent() as conn:
+            await conn.execute(f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
 
     def _quoted_schema(self) -> str:
         return str(self._dialect.identifier_preparer.quote_schema(self.schema))
@@ -270,8 +323,11 @@ class PostgresDialect:
         async with self._pool_lock:
             self._closed = True
             pool, self._pool = self._pool, None
+            idle, self._idle = self._idle, []
         if pool is not None:
             with driver_errors_as_unavailable(DRIVER_ERRORS):
+                for conn in idle:
+                    await pool.release(conn)
                 await pool.close()
 
 

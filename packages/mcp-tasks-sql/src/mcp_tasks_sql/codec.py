@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.models import TaskRecord
     from mcp_tasks_sql.connection import Row
 
-__all__ = ["asked_inputs", "from_row", "to_row"]
+__all__ = ["RowDecoder", "asked_inputs", "from_row", "to_row"]
 
 
 def to_row(record: TaskRecord) -> dict[str, Any]:
@@ -26,3 +26,30 @@ def to_row(record: TaskRecord) -> dict[str, Any]:
 def from_row(row: Row) -> TaskRecord:
     """The record a row holds (any mapping of column name to value: a driver's row)."""
     return record_from(row, loads(row["payload"]))
+
+
+class RowDecoder:
+    """:func:`from_row` for rows of the read statement (``now_ms``, then every column of
+    the task table) that remembers the rows it decoded last.
+
+    A record is a pure function of its row's values and is immutable, so a row read again
+    unchanged (a task polled while nothing happens to it, the hot path of ``tasks/get``)
+    gets the record decoded the first time instead of parsing the JSON payload and
+    building the record again. The key is every task column's value, so a changed row
+    never matches; the memory holds the ``size`` most recently decoded rows.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._records: dict[tuple[Any, ...], TaskRecord] = {}
+
+    def __call__(self, row: Row) -> TaskRecord:
+        key = tuple(row)[1:]  # by position: naming 11 columns costs more than the rest
+
+        record = self._records.get(key)
+        if record is None:
+            record = from_row(row)
+            if len(self._records) >= self._size:
+                del self._records[next(iter(self._records))]  # the oldest
+            self._records[key] = record
+        return record

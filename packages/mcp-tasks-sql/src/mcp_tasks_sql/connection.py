@@ -15,9 +15,12 @@ if TYPE_CHECKING:
 
 
 class Row(Protocol):
-    """A driver's result row, read by column name (``sqlite3.Row``, ``asyncpg.Record``)."""
+    """A driver's result row, read by column name (``sqlite3.Row``, ``asyncpg.Record``);
+    iterating it gives the values in column order."""
 
     def __getitem__(self, key: str, /) -> Any: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
 
 
 class Executor(Protocol):

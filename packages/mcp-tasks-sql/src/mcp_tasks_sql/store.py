@@ -14,17 +14,17 @@ from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
-from mcp_tasks_sql.codec import from_row, to_row
+from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
 from mcp_tasks_sql.connection import Executor, Mode, Row
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from contextlib import AbstractAsyncContextManager
 
     from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
     from mcp_tasks.stores.diagnosis import DiagnosisRow
-    from mcp_tasks_sql.statements import Statements
+    from mcp_tasks_sql.statements import CompiledSQL, Statements
 
 R = TypeVar("R")
 
@@ -62,6 +62,11 @@ class SQLDialect(Protocol):
     def session(self, mode: Mode) -> AbstractAsyncContextManager[Executor]:
         """A connection for ``mode``; commits on success, rolls back on any exception, and
         raises driver failures (and use after :meth:`close`) as :class:`StoreUnavailable`."""
+        ...
+
+    async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
+        """``sql``'s first row, one statement outside any transaction (what ``get`` needs,
+        by the shortest path the dialect has); failures as in :meth:`session`."""
         ...
 
     def with_now(self, values: dict[str, Any]) -> dict[str, Any]:
@@ -103,6 +108,8 @@ class SQLTaskStore(ReadModifyWrite):
         self.options = options or StoreOptions()
         self._sql = dialect.statements
         self._session = dialect.session
+        self._fetch_one = dialect.fetch_one
+        self._decode = RowDecoder()
         self._with_now = dialect.with_now
         self._ready = False
         self._ready_lock = asyncio.Lock()
@@ -200,10 +207,10 @@ class SQLTaskStore(ReadModifyWrite):
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
         await self._ensure_ready()
-        async with self._session(Mode.READ) as db:
-            row = await db.fetch_one(self._sql.read, self._with_now({"task_id": task_id}))
+        row = await self._fetch_one(self._sql.read, self._with_now({"task_id": task_id}))
         assert row is not None  # the read statement always yields its one row
-        return rules.visible(record_of(row), owner, row["now_ms"])
+        record = None if row["task_id"] is None else self._decode(row)
+        return rules.visible(record, owner, row["now_ms"])
 
     async def claim(
         self, worker_id: str, *, lease_ms: int, task_id: str | None = None

@@ -134,6 +134,20 @@ class SQLiteDialect:
             self._conn = conn
         return self._conn
 
+    async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
+        """One statement in its own snapshot, one hop to the connection's thread (``get``)."""
+        async with self._turn:
+            if self._closed:
+                raise StoreUnavailable("The store is closed")
+            try:  # driver_errors_as_unavailable, spelled out: a context manager costs here
+                conn = self._conn or await self._connect()
+                rows = await conn.execute_fetchall(sql.text, sql.args(values))
+            except DRIVER_ERRORS as exc:
+                raise StoreUnavailable from exc
+        for row in rows:
+            return cast("Row", row)  # sqlite3.Row reads columns by name
+        return None
+
     @asynccontextmanager
     async def session(self, mode: Mode) -> AsyncIterator[_Connection]:
         async with self._turn:

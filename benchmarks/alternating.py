@@ -1,0 +1,63 @@
+"""Store against raw driver in alternating rounds: the measure of the store benchmarks.
+
+A busy machine slows whatever runs while it is busy. Measuring all of the store and then
+all of the raw driver puts any such spell on one side of the ratio only; taking them in
+turns (store, raw, store, raw, ...) and keeping the median of the rounds' ratios spreads
+it over both. ``benchmarks/sql_stores.py`` measures this way (``benchmarks/redis_store.py``
+spells the same rounds out with its claim beside them).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+    Call = Callable[[int], Awaitable[object]]
+
+
+async def rate(ops: int, call: Call) -> float:
+    """Calls per second of ``call``, one at a time."""
+    start = time.perf_counter()
+    for i in range(ops):
+        await call(i)
+    return ops / (time.perf_counter() - start)
+
+
+async def rounds(
+    pairs: Mapping[str, tuple[Call, Call]], ops: int, count: int, warm_up: int = 200
+) -> dict[str, list[float]]:
+    """Per operation, the (store, raw) rates of each of ``count`` rounds, flat: store rates
+    at even indexes, raw at odd. Each call is warmed up first (connections, prepared
+    statements, the first page reads).
+
+    One operation's rounds all run before the next operation's: a write leaves work behind
+    for the next read of its row (Postgres prunes the dead row versions of a page on the
+    next visit), which would land on whichever side reads first in every round.
+    """
+    results: dict[str, list[float]] = {}
+    for name, (ours, theirs) in pairs.items():
+        await rate(warm_up, ours)
+        await rate(warm_up, theirs)
+        results[name] = []
+        for _ in range(count):
+            results[name] += [await rate(ops, ours), await rate(ops, theirs)]
+    return results
+
+
+def ratios(rates: list[float]) -> list[float]:
+    """Each round's store rate / raw rate."""
+    return [a / b for a, b in zip(rates[0::2], rates[1::2], strict=True)]
+
+
+def median_ratio(rates: list[float]) -> float:
+    """The median over the rounds of store rate / raw rate."""
+    return statistics.median(ratios(rates))
+
+
+def medians(rates: list[float]) -> tuple[float, float]:
+    """The median store rate and the median raw rate."""
+    return statistics.median(rates[0::2]), statistics.median(rates[1::2])

@@ -1,0 +1,81 @@
+"""The store's connections: sessions keep the connection they end with cleanly for the next
+one; a call cancelled mid-query or refused still leaves the store serving on a pool of one
+connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from mcp_tasks import (
+    ANY_OWNER,
+    DuplicateTaskId,
+    NewTask,
+    Progress,
+    StoreOptions,
+    TaskLimitReached,
+    TaskNotFound,
+    new_task_id,
+)
+
+if TYPE_CHECKING:
+    from conftest import OpenStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_calls_cancelled_at_every_point_leave_the_store_serving(
+    open_store: OpenStore,
+) -> None:
+    """On a pool of one connection, 40 gets and put_status calls are cancelled after 0 to 7
+    loop turns (before, during and after their round trips). The revision counts every
+    write that returned and at most the 20 attempted; afterwards a write applies on the
+    revision a read saw, and a read sees it."""
+    store = await open_store(StoreOptions(max_rows=None), max_connections=1)
+    task_id = (await store.create(NewTask(new_task_id()))).task_id
+    returned_writes = 0
+    with anyio.fail_after(60):  # a connection lost to the pool would hang the next call
+        for i in range(40):
+            call = (
+                store.get(task_id, ANY_OWNER)
+                if i % 2
+                else store.put_status(task_id, Progress(f"step {i}"))
+            )
+            running = asyncio.ensure_future(call)
+            for _ in range(i % 8):
+                await asyncio.sleep(0)
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+                returned_writes += i % 2 == 0
+        before = (await store.get(task_id, ANY_OWNER)).revision
+        # Every write that returned applied; a cancelled one may have applied too.
+        assert returned_writes <= before <= 20
+        after = await store.put_status(task_id, Progress("after"))
+        assert after.record.revision == before + 1
+        seen = await store.get(task_id, ANY_OWNER)
+        assert (seen.revision, seen.status_message) == (before + 1, "after")
+
+
+async def test_an_operation_refused_by_the_rules_leaves_the_store_serving(
+    open_store: OpenStore,
+) -> None:
+    """put_status on a missing task, a duplicate create and a create at the row cap fail
+    with their typed errors on a pool of one connection; the calls after each are
+    answered. (A connection the server drops is the restart test's.)"""
+    store = await open_store(StoreOptions(max_rows=1), max_connections=1)
+    task_id = (await store.create(NewTask(new_task_id()))).task_id
+    with anyio.fail_after(60):  # a connection lost to the pool would hang the next call
+        with pytest.raises(TaskNotFound):
+            await store.put_status(new_task_id(), Progress("nobody"))
+        assert (await store.get(task_id, ANY_OWNER)).task_id == task_id
+        with pytest.raises(DuplicateTaskId):
+            await store.create(NewTask(task_id))
+        assert (await store.get(task_id, ANY_OWNER)).task_id == task_id
+        with pytest.raises(TaskLimitReached):
+            await store.create(NewTask(new_task_id()))
+        assert (await store.put_status(task_id, Progress("still here"))).record.revision == 1
