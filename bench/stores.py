@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
+import alternating  # type: ignore[import-not-found]
 import mongodb_store  # type: ignore[import-not-found]
 import redis_store  # type: ignore[import-not-found]
 import sql_stores  # type: ignore[import-not-found]
@@ -112,9 +113,9 @@ async def store_ops(backend: Backend, fresh: Callable[[], str], ops: int) -> dic
         results = await sql_stores.bench_postgres(backend.base, ops, rows)
     elif backend.name == "redis" and backend.base is not None:
         # Five alternating rounds: the median round's store and raw rates (as_rates).
-        results = redis_store.as_rates(await redis_store.bench(backend.base, ops, rows, 5))
+        results = alternating.as_rates(await redis_store.bench(backend.base, ops, rows, 5))
     elif backend.name == "mongodb" and backend.base is not None:
-        results = mongodb_store.as_rates(await mongodb_store.bench(backend.base, ops, rows, 5))
+        results = alternating.as_rates(await mongodb_store.bench(backend.base, ops, rows, 5))
     else:  # no raw driver (memory): the store alone
         results = await get_put(fresh(), ops, rows)
     return {**results, **await generic_ops(fresh(), ops)}

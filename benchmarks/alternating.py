@@ -3,8 +3,9 @@
 A busy machine slows whatever runs while it is busy. Measuring all of the store and then
 all of the raw driver puts any such spell on one side of the ratio only; taking them in
 turns (store, raw, store, raw, ...) and keeping the median of the rounds' ratios spreads
-it over both. ``benchmarks/sql_stores.py`` measures this way (``benchmarks/redis_store.py``
-spells the same rounds out with its claim beside them).
+it over both. ``benchmarks/sql_stores.py``, ``redis_store.py`` and ``mongodb_store.py``
+measure this way, and hand the bench suite (``bench/stores.py``) the rates of the median
+round (:func:`as_rates`).
 """
 
 from __future__ import annotations
@@ -53,11 +54,29 @@ def ratios(rates: list[float]) -> list[float]:
     return [a / b for a, b in zip(rates[0::2], rates[1::2], strict=True)]
 
 
-def median_ratio(rates: list[float]) -> float:
-    """The median over the rounds of store rate / raw rate."""
-    return statistics.median(ratios(rates))
+#: The flat names of each operation's (store, raw) rates, as bench/stores.py reads them.
+FLAT_NAMES = {
+    "get": ("store.get", "raw read"),
+    "put_status": ("store.put_status", "raw update"),
+    "claim": ("store.claim", "raw claim"),
+}
 
 
-def medians(rates: list[float]) -> tuple[float, float]:
-    """The median store rate and the median raw rate."""
-    return statistics.median(rates[0::2]), statistics.median(rates[1::2])
+def median_round(rates: list[float]) -> tuple[float, float]:
+    """The (store, raw) rates of the round whose store/raw ratio is the median of the
+    rounds' ratios (the lower middle one for an even count): both figures come from one
+    round, measured side by side, so their ratio is that median. Not the median store rate
+    over the median raw rate: those two can come from rounds a busy machine slowed
+    differently, and their ratio is then no round's."""
+    pairs = list(zip(rates[0::2], rates[1::2], strict=True))
+    ratio = statistics.median_low(ours / theirs for ours, theirs in pairs)
+    return next(pair for pair in pairs if pair[0] / pair[1] == ratio)
+
+
+def as_rates(results: Mapping[str, list[float]]) -> dict[str, float]:
+    """Each measured operation's store and raw rates of its median round, by flat name."""
+    rates: dict[str, float] = {}
+    for op, rounds_ in results.items():
+        ours, theirs = FLAT_NAMES[op]
+        rates[ours], rates[theirs] = median_round(rounds_)
+    return rates

@@ -23,11 +23,11 @@ import argparse
 import asyncio
 import os
 import secrets
-import statistics
-import time
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
+import alternating
+from alternating import rate
 from pymongo import AsyncMongoClient, ReturnDocument
 
 from mcp_tasks import (
@@ -48,21 +48,6 @@ if TYPE_CHECKING:
 
 GOALS = {"get": 0.7, "put_status": 0.5}
 
-#: The flat names of each operation's (store, raw) rates, as bench/stores.py reads them.
-FLAT_NAMES = {
-    "get": ("store.get", "raw read"),
-    "put_status": ("store.put_status", "raw update"),
-    "claim": ("store.claim", "raw claim"),
-}
-
-
-async def rate(ops: int, call: Callable[[int], Awaitable[object]]) -> float:
-    """Calls per second of ``call``, one at a time."""
-    start = time.perf_counter()
-    for i in range(ops):
-        await call(i)
-    return ops / (time.perf_counter() - start)
-
 
 async def bench(url: str, ops: int, rows: int, rounds: int) -> dict[str, list[float]]:
     """Per operation, the (store, raw) rates of each round, flat: store, raw, store, ..."""
@@ -71,7 +56,7 @@ async def bench(url: str, ops: int, rows: int, rounds: int) -> dict[str, list[fl
     raw: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url)
     tasks = raw[store.database][f"{prefix}_tasks"]
     queue = raw[store.database][f"{prefix}_queue"]
-    results: dict[str, list[float]] = {name: [] for name in FLAT_NAMES}
+    results: dict[str, list[float]] = {name: [] for name in alternating.FLAT_NAMES}
     try:
         ids = [(await store.create(NewTask(new_task_id()))).task_id for _ in range(rows)]
         task_id = ids[len(ids) // 2]
@@ -118,21 +103,6 @@ async def bench(url: str, ops: int, rows: int, rounds: int) -> dict[str, list[fl
     return results
 
 
-def as_rates(results: dict[str, list[float]]) -> dict[str, float]:
-    """The median store and raw rate of each operation over the rounds, by flat name."""
-    rates: dict[str, float] = {}
-    for op, (ours, theirs) in FLAT_NAMES.items():
-        rates[ours] = statistics.median(results[op][0::2])
-        rates[theirs] = statistics.median(results[op][1::2])
-    return rates
-
-
-def ratio(results: dict[str, list[float]], op: str) -> float:
-    """The median of the rounds' store/raw ratios of ``op``."""
-    ours, theirs = results[op][0::2], results[op][1::2]
-    return statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
-
-
 def report(name: str, results: dict[str, list[float]]) -> None:
     print(f"\n{name}: medians of {len(results['get']) // 2} alternating rounds")
     print(f"  {'operation':<34}{'store/raw':>10}{'goal':>8}")
@@ -141,7 +111,8 @@ def report(name: str, results: dict[str, list[float]]) -> None:
         ("put_status / update_one", "put_status"),
         ("claim / find_one_and_update", "claim"),
     ):
-        measured = ratio(results, key)
+        ours, theirs = alternating.median_round(results[key])
+        measured = ours / theirs
         goal = f">= {GOALS[key]:.1f}x" if key in GOALS else ""
         met = "" if key not in GOALS else ("  met" if measured >= GOALS[key] else "  MISSED")
         print(f"  {label:<34}{measured:>9.2f}x{goal:>8}{met}")

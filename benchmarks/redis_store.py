@@ -26,10 +26,10 @@ import argparse
 import asyncio
 import os
 import secrets
-import statistics
-import time
 from typing import TYPE_CHECKING
 
+import alternating
+from alternating import rate
 from redis.asyncio import Redis
 
 from mcp_tasks import (
@@ -71,14 +71,6 @@ return {'applied', g[1], cjson.encode(fields)}
 """
 
 GOALS = {"get": 0.7, "put_status": 0.5}
-
-
-async def rate(ops: int, call: Callable[[int], Awaitable[object]]) -> float:
-    """Calls per second of ``call``, one at a time."""
-    start = time.perf_counter()
-    for i in range(ops):
-        await call(i)
-    return ops / (time.perf_counter() - start)
 
 
 async def bench(url: str, ops: int, rows: int, rounds: int) -> dict[str, list[float]]:
@@ -126,33 +118,6 @@ async def bench(url: str, ops: int, rows: int, rounds: int) -> dict[str, list[fl
     return results
 
 
-#: The flat names of each operation's (store, raw) rates, as bench/stores.py reads them.
-FLAT_NAMES = {
-    "get": ("store.get", "raw read"),
-    "put_status": ("store.put_status", "raw update"),
-    "claim": ("store.claim", "raw claim"),
-}
-
-
-def median_round(results: dict[str, list[float]], op: str) -> tuple[float, float]:
-    """The (store, raw) rates of the round whose store/raw ratio is the median of the
-    rounds' ratios (the lower middle one for an even count): both figures come from one
-    round, measured side by side, so their ratio is that median."""
-    pairs = list(zip(results[op][0::2], results[op][1::2], strict=True))
-    ratio = statistics.median_low(ours / theirs for ours, theirs in pairs)
-    return next(pair for pair in pairs if pair[0] / pair[1] == ratio)
-
-
-def as_rates(results: dict[str, list[float]]) -> dict[str, float]:
-    """Each operation's store and raw rates of its median round (:func:`median_round`), by
-    flat name. Not the median store rate over the median raw rate: those two can come from
-    rounds a busy machine slowed differently, and their ratio is then no round's."""
-    rates: dict[str, float] = {}
-    for op, (ours, theirs) in FLAT_NAMES.items():
-        rates[ours], rates[theirs] = median_round(results, op)
-    return rates
-
-
 def report(name: str, results: dict[str, list[float]]) -> None:
     print(f"\n{name}")
     print(f"  {'operation':<30}{'store ops/s':>12}{'raw ops/s':>12}{'store/raw':>11}  goal")
@@ -162,7 +127,7 @@ def report(name: str, results: dict[str, list[float]]) -> None:
         "claim": "claim / ZPOPMIN",
     }
     for op, label in labels.items():
-        ours, theirs = median_round(results, op)
+        ours, theirs = alternating.median_round(results[op])
         ratio = ours / theirs
         goal = GOALS.get(op)
         verdict = "" if goal is None else f"≥ {goal:.0%}: {'met' if ratio >= goal else 'MISSED'}"

@@ -52,7 +52,6 @@ GOALS = {"get": 0.7, "put_status": 0.5}
 ROUNDS = 3  # bench/stores.py's rounds (as for Redis); the script's own default is 5
 
 #: The flat names of each operation's (store, raw) rates, as bench/stores.py reads them.
-FLAT_NAMES = {"get": ("store.get", "raw read"), "put_status": ("store.put_status", "raw update")}
 
 
 async def rate(ops: int, call: Callable[[int], Awaitable[object]]) -> float:
@@ -137,32 +136,24 @@ async def postgres_rounds(url: str, ops: int, rows: int, count: int) -> dict[str
         await drop_namespace(namespaced_url(url, schema))
 
 
-def as_rates(results: dict[str, list[float]]) -> dict[str, float]:
-    """The median store and raw rate of each operation over the rounds, by flat name."""
-    rates: dict[str, float] = {}
-    for op, (ours, theirs) in FLAT_NAMES.items():
-        rates[ours], rates[theirs] = alternating.medians(results[op])
-    return rates
-
-
 async def bench_sqlite(
     directory: Path, ops: int, rows: int, count: int = ROUNDS
 ) -> dict[str, float]:
     """Median rates by flat name (``store.get``, ``raw read``, ...) on SQLite."""
-    return as_rates(await sqlite_rounds(directory, ops, rows, count))
+    return alternating.as_rates(await sqlite_rounds(directory, ops, rows, count))
 
 
 async def bench_postgres(url: str, ops: int, rows: int, count: int = ROUNDS) -> dict[str, float]:
     """Median rates by flat name (``store.get``, ``raw read``, ...) on Postgres."""
-    return as_rates(await postgres_rounds(url, ops, rows, count))
+    return alternating.as_rates(await postgres_rounds(url, ops, rows, count))
 
 
 def report(name: str, results: dict[str, list[float]]) -> None:
     print(f"\n{name}")
     print(f"  {'operation':<22}{'store ops/s':>12}{'raw ops/s':>12}{'store/raw':>11}  goal")
     for op, label in (("get", "get / read"), ("put_status", "put_status / update")):
-        ours, theirs = alternating.medians(results[op])
-        ratio = alternating.median_ratio(results[op])
+        ours, theirs = alternating.median_round(results[op])
+        ratio = ours / theirs
         verdict = f"≥ {GOALS[op]:.0%}: {'met' if ratio >= GOALS[op] else 'MISSED'}"
         rounds = " ".join(f"{r:.2f}" for r in alternating.ratios(results[op]))
         print(f"  {label:<22}{ours:>12,.0f}{theirs:>12,.0f}{ratio:>10.0%}  {verdict}  ({rounds})")

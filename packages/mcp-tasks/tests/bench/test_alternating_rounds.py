@@ -1,6 +1,6 @@
-"""How ``benchmarks/redis_store.py`` turns alternating rounds into the figures the bench
-suite reads (``as_rates``): both rates of one operation come from the same round, the one
-whose store/raw ratio is the median. The speed itself is never asserted here."""
+"""How the store benchmarks (``benchmarks/alternating.py``) turn alternating rounds into the
+figures the bench suite reads (``as_rates``): both rates of one operation come from the same
+round, the one whose store/raw ratio is the median. The speed itself is never asserted here."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-redis_store = pytest.importorskip("redis_store", reason="the benchmarks/ folder of the repo")
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "benchmarks"))
+alternating = pytest.importorskip("alternating", reason="the benchmarks/ folder of the repo")
 
 
 def rounds(*pairs: tuple[float, float]) -> list[float]:
@@ -25,12 +25,14 @@ def test_as_rates_takes_both_rates_from_the_median_round() -> None:
         "put_status": rounds((100.0, 200.0), (300.0, 200.0), (100.0, 100.0)),
         "claim": rounds((1.0, 2.0)),
     }
-    rates = redis_store.as_rates(results)
+    rates = alternating.as_rates(results)
     assert (rates["store.get"], rates["raw read"]) == (200.0, 250.0)
     assert (rates["store.put_status"], rates["raw update"]) == (100.0, 100.0)
     assert (rates["store.claim"], rates["raw claim"]) == (1.0, 2.0)
 
 
 def test_an_even_count_of_rounds_takes_the_lower_middle_round() -> None:
-    results = {op: rounds((1.0, 4.0), (3.0, 4.0), (2.0, 4.0), (4.0, 4.0)) for op in ("get",)}
-    assert redis_store.median_round(results, "get") == (2.0, 4.0)
+    assert alternating.median_round(rounds((1.0, 4.0), (3.0, 4.0), (2.0, 4.0), (4.0, 4.0))) == (
+        2.0,
+        4.0,
+    )
