@@ -127,3 +127,13 @@ def test_the_row_decoder_remembers_only_its_size_in_rows() -> None:
     again = decode(read_row(records[0]))
     assert again == first
     assert again is not first
+
+
+def test_the_row_decoder_holds_no_row_with_a_large_payload() -> None:
+    """A payload over ``max_payload`` characters (a large result) is decoded on every read,
+    never kept: the decoder's memory stays bounded by its size times that limit."""
+    decode = RowDecoder(max_payload=len(to_row(full_record())["payload"]) - 1)
+    first = decode(read_row(full_record()))
+    again = decode(read_row(full_record()))
+    assert again == first
+    assert again is not first

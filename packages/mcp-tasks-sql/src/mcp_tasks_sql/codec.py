@@ -36,11 +36,14 @@ class RowDecoder:
     unchanged (a task polled while nothing happens to it, the hot path of ``tasks/get``)
     gets the record decoded the first time instead of parsing the JSON payload and
     building the record again. The key is every task column's value, so a changed row
-    never matches; the memory holds the ``size`` most recently decoded rows.
+    never matches; the memory holds the ``size`` most recently decoded rows whose payload
+    is at most ``max_payload`` characters (a large result is decoded each time rather than
+    held: ``size`` of them could be any amount of memory).
     """
 
-    def __init__(self, size: int = 1024) -> None:
+    def __init__(self, size: int = 1024, max_payload: int = 16_384) -> None:
         self._size = size
+        self._max_payload = max_payload
         self._records: dict[tuple[Any, ...], TaskRecord] = {}
 
     def __call__(self, row: Row) -> TaskRecord:
@@ -49,6 +52,8 @@ class RowDecoder:
         record = self._records.get(key)
         if record is None:
             record = from_row(row)
+            if len(row["payload"]) > self._max_payload:
+                return record
             if len(self._records) >= self._size:
                 del self._records[next(iter(self._records))]  # the oldest
             self._records[key] = record
