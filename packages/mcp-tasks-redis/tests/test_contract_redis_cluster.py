@@ -9,6 +9,7 @@ ports.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import shutil
 import socket
@@ -183,3 +184,35 @@ async def test_doctor_reports_the_node_of_the_namespace(cluster_url: str) -> Non
     finally:
         await store.close()
         await drop_namespace(url)
+
+
+def moved_replies(router: RedisCluster) -> int:
+    """How many MOVED replies the cluster's primaries have sent so far (INFO errorstats)."""
+    total = 0
+    for node in router.get_primaries():
+        stats = router.info("errorstats", target_nodes=node)
+        total += int(stats.get("errorstat_MOVED", {}).get("count", 0))
+    return total
+
+
+@pytest.mark.anyio
+async def test_new_handles_send_their_first_scripts_to_the_namespace_node(
+    cluster_url: str,
+) -> None:
+    """Scripts started at once on new handles (cluster clients without a slot table yet)
+    each go straight to the node of the namespace's slot: no node answers MOVED. (A MOVED
+    storm made redis-py close connections other calls were waiting on.)"""
+    url = namespaced_url(cluster_url, "first_scripts")
+    stores = [store_from_url(url) for _ in range(8)]
+    router = RedisCluster.from_url(cluster_url.split("?", maxsplit=1)[0])
+    try:
+        before = moved_replies(router)
+        tasks = [NewTask(new_task_id()) for _ in range(40)]
+        created = await asyncio.gather(*(stores[i % 8].create(t) for i, t in enumerate(tasks)))
+        assert {record.task_id for record in created} == {task.task_id for task in tasks}
+        assert moved_replies(router) == before
+    finally:
+        for store in stores:
+            await store.close()
+        await drop_namespace(url)
+        router.close()

@@ -25,7 +25,10 @@ in one cluster slot and every script touches one slot:
 
 Every operation is one script (:mod:`mcp_tasks_redis.scripts`), one round trip, with the
 server's clock; ``get`` too (the record and the server's now). Scripts run by SHA; redis-py
-loads them again on ``NOSCRIPT``. A hash also expires by itself (``PEXPIREAT``) a minute
+loads them again on ``NOSCRIPT`` (a script that answered ``NOSCRIPT`` has not run: resending
+it is safe). A script that may have run is never resent: the scripts are not idempotent (a
+resent ``create`` answers ``dup`` for the task it has just made), so the cluster client
+retries nothing (:func:`_connect`). A hash also expires by itself (``PEXPIREAT``) a minute
 after its ``expires_at``: a janitor for a namespace no reaper serves, never what makes a
 task missing.
 """
@@ -40,6 +43,8 @@ from urllib.parse import urlsplit
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry as DriverRetry
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from mcp_tasks.domain import rules
@@ -333,8 +338,14 @@ class RedisTaskStore:
         return self._redis
 
     async def _run(self, script: str, keys: list[str], args: list[str | int]) -> Any:
-        self._client()
+        client = self._client()
         with _driver_errors():
+            if isinstance(client, RedisCluster):
+                # redis-py routes a command before it initializes the client: on a client
+                # without its slot table (new, or reset after a failure) a script would go
+                # to a random node. Initializing first (a no-op once done) sends it to the
+                # node of its slot.
+                await client.initialize()
             return await self._scripts[script](keys=keys, args=args)
 
     def _keys(self, task_id: str, active: str | None = None) -> list[str]:
@@ -495,12 +506,29 @@ class RedisTaskStore:
 
 def _connect(url: str, cluster: bool, max_connections: int | None) -> Redis | RedisCluster:
     """A client of a server, or of a cluster (a cluster client follows the slot of each
-    script's keys to its node; a namespace is one slot)."""
+    script's keys to its node; a namespace is one slot).
+
+    The cluster client is told two things, both so that no script runs twice:
+
+    * ``retry`` with no retries: redis-py resends a command after a connection error or
+      timeout, also one the node may have run before the connection broke. The error
+      surfaces as StoreUnavailable instead (the next call reconnects and reloads the
+      slot table). ``MOVED``, ``ASK`` and ``TRYAGAIN`` are still followed: a node that
+      answers them has not run the script.
+    * ``reinitialize_steps=0``: on every fifth ``MOVED`` redis-py would close every
+      connection of the client, also those other calls are waiting on, which makes
+      those calls fail (and, with retries, run again). ``MOVED`` then only patches the
+      slot it names.
+    """
     if not cluster:
         return Redis.from_url(driver_url(url), max_connections=max_connections)
-    if max_connections is None:  # the cluster client's own default (per node)
-        return RedisCluster.from_url(driver_url(url))
-    return RedisCluster.from_url(driver_url(url), max_connections=max_connections)
+    options: dict[str, Any] = {
+        "retry": DriverRetry(NoBackoff(), retries=0),
+        "reinitialize_steps": 0,
+    }
+    if max_connections is not None:  # else the cluster client's own default (per node)
+        options["max_connections"] = max_connections
+    return RedisCluster.from_url(driver_url(url), **options)
 
 
 async def _drop(connect_url: str, prefix: str, cluster: bool) -> None:
