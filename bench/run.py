@@ -1,6 +1,6 @@
 """The performance suite of issue 13: every goal is a ratio measured side by side in one run.
 
-    uv run nox -s bench                          # the whole suite (about 10 minutes)
+    uv run nox -s bench                          # the whole suite (about 20 minutes)
     uv run python -m bench.run --quick           # a smaller run (a minute or two)
 
 Writes ``bench/results/latest.json`` (the raw figures, and ``ratios``: each goal with the
