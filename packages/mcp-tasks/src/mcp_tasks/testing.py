@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 
 from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app
 from mcp_tasks.client import start_tool, tasks_client
@@ -36,11 +38,13 @@ __all__ = [
     "WITH_TASKS",
     "MessageStream",
     "RawClient",
+    "StaticTokens",
     "decode",
     "free_socket",
     "running",
     "running_asgi",
     "start_tool",
+    "static_auth",
     "tasks_client",
 ]
 
@@ -233,3 +237,33 @@ def decode(response: httpx.Response) -> Any:
                     return message
         raise ValueError("no response in the event stream")
     return response.json()
+
+
+TEST_ISSUER = "https://auth.example"
+
+
+class StaticTokens:
+    """A token verifier for tests: each of ``tokens`` is a valid bearer token whose principal
+    is the token itself (one issuer, one client, the token as subject); any other token is
+    refused. ``StaticTokens("alice", "bob")``: two owners."""
+
+    def __init__(self, *tokens: str) -> None:
+        self.tokens = frozenset(tokens)
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if token not in self.tokens:
+            return None
+        return AccessToken(
+            token=token,
+            client_id="test-client",
+            scopes=[],
+            subject=token,
+            claims={"iss": TEST_ISSUER},
+        )
+
+
+def static_auth(*tokens: str) -> dict[str, Any]:
+    """The ``MCPServer`` keyword arguments that make it require one of ``tokens``
+    (:class:`StaticTokens`): ``MCPServer(..., **static_auth("alice", "bob"))``."""
+    settings = AuthSettings(issuer_url=TEST_ISSUER, resource_server_url=None)  # type: ignore[arg-type]
+    return {"auth": settings, "token_verifier": StaticTokens(*tokens)}

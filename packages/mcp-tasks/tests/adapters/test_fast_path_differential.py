@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx2 as httpx
 import pytest
-from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.applications import Starlette
@@ -25,7 +23,7 @@ from starlette.routing import Mount, Route
 from mcp_tasks import MemoryTaskStore, TaskContext, Tasks
 from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
 from mcp_tasks.domain.clock import ManualClock
-from mcp_tasks.testing import PROTOCOL, WITH_TASKS, RawClient, running_asgi
+from mcp_tasks.testing import PROTOCOL, WITH_TASKS, RawClient, running_asgi, static_auth
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -432,31 +430,10 @@ def corpus(done: str, parked: str, *, json_response: bool, authenticated: bool) 
     return cases
 
 
-class StaticTokens:
-    """Two principals, alice and bob (same issuer and client, two subjects)."""
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        if token not in ("alice", "bob"):
-            return None
-        return AccessToken(
-            token=token,
-            client_id="test-client",
-            scopes=[],
-            subject=token,
-            claims={"iss": "https://auth.example"},
-        )
-
-
 def build_server(tasks: Tasks, *, authenticated: bool) -> MCPServer[Any]:
     auth: dict[str, Any] = {}
     if authenticated:
-        auth = {
-            "auth": AuthSettings(
-                issuer_url="https://auth.example",  # type: ignore[arg-type]
-                resource_server_url=None,
-            ),
-            "token_verifier": StaticTokens(),
-        }
+        auth = static_auth("alice", "bob")
     mcp: MCPServer[Any] = MCPServer(
         "differential", extensions=[tasks.extension()], lifespan=tasks.lifespan, **auth
     )

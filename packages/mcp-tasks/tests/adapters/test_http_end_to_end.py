@@ -9,12 +9,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx2 as httpx
 import pytest
-from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks import ManualClock, MemoryTaskStore, StoreOptions, TaskContext, Tasks
-from mcp_tasks.testing import RawClient, decode, running_asgi
+from mcp_tasks.testing import RawClient, decode, running_asgi, static_auth
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -34,31 +32,10 @@ class Probe:
     events: list[str] = field(default_factory=list)
 
 
-class StaticTokens:
-    """A token verifier with two fixed principals (same issuer and client, two subjects)."""
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        if token not in ("alice", "bob"):
-            return None
-        return AccessToken(
-            token=token,
-            client_id="test-client",
-            scopes=[],
-            subject=token,
-            claims={"iss": "https://auth.example"},
-        )
-
-
 def build_server(tasks: Tasks, probe: Probe, *, auth: bool = False) -> MCPServer[Any]:
     extra: dict[str, Any] = {}
     if auth:
-        extra = {
-            "auth": AuthSettings(
-                issuer_url="https://auth.example",  # type: ignore[arg-type]
-                resource_server_url=None,
-            ),
-            "token_verifier": StaticTokens(),
-        }
+        extra = static_auth("alice", "bob")
     mcp: MCPServer[Any] = MCPServer(
         "e2e", extensions=[tasks.extension()], lifespan=tasks.lifespan, **extra
     )

@@ -11,15 +11,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx2 as httpx
 import pytest
-from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import ManualClock, MemoryBackend, MemoryTaskStore, TaskContext, Tasks
 from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
-from mcp_tasks.testing import RawClient, running_asgi
+from mcp_tasks.testing import RawClient, running_asgi, static_auth
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -30,31 +28,12 @@ NOT_FOUND = {"code": -32602, "message": "Failed to retrieve task: Task not found
 TTL_MS = 60_000
 
 
-class StaticTokens:
-    """Two principals, alice and bob (same issuer and client, two subjects)."""
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        if token not in ("alice", "bob"):
-            return None
-        return AccessToken(
-            token=token,
-            client_id="test-client",
-            scopes=[],
-            subject=token,
-            claims={"iss": "https://auth.example"},
-        )
-
-
 def build_server(tasks: Tasks) -> MCPServer[Any]:
     mcp: MCPServer[Any] = MCPServer(
         "leaks",
         extensions=[tasks.extension()],
         lifespan=tasks.lifespan,
-        auth=AuthSettings(
-            issuer_url="https://auth.example",  # type: ignore[arg-type]
-            resource_server_url=None,
-        ),
-        token_verifier=StaticTokens(),
+        **static_auth("alice", "bob"),
     )
 
     @tasks.tool(mcp, mode="required")

@@ -12,8 +12,6 @@ import anyio
 import httpx2 as httpx
 import pytest
 from mcp.client.extension import NotificationBinding
-from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp_types import (
     SubscriptionFilter,
@@ -26,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from mcp_tasks import LocalNotifier, Notifier, TaskContext, Tasks
 from mcp_tasks.client import TaskHandle, TasksClientExtension, start_tool, tasks_client
 from mcp_tasks.engine.listen import MAX_LISTEN_TASK_IDS
-from mcp_tasks.testing import MessageStream, RawClient, decode, running_asgi
+from mcp_tasks.testing import MessageStream, RawClient, decode, running_asgi, static_auth
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -39,21 +37,6 @@ SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 PLAIN: dict[str, Any] = {"elicitation": {}}
 
 
-class StaticTokens:
-    """Two principals, alice and bob."""
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        if token not in ("alice", "bob"):
-            return None
-        return AccessToken(
-            token=token,
-            client_id="c",
-            scopes=[],
-            subject=token,
-            claims={"iss": "https://a.example"},
-        )
-
-
 class Gate:
     """Lets the test step a task body: progress, input, then the end."""
 
@@ -64,10 +47,7 @@ class Gate:
 def build(tasks: Tasks, gate: Gate, *, auth: bool) -> MCPServer[Any]:
     extra: dict[str, Any] = {}
     if auth:
-        extra = {
-            "auth": AuthSettings(issuer_url="https://a.example", resource_server_url=None),  # type: ignore[arg-type]
-            "token_verifier": StaticTokens(),
-        }
+        extra = static_auth("alice", "bob")
     mcp: MCPServer[Any] = MCPServer(
         "listen", extensions=[tasks.extension()], lifespan=tasks.lifespan, **extra
     )
