@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     from mcp_tasks_contract.handles import StoreHandles
 
 
+#: Long enough for a slow server to write the end under the lease, short enough to wait out.
+ENDED_LEASE_MS = 1_000
+
+
 class ClaimContract(ContractBase):
     """S-CLAIM.1-2, S-RENEW, S-RELEASE (the claim races are in the race tests)."""
 
@@ -77,6 +81,33 @@ class ClaimContract(ContractBase):
         assert await store.claim("w1", lease_ms=LONG_LEASE_MS) is None
         for skipped in (completed, cancelled, failed, manual, later, busy):
             assert await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=skipped.task_id) is None
+
+    @pytest.mark.rule("S-CLAIM.1", "INV-TERMINAL")
+    async def test_a_task_that_ended_under_a_claim_is_never_claimed_again(
+        self, handles: StoreHandles
+    ) -> None:
+        """A runner does not release the claim of a task it finished: once that claim runs
+        out, the task is still never claimed, with or without its id (completed, failed, or
+        cancelled while claimed)."""
+        store = await handles.open()
+        ended: list[str] = []
+        lease_ends = 0
+        for change in (Complete({"v": 1}), Fail(BOOM), None):
+            record = await new_task(store, work=job())
+            claimed = await store.claim("w1", lease_ms=ENDED_LEASE_MS, task_id=record.task_id)
+            assert claimed is not None
+            if change is None:
+                await store.cancel(record.task_id, None)
+            else:
+                done = await store.put_status(record.task_id, change, lease=claimed.lease)
+                assert done.outcome is Outcome.APPLIED
+            ended.append(record.task_id)
+            lease_ends = max(lease_ends, claimed.lease.expires_at)
+        await handles.wait_past(lease_ends)
+        assert await store.claim("w2", lease_ms=LONG_LEASE_MS) is None
+        for task_id in ended:
+            assert await store.claim("w2", lease_ms=LONG_LEASE_MS, task_id=task_id) is None
+            assert (await current(store, task_id)).status.is_terminal
 
     @pytest.mark.rule("S-CLAIM.1")
     async def test_claim_by_id_takes_that_task_or_nothing(self, handles: StoreHandles) -> None:

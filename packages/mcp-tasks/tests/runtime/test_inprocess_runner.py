@@ -5,6 +5,7 @@ recovery loop (tests/runtime/test_recovery.py covers it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -12,11 +13,14 @@ import pytest
 
 from mcp_tasks import (
     Complete,
+    Lease,
     ManualClock,
     MemoryBackend,
     MemoryTaskStore,
     NewTask,
+    Outcome,
     RequireInput,
+    StaleLease,
     Tasks,
     TaskStatus,
     WorkSpec,
@@ -64,10 +68,22 @@ async def test_a_lost_lease_stops_the_body_and_drops_its_outcome() -> None:
     assert after.claim.worker_id == "other-node"
 
 
+class CountingReleases(MemoryTaskStore):
+    """A memory store that counts ``release`` calls."""
+
+    releases = 0
+
+    async def release(self, lease: Lease) -> None:
+        self.releases += 1
+        await super().release(lease)
+
+
 async def test_progress_and_outcome_are_recorded_with_the_lease() -> None:
-    """A body's progress becomes the statusMessage and its outcome the terminal state; the
-    claim is released afterwards."""
-    store = MemoryTaskStore()
+    """A body's progress becomes the statusMessage and its outcome the terminal state. The
+    finished task's claim is not released (one store write less per task): it is inert, as
+    no claim, renew or leased write can use a finished task's claim."""
+    clock = ManualClock()
+    store = CountingReleases(clock=clock)
     tasks = Tasks(store=store, recovery_interval_s=None)
     messages: list[str | None] = []
 
@@ -87,6 +103,39 @@ async def test_progress_and_outcome_are_recorded_with_the_lease() -> None:
     record = await store.get("p", ANY_OWNER)
     assert messages == ["2/4", "almost"]
     assert record.status is TaskStatus.COMPLETED
+    assert store.releases == 0
+    assert record.claim is not None
+    claim = record.claim
+    lease = Lease("p", claim.worker_id, claim.token, record.generation, claim.expires_at)
+    with pytest.raises(StaleLease):
+        await store.renew(lease, lease_ms=60_000)
+    again = await store.put_status("p", Complete({"content": ["x"]}), lease=lease)
+    assert again.outcome is Outcome.UNCHANGED
+    assert again.record.revision == record.revision
+    clock.advance(claim.expires_at - clock() + 1)
+    assert await store.claim("other-node", lease_ms=60_000, task_id="p") is None
+    assert await store.claim("other-node", lease_ms=60_000) is None
+    assert (await store.get("p", ANY_OWNER)).status is TaskStatus.COMPLETED
+
+
+async def test_a_body_that_ends_without_finishing_its_task_releases_the_claim() -> None:
+    """A retry leaves the task working: the runner releases the claim at once, so the task
+    is claimable when its delay is over (not only when the lease runs out)."""
+    store = CountingReleases()
+    tasks = Tasks(store=store, recovery_interval_s=None)
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        context.retry("try again")
+
+    async with tasks.running():
+        await store.create(NewTask(task_id="q", work=replace(WORK, retry_delays_ms=(60_000,))))
+        await tasks.runner.start("q", body)
+        with anyio.fail_after(10):
+            while store.releases == 0:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+    record = await store.get("q", ANY_OWNER)
+    assert record.status is TaskStatus.WORKING
+    assert record.retry_at is not None
     assert record.claim is None
 
 

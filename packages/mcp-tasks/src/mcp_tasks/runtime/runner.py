@@ -353,7 +353,7 @@ class Runner:
     async def _run(self, claimed: Claimed, body: Body, adopted: bool) -> None:
         context = self._context(claimed)
         task_id = claimed.record.task_id
-        ended = False
+        ended = finished = False
         try:
             change: StatusChange | None = None
             async with self.notifier.subscribe(task_id) as changes, anyio.create_task_group() as tg:
@@ -363,7 +363,7 @@ class Runner:
                     change = await self._outcome(context, body)
                 tg.cancel_scope.cancel()
             if change is not None and not context.cancelled:
-                await self._record(context, change)
+                finished = await self._record(context, change)
             ended = context.cancelled or isinstance(change, (Complete, Fail))
         except (StaleLease, TaskNotFound):
             ended = True
@@ -373,17 +373,21 @@ class Runner:
         finally:
             if adopted:
                 self._adopted -= 1
-            # Also on shutdown: a released task is claimable by another process at once.
-            with anyio.CancelScope(shield=True):
-                await self._release(Claimed(claimed.record, context.lease), claimable=not ended)
+            # A finished task keeps its inert claim: no claim, renew or write can use it
+            # (S-RENEW, INV-TERMINAL), so releasing it would be one more store write per task.
+            # Otherwise, also on shutdown: a released task is claimable elsewhere at once.
+            if not finished:
+                with anyio.CancelScope(shield=True):
+                    await self._release(Claimed(claimed.record, context.lease), claimable=not ended)
 
-    async def _record(self, context: RunningTaskContext, change: StatusChange) -> None:
+    async def _record(self, context: RunningTaskContext, change: StatusChange) -> bool:
+        """Write the body's outcome; whether the task is now terminal in the store."""
         task_id = context.task_id
         transition = await self.store.put_status(task_id, change, lease=context.lease)
         await self.notifier.publish(task_id)
         record = transition.record
         if transition.outcome is not Outcome.APPLIED:
-            return
+            return record.status.is_terminal
         logger.debug(
             "task %s: outcome recorded (%s, generation %d)",
             redact(task_id),
@@ -394,6 +398,7 @@ class Runner:
             # A retry: the claim is released and the task waits its delay (store clock).
             delay = max(0, record.retry_at - record.last_updated_at)
             self._group.start_soon(self._claim_when_due, task_id, delay)
+        return record.status.is_terminal
 
     async def _release(self, claimed: Claimed, *, claimable: bool = False) -> None:
         """Give the lease up; ``claimable``: the task is not over, so wake the recovery
