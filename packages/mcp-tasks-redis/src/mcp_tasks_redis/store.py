@@ -12,7 +12,9 @@ in one cluster slot and every script touches one slot:
   ``create`` (id, owner, poll interval, work, client capabilities), ``res`` the result,
   ``err`` the error, ``q:<key>`` an outstanding input request, ``i:<key>`` an answer;
   ``d:<key>`` the digest of every request ever asked; ``ev`` the recent event ids (JSON
-  the store writes itself). ``''`` is "none" for a scalar time.
+  the store writes itself); ``op`` the nonces of the last writes and what they answered
+  (how a resent script knows it has run; never part of a record). ``''`` is "none" for a
+  scalar time.
 * ``{p}:rows`` — every task by ``expires_at`` (``+inf`` without TTL): the row cap counts
   the unexpired ones, ``reap`` takes the expired ones;
 * ``{p}:active:n`` / ``{p}:active:s:<owner>`` — one owner's live tasks by ``expires_at``:
@@ -21,16 +23,19 @@ in one cluster slot and every script touches one slot:
   (members of one score sort by id: exactly ``rules.claim_order``);
 * ``{p}:delayed`` — live tasks with work waiting for a time (their claim's end or
   ``retry_at``), by that time; a claim moves the due ones into ``ready``;
-* ``{p}:retain`` — terminal tasks without TTL by ``last_updated_at`` (``S-REAP``).
+* ``{p}:retain`` — terminal tasks without TTL by ``last_updated_at`` (``S-REAP``);
+* ``{p}:claim:<token>`` — the id of the task a claim without an id took, for the lease's
+  time (``PX``): how a resend of that claim finds its task.
 
 Every operation is one script (:mod:`mcp_tasks_redis.scripts`), one round trip, with the
 server's clock; ``get`` too (the record and the server's now). Scripts run by SHA; redis-py
-loads them again on ``NOSCRIPT`` (a script that answered ``NOSCRIPT`` has not run: resending
-it is safe). A script that may have run is never resent: the scripts are not idempotent (a
-resent ``create`` answers ``dup`` for the task it has just made), so the cluster client
-retries nothing (:func:`_connect`). A hash also expires by itself (``PEXPIREAT``) a minute
-after its ``expires_at``: a janitor for a namespace no reaper serves, never what makes a
-task missing.
+loads them again on ``NOSCRIPT`` (a script that answered ``NOSCRIPT`` has not run). After a
+connection error or timeout both clients send the script again (:func:`_connect`), also one
+the server had run before the connection broke: every write carries a nonce of its call,
+the same in each resend, and a script that finds its own nonce recorded answers what its
+first run answered and writes nothing (:mod:`mcp_tasks_redis.scripts`). A hash also
+expires by itself (``PEXPIREAT``) a minute after its ``expires_at``: a janitor for a
+namespace no reaper serves, never what makes a task missing.
 """
 
 from __future__ import annotations
