@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pytest
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from resend_scenarios import SCENARIOS, DroppingProxy, run_dropped, run_twice
 
 from mcp_tasks import StoreOptions
 from mcp_tasks_redis import RedisTaskStore
+from mcp_tasks_redis.store import RESENDS
 
 if TYPE_CHECKING:
     from conftest import OpenStore
@@ -71,3 +74,20 @@ async def test_a_lost_reply_is_resent_and_recognised(
         await run_dropped(direct, store, [proxy], SCENARIOS[name])
     finally:
         await store.close()
+
+
+async def test_both_clients_resend_alike() -> None:
+    """The single-server and the cluster client resend a command the same number of times
+    after a connection error (redis-py's from_url alone would make the first resend
+    nothing)."""
+    single = RedisTaskStore("redis://127.0.0.1:1/0")
+    cluster = RedisTaskStore("redis://127.0.0.1:1/0", cluster=True)
+    try:
+        one, many = single._client(), cluster._client()
+        assert isinstance(one, Redis)
+        assert isinstance(many, RedisCluster)
+        connection = one.connection_pool.make_connection()
+        assert connection.retry.get_retries() == many.retry.get_retries() == RESENDS > 0
+    finally:
+        await single.close()
+        await cluster.close()

@@ -551,7 +551,8 @@ RESENDS = 3
 
 def _retry() -> DriverRetry:
     """The one resend policy of both clients: :data:`RESENDS` resends after a connection
-    error or timeout, 10 ms to 1 s apart with jitter (redis-py's own backoff)."""
+    error or timeout; the single-server client waits 10 ms to 1 s with jitter before each
+    (redis-py's own backoff), the cluster client reloads its slot table instead."""
     return DriverRetry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=RESENDS)
 
 
