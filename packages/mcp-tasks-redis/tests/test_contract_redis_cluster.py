@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 import redis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
+from resend_scenarios import SCENARIOS, DroppingProxy, run_dropped, run_twice
 
 from mcp_tasks import NewTask, drop_namespace, namespaced_url, new_task_id, store_from_url
 from mcp_tasks_contract import StoreContract, StoreFactory
@@ -216,3 +218,52 @@ async def test_new_handles_send_their_first_scripts_to_the_namespace_node(
             await store.close()
         await drop_namespace(url)
         router.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", SCENARIOS)
+async def test_a_script_run_twice_on_a_cluster(cluster_url: str, name: str) -> None:
+    """On a cluster too, a write's script run a second time (a resend) answers what the
+    first run answered and writes nothing more (test_redis_resend.py)."""
+    url = namespaced_url(cluster_url, f"twice_{name}")
+    store = store_from_url(url)
+    assert isinstance(store, RedisTaskStore)
+    try:
+        await run_twice(store, SCENARIOS[name])
+    finally:
+        await store.close()
+        await drop_namespace(url)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", SCENARIOS)
+async def test_a_lost_reply_is_resent_and_recognised_on_a_cluster(
+    cluster_url: str, name: str
+) -> None:
+    """The cluster client, too, resends a script whose reply a node's connection lost
+    after the node ran it, and the store answers as after one run: the nodes are reached
+    through proxies (redis-py's ``address_remap``), the one of the namespace's node drops
+    the reply."""
+    url = namespaced_url(cluster_url, f"dropped_{name}")
+    router = RedisCluster.from_url(cluster_url.split("?", maxsplit=1)[0])
+    proxies: dict[tuple[str, int], DroppingProxy] = {}
+    direct, store = store_from_url(url), store_from_url(url)
+    assert isinstance(direct, RedisTaskStore)
+    assert isinstance(store, RedisTaskStore)
+    try:
+        for node in router.get_primaries():
+            proxies[(node.host, node.port)] = proxy = DroppingProxy(node.host, node.port)
+            await proxy.start()
+        client = store._client()
+        assert isinstance(client, AsyncRedisCluster)
+        client.nodes_manager.address_remap = lambda address: (
+            ("127.0.0.1", proxies[address].listen_port) if address in proxies else address
+        )
+        await run_dropped(direct, store, list(proxies.values()), SCENARIOS[name])
+    finally:
+        await store.close()
+        await direct.close()
+        for proxy in proxies.values():
+            await proxy.close()
+        router.close()
+        await drop_namespace(url)

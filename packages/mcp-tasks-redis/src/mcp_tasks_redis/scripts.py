@@ -10,6 +10,17 @@ The scripts never parse a payload the user wrote (results, errors, input request
 answers): those are JSON texts made by Python, stored and returned as they are. ``cjson`` reads only
 the store's own small values (the recent event ids), and writes a hash as one reply.
 
+A resend of a script is recognised. redis-py sends a script again after a connection error,
+also one the server had run before the connection broke (only the reply was lost). Every
+write that is not idempotent carries its call's nonce, fresh per store call and the same in
+every resend of it, and records ``';' .. nonce .. '=' .. answer`` in the task's ``op`` field
+(the last :data:`OPS_KEPT` writes). A script that finds its own nonce there has already
+written: it answers what its first run answered (the revision the write produced, or the
+claim's end for ``renew``, with the current hash) and writes nothing. A claim's nonce is its
+lease token (``ct``); a claim without id also keeps ``{p}:claim:<token>`` → the task's id
+for the lease's time, its only way back to the task. ``release`` and ``reap`` need none: run
+again, they write nothing more (the store drops ``release``'s answer).
+
 KEYS of every script: 1 the task, 2 rows, 3 ready, 4 delayed, 5 retain, 6 the owner's
 active set (``create`` only; the others read the task's ``a`` field). Keys derived inside
 a script (another task's hash, an owner's active set) share the namespace's hash tag, so
@@ -26,6 +37,11 @@ from mcp_tasks.domain.states import TERMINAL, TRANSITIONS
 #: reaper normally deletes it (and its index entries) first.
 JANITOR_GRACE_MS = 60_000
 
+#: How many of a task's last writes a resend of theirs is recognised after (the ``op``
+#: field): a resend comes within redis-py's few resends of the write, so writes by other
+#: calls in between are few.
+OPS_KEPT = 8
+
 
 def _status_machine() -> str:
     """The status machine as Lua tables: ``NEXT['status:event']`` and ``TERMINAL[status]``."""
@@ -40,6 +56,7 @@ _COMMON = (
     _status_machine()
     + f"""
 local JANITOR_GRACE_MS = {JANITOR_GRACE_MS}
+local OPS_KEPT = {OPS_KEPT}
 local RECENT_EVENTS_KEPT = {RECENT_EVENTS_KEPT}
 local function now_ms()
   local t = redis.call('TIME')
@@ -51,7 +68,9 @@ local function ms(n) return string.format('%d', n) end
 local function hash_json(key)
   local flat = redis.call('HGETALL', key)
   local fields = {{}}
-  for i = 1, #flat, 2 do fields[flat[i]] = flat[i + 1] end
+  for i = 1, #flat, 2 do
+    if flat[i] ~= 'op' then fields[flat[i]] = flat[i + 1] end
+  end
   return cjson.encode(fields)
 end
 local function expired(e, now) return e ~= '' and tonumber(e) <= now end
@@ -66,11 +85,28 @@ local function hold_until(key, f_e, f_c, upto)
     redis.call('HSET', key, 'e', ms(upto), 'l', ms(upto - tonumber(f_c)))
   end
 end
--- rules._applied: revision + 1, last_updated_at strictly increasing
-local function applied(key, status, now)
-  local f = redis.call('HMGET', key, 'n', 'u')
+-- The answer this call's first run recorded in ``ops`` (the task's 'op'), or nil: a resend
+local function resent(ops, nonce)
+  if not ops then return nil end
+  local _, stop = string.find(ops, ';' .. nonce .. '=', 1, true)
+  if not stop then return nil end
+  return string.match(ops, '^[^;]*', stop + 1)
+end
+-- ``ops`` with this call's answer, the last OPS_KEPT kept
+local function with_op(ops, nonce, answer)
+  ops = (ops or '') .. ';' .. nonce .. '=' .. answer
+  local _, kept = string.gsub(ops, ';', ';')
+  if kept > OPS_KEPT then ops = string.sub(ops, (string.find(ops, ';', 2, true))) end
+  return ops
+end
+-- rules._applied: revision + 1, last_updated_at strictly increasing; the call's nonce
+-- recorded with the revision
+local function applied(key, status, now, nonce)
+  local f = redis.call('HMGET', key, 'n', 'u', 'op')
   local updated = math.max(now, tonumber(f[2]) + 1)
-  redis.call('HSET', key, 's', status, 'n', ms(tonumber(f[1]) + 1), 'u', ms(updated))
+  local revision = ms(tonumber(f[1]) + 1)
+  redis.call('HSET', key, 's', status, 'n', revision, 'u', ms(updated),
+    'op', with_op(f[3], nonce, revision))
 end
 -- the outstanding input requests dropped (their keys stay in 'd:', asked over the life)
 local function clear_requests(key)
@@ -132,12 +168,16 @@ end
 # ARGV: 1 id, 2 max rows ('' none), 3 max active per owner ('' none), 4 static doc,
 # 5 owner ('' none, '=' .. owner), 6 retry delays (comma-separated), 7 has work ('1'/'0'),
 # 8 ttl_ms ('' none), 9 status message ('' none, '=' .. text), 10 claimed by ('' none),
-# 11 claim token, 12 lease_ms → 'dup' | 'limit' | {'ok', hash}
+# 11 claim token, 12 lease_ms, 13 nonce → 'dup' | 'limit' | {'ok', hash} (also for a resend
+# that finds the task its first run made)
 CREATE = (
     _COMMON
     + """
 local key, id = KEYS[1], ARGV[1]
-if redis.call('EXISTS', key) == 1 then return 'dup' end
+if redis.call('EXISTS', key) == 1 then
+  if resent(redis.call('HGET', key, 'op'), ARGV[13]) then return {'ok', hash_json(key)} end
+  return 'dup'
+end
 local now = now_ms()
 -- expired tasks are not active: drop them from the owner's set while we are here
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ms(now))
@@ -151,7 +191,7 @@ local e = ''
 if ARGV[8] ~= '' then e = ms(now + tonumber(ARGV[8])) end
 redis.call('HSET', key, 'x', ARGV[4], 'rd', ARGV[6], 'w', ARGV[7], 'a', KEYS[6], 's', 'working',
   'n', 0, 'c', ms(now), 'u', ms(now), 'e', e, 'l', ARGV[8], 'at', 0, 'r', '', 'g', 0,
-  'cw', '', 'ct', '', 'ce', '', 'qn', 0, 'ev', '[]')
+  'cw', '', 'ct', '', 'ce', '', 'qn', 0, 'ev', '[]', 'op', with_op(nil, ARGV[13], 0))
 if ARGV[5] ~= '' then redis.call('HSET', key, 'o', string.sub(ARGV[5], 2)) end
 set_message(key, ARGV[9])
 if ARGV[10] ~= '' then
@@ -177,7 +217,7 @@ return {now_ms(), hash_json(KEYS[1])}
 # '=' .. id), 4 its fingerprint, 5 lease token ('' none), 6 lease generation, 7 expected
 # revision ('' none), 8 result retention ms, 9 status message ('' none, '=' .. text),
 # 10 the result or error JSON, 11 the error's message ('' none, '=' .. text),
-# 12.. per input request: key, request JSON, request digest
+# 12 nonce, 13.. per input request: key, request JSON, request digest
 # → {'missing'} | {'reused'} | {'claimed'} | {'stale'} | {'invalid', event, status}
 #   | {'keys', {reused keys}} | {outcome, revision, hash} (outcome: duplicate, conflict,
 #   unchanged, applied)
@@ -186,8 +226,10 @@ PUT = (
     + """
 local key, id = KEYS[1], ARGV[1]
 local now = now_ms()
-local f = redis.call('HMGET', key, 's', 'e', 'n', 'ev', 'ct', 'ce', 'g', 'at', 'rd')
+local f = redis.call('HMGET', key, 's', 'e', 'n', 'ev', 'ct', 'ce', 'g', 'at', 'rd', 'op')
 if not f[1] or expired(f[2], now) then return {'missing'} end
+local done = resent(f[10], ARGV[12])
+if done then return {'applied', done, hash_json(key)} end
 local s = f[1]
 local events = nil
 if ARGV[3] ~= '' then
@@ -222,12 +264,12 @@ if not target then
 end
 if kind == 'require_input' then
   local reused = {}
-  for i = 12, #ARGV, 3 do
+  for i = 13, #ARGV, 3 do
     if redis.call('HEXISTS', key, 'd:' .. ARGV[i]) == 1 then table.insert(reused, ARGV[i]) end
   end
   if #reused > 0 then return {'keys', reused} end
 end
-applied(key, target, now)
+applied(key, target, now, ARGV[12])
 if kind == 'progress' then
   set_message(key, ARGV[9])
 elseif event == 'fail' then
@@ -238,10 +280,10 @@ else
   clear_requests(key)
   if ARGV[9] ~= '' then set_message(key, ARGV[9]) end
   if kind == 'require_input' then
-    for i = 12, #ARGV, 3 do
+    for i = 13, #ARGV, 3 do
       redis.call('HSET', key, 'q:' .. ARGV[i], ARGV[i + 1], 'd:' .. ARGV[i], ARGV[i + 2])
     end
-    redis.call('HSET', key, 'qn', (#ARGV - 11) / 3)
+    redis.call('HSET', key, 'qn', (#ARGV - 12) / 3)
   elseif kind == 'complete' then
     redis.call('HSET', key, 'res', ARGV[10])
   else -- a retry with a delay left
@@ -265,21 +307,24 @@ return {'applied', revision, hash_json(key)}
 """
 )
 
-# rules.apply_cancel. ARGV: 1 id, 2 caller ('*', '-' or '=' .. owner), 3 result retention ms
+# rules.apply_cancel. ARGV: 1 id, 2 caller ('*', '-' or '=' .. owner), 3 result retention ms,
+# 4 nonce
 # → {'missing'} | {'invalid', 'cancel', status} | {outcome, revision, hash}
 CANCEL = (
     _COMMON
     + """
 local key, id = KEYS[1], ARGV[1]
 local now = now_ms()
-local f = redis.call('HMGET', key, 's', 'e', 'o', 'n')
+local f = redis.call('HMGET', key, 's', 'e', 'o', 'n', 'op')
 if not f[1] or expired(f[2], now) or not visible_to(f[3], ARGV[2]) then return {'missing'} end
+local done = resent(f[5], ARGV[4])
+if done then return {'applied', done, hash_json(key)} end
 local target = NEXT[f[1] .. ':cancel']
 if not target then
   if TERMINAL[f[1]] then return {'unchanged', f[4], hash_json(key)} end
   return {'invalid', 'cancel', f[1]}
 end
-applied(key, target, now)
+applied(key, target, now, ARGV[4])
 clear_requests(key)
 redis.call('HDEL', key, 'm')
 if TERMINAL[target] and tonumber(ARGV[3]) > 0 then
@@ -291,17 +336,19 @@ return {'applied', redis.call('HGET', key, 'n'), hash_json(key)}
 """
 )
 
-# rules.apply_update. ARGV: 1 id, 2 caller, 3.. per answer: key, its JSON ('' = not
+# rules.apply_update. ARGV: 1 id, 2 caller, 3 nonce, 4.. per answer: key, its JSON ('' = not
 # JSON-safe) → {'missing'} | {'notjson', key} | {outcome, revision, hash}
 UPDATE = (
     _COMMON
     + """
 local key, id = KEYS[1], ARGV[1]
 local now = now_ms()
-local f = redis.call('HMGET', key, 's', 'e', 'o', 'n', 'qn')
+local f = redis.call('HMGET', key, 's', 'e', 'o', 'n', 'qn', 'op')
 if not f[1] or expired(f[2], now) or not visible_to(f[3], ARGV[2]) then return {'missing'} end
+local done = resent(f[6], ARGV[3])
+if done then return {'applied', done, hash_json(key)} end
 local answered = {}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   if redis.call('HEXISTS', key, 'q:' .. ARGV[i]) == 1 then table.insert(answered, i) end
 end
 if #answered == 0 then return {'unchanged', f[4], hash_json(key)} end
@@ -312,7 +359,7 @@ if not target then return {'unchanged', f[4], hash_json(key)} end
 for _, i in ipairs(answered) do
   if ARGV[i + 1] == '' then return {'notjson', ARGV[i]} end
 end
-applied(key, target, now)
+applied(key, target, now, ARGV[3])
 for _, i in ipairs(answered) do
   redis.call('HDEL', key, 'q:' .. ARGV[i])
   redis.call('HSET', key, 'i:' .. ARGV[i], ARGV[i + 1])
@@ -327,6 +374,12 @@ return {'applied', redis.call('HGET', key, 'n'), hash_json(key)}
 # ``token`` if eligible at ``now`` → its hash after the claim; 'bad' (nothing written) for a
 # non-positive lease; nil when it is not eligible.
 _CLAIM_FUNCTION = """
+-- A resend of the claim whose token is ``token``: the task's hash while that claim is live
+local function resent_claim(key, token, now)
+  local f = redis.call('HMGET', key, 'ct', 'ce')
+  if f[1] ~= token or not f[2] or f[2] == '' or tonumber(f[2]) <= now then return nil end
+  return hash_json(key)
+end
 local function claim(key, id, now, worker, token, lease)
   local f = redis.call('HMGET', key, 's', 'w', 'c', 'e', 'r', 'ce', 'g')
   if not f[1] or f[2] ~= '1' or not NEXT[f[1] .. ':claim'] then return nil end
@@ -343,23 +396,33 @@ local function claim(key, id, now, worker, token, lease)
 end
 """
 
-# ARGV: 1 id, 2 worker, 3 token, 4 lease_ms
+# ARGV: 1 id, 2 worker, 3 token (the call's nonce), 4 lease_ms
 CLAIM_ONE = (
     _COMMON
     + _CLAIM_FUNCTION
     + """
-return claim(KEYS[1], ARGV[1], now_ms(), ARGV[2], ARGV[3], tonumber(ARGV[4]))
+local now = now_ms()
+local again = resent_claim(KEYS[1], ARGV[3], now)
+if again then return again end
+return claim(KEYS[1], ARGV[1], now, ARGV[2], ARGV[3], tonumber(ARGV[4]))
 """
 )
 
 # The oldest claimable task (rules.claim_order: ready is ordered by created_at, then id),
 # claimed. Due delayed tasks move to ready first; expired ones leave it for good (no write
-# revives an expired task). ARGV: 1 task key prefix, 2 worker, 3 token, 4 lease_ms
+# revives an expired task). KEYS[1] is ``{p}:claim:<token>``: the id of the task this call
+# claimed, for the lease's time (how a resend finds it). ARGV: 1 task key prefix, 2 worker,
+# 3 token (the call's nonce), 4 lease_ms
 CLAIM_NEXT = (
     _COMMON
     + _CLAIM_FUNCTION
     + """
 local now = now_ms()
+local mine = redis.call('GET', KEYS[1])
+if mine then
+  local again = resent_claim(ARGV[1] .. mine, ARGV[3], now)
+  if again then return again end
+end
 local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ms(now))
 for _, id in ipairs(due) do
   redis.call('ZREM', KEYS[4], id)
@@ -371,27 +434,33 @@ while true do
   if #head == 0 then return nil end
   local id = head[1]
   local claimed = claim(ARGV[1] .. id, id, now, ARGV[2], ARGV[3], tonumber(ARGV[4]))
-  if claimed then return claimed end
+  if claimed then
+    if claimed ~= 'bad' then redis.call('SET', KEYS[1], id, 'PX', ARGV[4]) end
+    return claimed
+  end
   redis.call('ZREM', KEYS[3], id)
 end
 """
 )
 
 # rules.apply_renew (the caller has refused a non-positive lease): 'stale' (nothing
-# written) or the claim's new end. ARGV: 1 id, 2 token, 3 generation, 4 lease_ms
+# written) or the claim's new end. ARGV: 1 id, 2 token, 3 generation, 4 lease_ms, 5 nonce
 RENEW = (
     _COMMON
     + """
 local key, id = KEYS[1], ARGV[1]
 local now = now_ms()
-local f = redis.call('HMGET', key, 's', 'e', 'c', 'ce', 'ct', 'g')
-if not f[1] or expired(f[2], now) or not NEXT[f[1] .. ':renew'] then return 'stale' end
+local f = redis.call('HMGET', key, 's', 'e', 'c', 'ce', 'ct', 'g', 'op')
+if not f[1] then return 'stale' end
+local done = resent(f[7], ARGV[5])
+if done then return done end
+if expired(f[2], now) or not NEXT[f[1] .. ':renew'] then return 'stale' end
 if f[4] == '' or tonumber(f[4]) <= now or f[5] ~= ARGV[2] or f[6] ~= ARGV[3] then
   return 'stale'
 end
 local ends = now + tonumber(ARGV[4])
 hold_until(key, f[2], f[3], ends)
-redis.call('HSET', key, 'ce', ms(ends))
+redis.call('HSET', key, 'ce', ms(ends), 'op', with_op(f[7], ARGV[5], ms(ends)))
 reindex(key, id)
 return ms(ends)
 """

@@ -12,7 +12,9 @@ in one cluster slot and every script touches one slot:
   ``create`` (id, owner, poll interval, work, client capabilities), ``res`` the result,
   ``err`` the error, ``q:<key>`` an outstanding input request, ``i:<key>`` an answer;
   ``d:<key>`` the digest of every request ever asked; ``ev`` the recent event ids (JSON
-  the store writes itself). ``''`` is "none" for a scalar time.
+  the store writes itself); ``op`` the nonces of the last writes and what they answered
+  (how a resent script knows it has run; never part of a record). ``''`` is "none" for a
+  scalar time.
 * ``{p}:rows`` — every task by ``expires_at`` (``+inf`` without TTL): the row cap counts
   the unexpired ones, ``reap`` takes the expired ones;
 * ``{p}:active:n`` / ``{p}:active:s:<owner>`` — one owner's live tasks by ``expires_at``:
@@ -21,21 +23,25 @@ in one cluster slot and every script touches one slot:
   (members of one score sort by id: exactly ``rules.claim_order``);
 * ``{p}:delayed`` — live tasks with work waiting for a time (their claim's end or
   ``retry_at``), by that time; a claim moves the due ones into ``ready``;
-* ``{p}:retain`` — terminal tasks without TTL by ``last_updated_at`` (``S-REAP``).
+* ``{p}:retain`` — terminal tasks without TTL by ``last_updated_at`` (``S-REAP``);
+* ``{p}:claim:<token>`` — the id of the task a claim without an id took, for the lease's
+  time (``PX``): how a resend of that claim finds its task.
 
 Every operation is one script (:mod:`mcp_tasks_redis.scripts`), one round trip, with the
 server's clock; ``get`` too (the record and the server's now). Scripts run by SHA; redis-py
-loads them again on ``NOSCRIPT`` (a script that answered ``NOSCRIPT`` has not run: resending
-it is safe). A script that may have run is never resent: the scripts are not idempotent (a
-resent ``create`` answers ``dup`` for the task it has just made), so the cluster client
-retries nothing (:func:`_connect`). A hash also expires by itself (``PEXPIREAT``) a minute
-after its ``expires_at``: a janitor for a namespace no reaper serves, never what makes a
-task missing.
+loads them again on ``NOSCRIPT`` (a script that answered ``NOSCRIPT`` has not run). After a
+connection error or timeout both clients send the script again (:func:`_connect`), also one
+the server had run before the connection broke: every write carries a nonce of its call,
+the same in each resend, and a script that finds its own nonce recorded answers what its
+first run answered and writes nothing (:mod:`mcp_tasks_redis.scripts`). A hash also
+expires by itself (``PEXPIREAT``) a minute after its ``expires_at``: a janitor for a
+namespace no reaper serves, never what makes a task missing.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Self
@@ -44,7 +50,7 @@ from urllib.parse import urlsplit
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry as DriverRetry
-from redis.backoff import NoBackoff
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
 from mcp_tasks.domain import rules
@@ -144,6 +150,12 @@ def _caller(owner: OwnerArg) -> str:
     return "*" if owner is ANY_OWNER else _optional(owner)  # type: ignore[arg-type]
 
 
+def _nonce() -> str:
+    """A fresh nonce for one store call: random (it tells nothing of any task), the same
+    in every resend of the call (:mod:`mcp_tasks_redis.scripts`)."""
+    return secrets.token_urlsafe(12)
+
+
 def _blank(value: int | None) -> str | int:
     return "" if value is None else value
 
@@ -231,7 +243,8 @@ def _transition(reply: list[Any]) -> Transition:
 
 
 def _put_args(change: StatusChange) -> list[str | int]:
-    """The ``put`` script's status message, payload, error message and input requests."""
+    """The ``put`` script's status message, payload, error message, the call's nonce and
+    input requests."""
     payload, fallback = "", None
     requests: list[str | int] = []
     match change:
@@ -246,7 +259,7 @@ def _put_args(change: StatusChange) -> list[str | int]:
                 requests += [key, dumps(dict(request)), input_digest(request)]
         case Progress():
             pass
-    return [_optional(change.status_message), payload, _optional(fallback), *requests]
+    return [_optional(change.status_message), payload, _optional(fallback), _nonce(), *requests]
 
 
 def _answers(
@@ -293,6 +306,7 @@ class RedisTaskStore:
         self._rows = f"{tag}:rows"
         self._ready, self._delayed = f"{tag}:ready", f"{tag}:delayed"
         self._retain, self._active = f"{tag}:retain", f"{tag}:active:"
+        self._claims = f"{tag}:claim:"
         self._redis: Redis | RedisCluster | None = None
         self._scripts: dict[str, AsyncScript] = {}
         self._closed = False
@@ -389,6 +403,7 @@ class RedisTaskStore:
             task.claimed_by or "",
             new_token(),
             _blank(task.lease_ms),
+            _nonce(),
         ]
         keys = self._keys(task.task_id, self._active_key(task.owner))
         reply = await self._run("create", keys, args)
@@ -408,14 +423,16 @@ class RedisTaskStore:
     ) -> Transition:
         """One script: rules.apply_update."""
         answers, refused = _answers(input_responses)
-        reply = await self._run("update", self._keys(task_id), [task_id, _caller(owner), *answers])
+        args = [task_id, _caller(owner), _nonce(), *answers]
+        reply = await self._run("update", self._keys(task_id), args)
         if reply[0] == b"notjson":
             raise refused[reply[1].decode()]
         return _transition(reply)
 
     async def cancel(self, task_id: str, owner: OwnerArg) -> Transition:
         """One script: rules.apply_cancel."""
-        args: list[str | int] = [task_id, _caller(owner), self.options.result_retention_ms]
+        retention = self.options.result_retention_ms
+        args: list[str | int] = [task_id, _caller(owner), retention, _nonce()]
         return _transition(await self._run("cancel", self._keys(task_id), args))
 
     async def put_status(
@@ -446,10 +463,11 @@ class RedisTaskStore:
     ) -> Claimed | None:
         """One script: rules.claimable and rules.apply_claim (the oldest eligible task when
         no id is given, through the ready set)."""
-        token = new_token()
+        token = new_token()  # also the call's nonce (scripts: a resend finds its claim)
         if task_id is None:
             args: list[str | int] = [self._task_prefix, worker_id, token, lease_ms]
-            text = await self._run("claim_next", self._keys(""), args)
+            keys = [self._claims + token, *self._keys("")[1:]]
+            text = await self._run("claim_next", keys, args)
         else:
             args = [task_id, worker_id, token, lease_ms]
             text = await self._run("claim_one", self._keys(task_id), args)
@@ -464,7 +482,7 @@ class RedisTaskStore:
         """One script: rules.apply_renew."""
         if lease_ms <= 0:
             raise InvalidArgument("lease_ms must be positive")
-        args: list[str | int] = [lease.task_id, lease.token, lease.generation, lease_ms]
+        args: list[str | int] = [lease.task_id, lease.token, lease.generation, lease_ms, _nonce()]
         ends = await self._run("renew", self._keys(lease.task_id), args)
         if ends == b"stale":
             raise StaleLease
@@ -508,27 +526,34 @@ def _connect(url: str, cluster: bool, max_connections: int | None) -> Redis | Re
     """A client of a server, or of a cluster (a cluster client follows the slot of each
     script's keys to its node; a namespace is one slot).
 
-    The cluster client is told two things, both so that no script runs twice:
+    Both resend a command after a connection error or timeout, on a new connection, up to
+    :data:`RESENDS` times (:func:`_retry`): also a script the server had already run when
+    the connection broke, which the scripts recognise by their call's nonce and answer as
+    their first run did (:mod:`mcp_tasks_redis.scripts`). ``MOVED``, ``ASK`` and
+    ``TRYAGAIN`` are followed as ever (a node that answers them has not run the script).
 
-    * ``retry`` with no retries: redis-py resends a command after a connection error or
-      timeout, also one the node may have run before the connection broke. The error
-      surfaces as StoreUnavailable instead (the next call reconnects and reloads the
-      slot table). ``MOVED``, ``ASK`` and ``TRYAGAIN`` are still followed: a node that
-      answers them has not run the script.
-    * ``reinitialize_steps=0``: on every fifth ``MOVED`` redis-py would close every
-      connection of the client, also those other calls are waiting on, which makes
-      those calls fail (and, with retries, run again). ``MOVED`` then only patches the
-      slot it names.
+    The cluster client is also told ``reinitialize_steps=0``: on every fifth ``MOVED``
+    redis-py would close every connection of the client, also those other calls are
+    waiting on, which makes those calls fail (or be resent). ``MOVED`` then only patches
+    the slot it names.
     """
     if not cluster:
-        return Redis.from_url(driver_url(url), max_connections=max_connections)
-    options: dict[str, Any] = {
-        "retry": DriverRetry(NoBackoff(), retries=0),
-        "reinitialize_steps": 0,
-    }
+        return Redis.from_url(driver_url(url), max_connections=max_connections, retry=_retry())
+    options: dict[str, Any] = {"retry": _retry(), "reinitialize_steps": 0}
     if max_connections is not None:  # else the cluster client's own default (per node)
         options["max_connections"] = max_connections
     return RedisCluster.from_url(driver_url(url), **options)
+
+
+#: How many times a client sends a command again after a connection error or timeout.
+RESENDS = 3
+
+
+def _retry() -> DriverRetry:
+    """The one resend policy of both clients: :data:`RESENDS` resends after a connection
+    error or timeout; the single-server client waits 10 ms to 1 s with jitter before each
+    (redis-py's own backoff), the cluster client reloads its slot table instead."""
+    return DriverRetry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), retries=RESENDS)
 
 
 async def _drop(connect_url: str, prefix: str, cluster: bool) -> None:
