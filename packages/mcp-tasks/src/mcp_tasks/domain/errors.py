@@ -66,7 +66,8 @@ class NotJSONSafe(MCPTasksError, TypeError):
 
 
 class StoreUnavailable(MCPTasksError):
-    """The task store is unavailable; nothing was written."""
+    """The task store is unavailable. Nothing is half-written; a write whose reply was lost
+    may still have applied whole (docs/store-contract.md, `StoreUnavailable`)."""
 
 
 class InputKeyReused(MCPTasksError):
