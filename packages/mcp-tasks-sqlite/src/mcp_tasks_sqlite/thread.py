@@ -44,7 +44,7 @@ class ConnectionThread:
         thread.daemon = True
         thread.start()
         # Collected without stop(): end the thread (and close the connection) all the same.
-        weakref.finalize(self, self._jobs.put, (None, None))
+        self._finalizer = weakref.finalize(self, self._jobs.put, (None, None))
 
     async def run(self, call: Callable[[sqlite3.Connection], R]) -> R:
         """``call(connection)`` on the thread: its result, or what it raised."""
@@ -60,6 +60,7 @@ class ConnectionThread:
         if self._stopped:
             return
         self._stopped = True
+        self._finalizer.detach()
         future: Future[None] = asyncio.get_running_loop().create_future()
         self._jobs.put((future, None))
         await future
