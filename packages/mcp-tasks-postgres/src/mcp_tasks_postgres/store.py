@@ -13,7 +13,7 @@ import asyncio
 import re
 import time
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -30,6 +30,7 @@ from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
     driver_errors_as_unavailable,
+    run_on,
     schema_objects,
     schema_row,
     task_tables,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
     from mcp_tasks.domain.models import NewTask, StoreOptions, TaskRecord
     from mcp_tasks.stores.diagnosis import DiagnosisRow
-    from mcp_tasks_sql import CompiledSQL, Row, Statements
+    from mcp_tasks_sql import CompiledSQL, Row, Statements, Transaction
 
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.PostgresError,
@@ -56,6 +57,8 @@ _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 # The server's clock in epoch ms. statement_timestamp(), not clock_timestamp(): one value
 # for the whole statement, so a claim's WHERE clause and the "now" it returns agree.
 SERVER_NOW = "floor(extract(epoch from statement_timestamp()) * 1000)::bigint"
+
+R = TypeVar("R")
 
 Runner = asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy
 
@@ -171,6 +174,12 @@ class PostgresDialect:
                 raise
             await self._give_back(pool, conn)
             return row
+
+    async def transact(self, mode: Mode, body: Transaction[R]) -> R:
+        """``body``'s statements awaited one by one on one lent connection (see
+        :meth:`session` for what each mode means here)."""
+        async with self.session(mode) as db:
+            return await run_on(db, body)
 
     @asynccontextmanager
     async def session(self, mode: Mode) -> AsyncIterator[_Connection]:

@@ -2,7 +2,15 @@
 compiled once per dialect, the row codec, and :class:`SQLTaskStore`, built from a public
 :class:`SQLDialect` (``mcp-tasks-sqlite`` and ``mcp-tasks-postgres`` provide one each)."""
 
-from mcp_tasks_sql.connection import Executor, Mode, Row, driver_errors_as_unavailable
+from mcp_tasks_sql.connection import (
+    Executor,
+    Mode,
+    Row,
+    Statement,
+    Transaction,
+    driver_errors_as_unavailable,
+    run_on,
+)
 from mcp_tasks_sql.diagnosis import schema_row
 from mcp_tasks_sql.schema import TaskTables, schema_objects, task_tables
 from mcp_tasks_sql.statements import CompiledSQL, Predicates, Statements, predicates
@@ -16,11 +24,14 @@ __all__ = [
     "Row",
     "SQLDialect",
     "SQLTaskStore",
+    "Statement",
     "Statements",
     "TaskTables",
+    "Transaction",
     "driver_errors_as_unavailable",
     "predicates",
     "record_of",
+    "run_on",
     "schema_objects",
     "schema_row",
     "task_tables",

@@ -1,10 +1,13 @@
-"""How the SQL store talks to a dialect's raw driver: rows, executors, session modes, errors."""
+"""How the SQL store talks to a dialect's raw driver: rows, executors, transactions as
+generators of statements, session modes, errors."""
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
 
@@ -12,6 +15,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     from mcp_tasks_sql.statements import CompiledSQL
+
+R = TypeVar("R")
 
 
 class Row(Protocol):
@@ -33,6 +38,53 @@ class Executor(Protocol):
     async def execute(self, sql: CompiledSQL, values: Mapping[str, Any]) -> int:
         """Run a write; the number of rows it touched."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement a transaction asks its dialect to run: the answer sent back is its
+    first row (or ``None``) when ``fetch``, else the number of rows it touched."""
+
+    sql: CompiledSQL
+    values: Mapping[str, Any]
+    fetch: bool
+
+
+Transaction: TypeAlias = Generator[Statement, Any, R]
+"""A transaction's logic without its I/O: a generator that yields each :class:`Statement`,
+is sent the statement's answer, and returns the transaction's result (or raises, which
+rolls it back). Written once in :class:`~mcp_tasks_sql.SQLTaskStore`, it runs wherever a
+dialect runs statements: awaited one by one (:func:`run_on`), or whole on a driver's own
+thread. Bodies use :func:`fetch_one` and :func:`execute` (``yield from``) for typed answers."""
+
+
+def fetch_one(sql: CompiledSQL, values: Mapping[str, Any]) -> Transaction[Row | None]:
+    """``sql``'s first row, or ``None`` (inside a :data:`Transaction`: ``yield from``)."""
+    row: Row | None = yield Statement(sql, values, fetch=True)
+    return row
+
+
+def execute(sql: CompiledSQL, values: Mapping[str, Any]) -> Transaction[int]:
+    """Run a write; the number of rows it touched (inside a :data:`Transaction`)."""
+    touched: int = yield Statement(sql, values, fetch=False)
+    return touched
+
+
+async def run_on(db: Executor, body: Transaction[R]) -> R:
+    """Run ``body``'s statements on an async executor, one awaited round trip each."""
+    try:
+        statement = next(body)
+        while True:
+            if statement.fetch:
+                answer: Any = await db.fetch_one(statement.sql, statement.values)
+            else:
+                answer = await db.execute(statement.sql, statement.values)
+            statement = body.send(answer)
+    except StopIteration as done:
+        result: R = done.value
+        return result
+    finally:
+        body.close()
 
 
 class Mode(Enum):

@@ -1,6 +1,6 @@
 """Every statement the SQL stores run, built once in SQLAlchemy Core and compiled per dialect.
 
-The stores execute the compiled text with their raw driver (aiosqlite, asyncpg): building
+The stores execute the compiled text with their raw driver (sqlite3, asyncpg): building
 and compiling a Core statement per call costs more than the round trip on the hot paths
 (``get``, ``put_status``), so each statement is compiled exactly once per store.
 

@@ -8,6 +8,7 @@ reaches them; everything the Store contract decides is computed by
 from __future__ import annotations
 
 import asyncio
+from enum import Enum
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self, TypeVar
 
 from mcp_tasks.domain import rules
@@ -15,11 +16,10 @@ from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimit
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
-from mcp_tasks_sql.connection import Executor, Mode, Row
+from mcp_tasks_sql.connection import Mode, Row, Transaction, execute, fetch_one
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from contextlib import AbstractAsyncContextManager
 
     from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
@@ -27,6 +27,12 @@ if TYPE_CHECKING:
     from mcp_tasks_sql.statements import CompiledSQL, Statements
 
 R = TypeVar("R")
+
+
+class _LostRace(Enum):
+    """A transaction's answer when its compare-and-set lost to another writer: run again."""
+
+    LOST = "lost"
 
 
 def values_of(record: TaskRecord) -> dict[str, Any]:
@@ -59,9 +65,15 @@ class SQLDialect(Protocol):
         """The compiled statements of this namespace (:func:`~mcp_tasks_sql.statements.build`)."""
         ...
 
-    def session(self, mode: Mode) -> AbstractAsyncContextManager[Executor]:
-        """A connection for ``mode``; commits on success, rolls back on any exception, and
-        raises driver failures (and use after :meth:`close`) as :class:`StoreUnavailable`."""
+    async def transact(self, mode: Mode, body: Transaction[R]) -> R:
+        """Run ``body``'s statements on one connection as ``mode`` says and return its
+        result; commit on success, roll back when ``body`` (or the driver) raises, and
+        raise driver failures (and use after :meth:`close`) as :class:`StoreUnavailable`.
+
+        A dialect on an async driver awaits each statement
+        (:func:`~mcp_tasks_sql.connection.run_on`); one whose driver runs on a thread runs
+        the whole body there in one call, so a write costs one hop, not one per statement.
+        Either way the body is the store's: the dialect runs statements, it decides nothing."""
         ...
 
     async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
@@ -107,7 +119,7 @@ class SQLTaskStore(ReadModifyWrite):
         self.dialect = dialect
         self.options = options or StoreOptions()
         self._sql = dialect.statements
-        self._session = dialect.session
+        self._transact = dialect.transact
         self._fetch_one = dialect.fetch_one
         self._decode = RowDecoder()
         self._with_now = dialect.with_now
@@ -166,41 +178,43 @@ class SQLTaskStore(ReadModifyWrite):
 
     async def create(self, task: NewTask) -> TaskRecord:
         await self._ensure_ready()
-        sql, options = self._sql, self.options
-        fast = await self.dialect.create(task, options)
+        fast = await self.dialect.create(task, self.options)
         if fast is not None:
             return fast
-        async with self._session(Mode.TRANSACTION) as db:
-            # Locks the namespace's counter row until commit: creates serialise here, so the
-            # caps are checked and the row inserted atomically under READ COMMITTED.
-            bumped = await db.fetch_one(sql.bump_rows, self._with_now({"delta": 1}))
-            if bumped is None:
-                raise StoreUnavailable("The task table's row counter is missing; run migrate")
-            rows_before, now = bumped["n_rows"] - 1, bumped["now_ms"]
-            cap = options.max_rows
-            # The counter includes expired rows not reaped yet: count exactly only when it
-            # says the cap could be reached (as the memory store does).
-            if cap is not None and rows_before >= cap:
-                live = await db.fetch_one(sql.count_live, self._with_now({}))
-                if live is None or live["n"] >= cap:
-                    await self._raise_limit(db, task.task_id)
-            per_owner = options.max_active_per_owner
-            if per_owner is not None:
-                if task.owner is None:
-                    active = await db.fetch_one(sql.count_active_ownerless, self._with_now({}))
-                else:
-                    owner = {"owner": task.owner}
-                    active = await db.fetch_one(sql.count_active_of_owner, self._with_now(owner))
-                if active is None or active["n"] >= per_owner:
-                    await self._raise_limit(db, task.task_id)
-            record = rules.new_record(task, now)
-            if await db.execute(sql.insert, values_of(record)) != 1:
-                raise DuplicateTaskId
+        return await self._transact(Mode.TRANSACTION, self._create(task))
+
+    def _create(self, task: NewTask) -> Transaction[TaskRecord]:
+        sql, options = self._sql, self.options
+        # Locks the namespace's counter row until commit: creates serialise here, so the
+        # caps are checked and the row inserted atomically under READ COMMITTED.
+        bumped = yield from fetch_one(sql.bump_rows, self._with_now({"delta": 1}))
+        if bumped is None:
+            raise StoreUnavailable("The task table's row counter is missing; run migrate")
+        rows_before, now = bumped["n_rows"] - 1, bumped["now_ms"]
+        cap = options.max_rows
+        # The counter includes expired rows not reaped yet: count exactly only when it
+        # says the cap could be reached (as the memory store does).
+        if cap is not None and rows_before >= cap:
+            live = yield from fetch_one(sql.count_live, self._with_now({}))
+            if live is None or live["n"] >= cap:
+                yield from self._raise_limit(task.task_id)
+        per_owner = options.max_active_per_owner
+        if per_owner is not None:
+            if task.owner is None:
+                active = yield from fetch_one(sql.count_active_ownerless, self._with_now({}))
+            else:
+                owner = {"owner": task.owner}
+                active = yield from fetch_one(sql.count_active_of_owner, self._with_now(owner))
+            if active is None or active["n"] >= per_owner:
+                yield from self._raise_limit(task.task_id)
+        record = rules.new_record(task, now)
+        if (yield from execute(sql.insert, values_of(record))) != 1:
+            raise DuplicateTaskId
         return record
 
-    async def _raise_limit(self, db: Executor, task_id: str) -> NoReturn:
+    def _raise_limit(self, task_id: str) -> Transaction[NoReturn]:
         """At a cap: an existing id is still reported as such, as it is below the cap."""
-        row = await db.fetch_one(self._sql.read, self._with_now({"task_id": task_id}))
+        row = yield from fetch_one(self._sql.read, self._with_now({"task_id": task_id}))
         if record_of(row) is not None:
             raise DuplicateTaskId
         raise TaskLimitReached
@@ -216,23 +230,32 @@ class SQLTaskStore(ReadModifyWrite):
         self, worker_id: str, *, lease_ms: int, task_id: str | None = None
     ) -> Claimed | None:
         await self._ensure_ready()
-        sql = self._sql
         while True:
-            async with self._session(Mode.TRANSACTION) as db:
-                # The database selects the candidate (and on Postgres locks it, skipping rows
-                # other claimers hold) by Predicates.claimable, checked against rules.claimable.
-                if task_id is None:
-                    row = await db.fetch_one(sql.claim_next, self._with_now({}))
-                else:
-                    row = await db.fetch_one(sql.claim_one, self._with_now({"task_id": task_id}))
-                if row is None:
-                    return None
-                record, now = from_row(row), row["now_ms"]
-                if not rules.claimable(record, now):  # only if the SQL drifted from the rule
-                    return None
-                claimed = rules.apply_claim(record, worker_id, lease_ms, now)
-                if await self._compare_and_set(db, claimed.record, row["row_version"]):
-                    return claimed
+            claimed = await self._transact(
+                Mode.TRANSACTION, self._claim(worker_id, lease_ms, task_id)
+            )
+            if claimed is not _LostRace.LOST:
+                return claimed
+
+    def _claim(
+        self, worker_id: str, lease_ms: int, task_id: str | None
+    ) -> Transaction[Claimed | _LostRace | None]:
+        sql = self._sql
+        # The database selects the candidate (and on Postgres locks it, skipping rows
+        # other claimers hold) by Predicates.claimable, checked against rules.claimable.
+        if task_id is None:
+            row = yield from fetch_one(sql.claim_next, self._with_now({}))
+        else:
+            row = yield from fetch_one(sql.claim_one, self._with_now({"task_id": task_id}))
+        if row is None:
+            return None
+        record, now = from_row(row), row["now_ms"]
+        if not rules.claimable(record, now):  # only if the SQL drifted from the rule
+            return None
+        claimed = rules.apply_claim(record, worker_id, lease_ms, now)
+        if (yield from self._compare_and_set(claimed.record, row["row_version"])):
+            return claimed
+        return _LostRace.LOST
 
     async def renew(self, lease: Lease, *, lease_ms: int) -> Lease:
         def compute(record: TaskRecord | None, now: int) -> tuple[Lease, TaskRecord | None]:
@@ -251,16 +274,18 @@ class SQLTaskStore(ReadModifyWrite):
         await self._ensure_ready()
         if limit <= 0:
             return 0
+        return await self._transact(Mode.TRANSACTION, self._reap(limit))
+
+    def _reap(self, limit: int) -> Transaction[int]:
         sql = self._sql
         retention = self.options.terminal_retention_ms
-        async with self._session(Mode.TRANSACTION) as db:
-            # Predicates.reapable (checked against rules.is_reapable); Postgres skips rows a
-            # writer or another reaper holds, so concurrent reapers delete disjoint sets.
-            removed = await db.execute(
-                sql.reap, self._with_now({"retention": retention, "limit": limit})
-            )
-            if removed:
-                await db.fetch_one(sql.bump_rows, self._with_now({"delta": -removed}))
+        # Predicates.reapable (checked against rules.is_reapable); Postgres skips rows a
+        # writer or another reaper holds, so concurrent reapers delete disjoint sets.
+        removed = yield from execute(
+            sql.reap, self._with_now({"retention": retention, "limit": limit})
+        )
+        if removed:
+            yield from fetch_one(sql.bump_rows, self._with_now({"delta": -removed}))
         return removed
 
     # --- read, compute, compare-and-set -------------------------------------------------
@@ -271,16 +296,22 @@ class SQLTaskStore(ReadModifyWrite):
         """Read the row and the store's now, let the rules compute the write, persist it with
         a compare-and-set on the row version; on a lost race, read again."""
         await self._ensure_ready()
-        sql = self._sql
         while True:
-            async with self._session(Mode.MODIFY) as db:
-                row = await db.fetch_one(sql.read, self._with_now({"task_id": task_id}))
-                assert row is not None  # the read statement always yields its one row
-                result, write = compute(record_of(row), row["now_ms"])
-                if write is None or await self._compare_and_set(db, write, row["row_version"]):
-                    return result
+            result = await self._transact(Mode.MODIFY, self._modify_once(task_id, compute))
+            if result is not _LostRace.LOST:
+                return result
 
-    async def _compare_and_set(self, db: Executor, record: TaskRecord, row_version: int) -> bool:
+    def _modify_once(
+        self, task_id: str, compute: Callable[[TaskRecord | None, int], tuple[R, TaskRecord | None]]
+    ) -> Transaction[R | _LostRace]:
+        row = yield from fetch_one(self._sql.read, self._with_now({"task_id": task_id}))
+        assert row is not None  # the read statement always yields its one row
+        result, write = compute(record_of(row), row["now_ms"])
+        if write is None or (yield from self._compare_and_set(write, row["row_version"])):
+            return result
+        return _LostRace.LOST
+
+    def _compare_and_set(self, record: TaskRecord, row_version: int) -> Transaction[bool]:
         values = values_of(record)
         values["task_id"], values["row_version"] = record.task_id, row_version
-        return await db.execute(self._sql.cas, values) == 1
+        return (yield from execute(self._sql.cas, values)) == 1

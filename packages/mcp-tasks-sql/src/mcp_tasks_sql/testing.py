@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NoReturn
 
 import anyio.from_thread
 import anyio.to_thread
@@ -47,7 +47,7 @@ from hypothesis import strategies as st
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.models import Claim, TaskRecord, WorkSpec
 from mcp_tasks.domain.states import TaskStatus
-from mcp_tasks_sql.connection import Mode
+from mcp_tasks_sql.connection import Mode, execute, fetch_one
 from mcp_tasks_sql.schema import ACTIVE, TERMINAL_STATUSES
 from mcp_tasks_sql.statements import Predicates, compile_statement, predicates
 from mcp_tasks_sql.store import values_of
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from hypothesis.vendor.pretty import RepresentationPrinter
     from sqlalchemy.engine.interfaces import Dialect
 
+    from mcp_tasks_sql.connection import Transaction
     from mcp_tasks_sql.schema import TaskTables
     from mcp_tasks_sql.statements import CompiledSQL
     from mcp_tasks_sql.store import SQLDialect
@@ -234,19 +235,25 @@ async def _select(
     batch = secrets.token_hex(4)
     ids = [f"predicates-{batch}-{i}" for i in range(len(case.records))]
     values = {"now": case.now, "retention": case.retention}
+
+    def body() -> Transaction[NoReturn]:
+        for task_id, record in zip(ids, case.records, strict=True):
+            row = values_of(replace(record, task_id=task_id))
+            if (yield from execute(dialect.statements.insert, row)) != 1:
+                raise AssertionError(f"inserting {task_id} wrote no row")
+        selected: dict[str, frozenset[int]] = {}
+        for name, select in checks.items():
+            hits = []
+            for i in ids:
+                hits.append((yield from fetch_one(select, {**values, "task_id": i})))
+            selected[name] = frozenset(n for n, hit in enumerate(hits) if hit is not None)
+        raise _RollBack(selected)
+
     try:
-        async with dialect.session(Mode.TRANSACTION) as db:
-            for task_id, record in zip(ids, case.records, strict=True):
-                row = values_of(replace(record, task_id=task_id))
-                if await db.execute(dialect.statements.insert, row) != 1:
-                    raise AssertionError(f"inserting {task_id} wrote no row")
-            selected: dict[str, frozenset[int]] = {}
-            for name, select in checks.items():
-                hits = [await db.fetch_one(select, {**values, "task_id": i}) for i in ids]
-                selected[name] = frozenset(n for n, hit in enumerate(hits) if hit is not None)
-            raise _RollBack(selected)
+        await dialect.transact(Mode.TRANSACTION, body())
     except _RollBack as done:
         return done.selected
+    raise AssertionError("unreachable: the batch always rolls back")  # pragma: no cover
 
 
 def _compare(case: PredicateCase, selected: Mapping[str, frozenset[int]]) -> None:

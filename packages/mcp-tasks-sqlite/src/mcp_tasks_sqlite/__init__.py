@@ -1,4 +1,4 @@
-"""The SQLite Store of mcp-tasks (aiosqlite): ``sqlite:///path/to/tasks.db``."""
+"""The SQLite Store of mcp-tasks: ``sqlite:///path/to/tasks.db``."""
 
 from mcp_tasks_sqlite.store import (
     SQLiteDialect,

@@ -8,15 +8,13 @@ busy timeout), and the busy timeout makes other connections and processes wait f
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import time
-from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, unquote, urlsplit
 
-import aiosqlite
 import anyio
 import sqlalchemy as sa
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
@@ -27,49 +25,33 @@ from mcp_tasks.stores.opening import query_value, with_query
 from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
-    driver_errors_as_unavailable,
     schema_objects,
     schema_row,
     task_tables,
 )
 from mcp_tasks_sql import statements as sql_statements
+from mcp_tasks_sqlite.thread import ConnectionThread
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import Callable, Mapping
 
     from mcp_tasks.domain.models import NewTask, StoreOptions, TaskRecord
     from mcp_tasks.stores.diagnosis import DiagnosisRow
-    from mcp_tasks_sql import CompiledSQL, Row, Statements
+    from mcp_tasks_sql import CompiledSQL, Row, Statements, Transaction
 
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 PREFIX_PARAM = "table_prefix"
 
-
-class _Connection:
-    """The shared :class:`~mcp_tasks_sql.Executor` over one aiosqlite connection."""
-
-    def __init__(self, conn: aiosqlite.Connection) -> None:
-        self.conn = conn
-
-    async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
-        # One hop to the connection's thread: execute, fetch and close in one call.
-        rows = await self.conn.execute_fetchall(sql.text, sql.args(values))
-        for row in rows:
-            return cast("Row", row)  # sqlite3.Row reads columns by name
-        return None
-
-    async def execute(self, sql: CompiledSQL, values: Mapping[str, Any]) -> int:
-        # One hop: the finished sqlite3 cursor needs no explicit close.
-        cursor = await self.conn.execute(sql.text, sql.args(values))
-        return cursor.rowcount
+R = TypeVar("R")
 
 
 class SQLiteDialect:
     """A :class:`~mcp_tasks_sql.SQLDialect` on one SQLite file and table prefix.
 
-    One connection per dialect (opened on first use); operations take turns on it, while
-    dialects and processes on the same file coordinate through SQLite's own locks.
+    One sqlite3 connection per dialect, on a thread of its own (opened on first use): each
+    operation, a whole transaction included, is one function run there, so operations take
+    turns on it; dialects and processes on the same file coordinate through SQLite's locks.
     """
 
     def __init__(
@@ -93,8 +75,7 @@ class SQLiteDialect:
         self._statements = sql_statements.build(
             self._tables, self._dialect, sa.bindparam("now", type_=sa.BigInteger)
         )
-        self._conn: aiosqlite.Connection | None = None
-        self._turn = asyncio.Lock()  # one connection runs one transaction at a time
+        self._thread: ConnectionThread | None = None
         self._closed = False
 
     @property
@@ -111,96 +92,68 @@ class SQLiteDialect:
         return values
 
     async def create(self, task: NewTask, options: StoreOptions) -> TaskRecord | None:
-        return None  # the shared transaction is already one lock and one fsync
+        return None  # the shared transaction is already one lock, one fsync and one hop
 
-    async def _connect(self) -> aiosqlite.Connection:
-        if self._conn is None:
-            # Open the file once on a plain thread first: when aiosqlite's own connect fails,
-            # its worker thread outlives the call and later reports to a possibly closed loop.
-            await asyncio.to_thread(_probe, self.path, self._busy_timeout_s)
-            # isolation_level=None: the driver never opens transactions behind our back, so
-            # every write transaction is our own BEGIN IMMEDIATE.
-            conn = await aiosqlite.connect(
-                self.path, timeout=self._busy_timeout_s, isolation_level=None
-            )
-            try:
-                conn.row_factory = sqlite3.Row
-                await _switch_to_wal(conn, self._busy_timeout_s)
-                # FULL: an acknowledged write survives power loss too, not only a crash.
-                await conn.execute("PRAGMA synchronous=FULL")
-            except BaseException:
-                await conn.close()
-                raise
-            self._conn = conn
-        return self._conn
+    async def _run(self, mode: Mode, work: Callable[[sqlite3.Connection], R]) -> R:
+        """``work`` on the connection's thread, in one call: alone for :attr:`Mode.READ`
+        (one statement, its own snapshot), else in a ``BEGIN IMMEDIATE`` transaction that
+        commits when ``work`` returns and rolls back when it raises. Driver failures
+        (including a file locked beyond the busy timeout) raise StoreUnavailable."""
+        if self._closed:
+            raise StoreUnavailable("The store is closed")
+        if self._thread is None:
+            opener = partial(_open, self.path, self._busy_timeout_s)
+            self._thread = ConnectionThread(opener, name=f"mcp-tasks-sqlite {self.path.name}")
+        call = work if mode is Mode.READ else partial(_in_transaction, work)
+        try:
+            return await self._thread.run(call)
+        except DRIVER_ERRORS as exc:
+            raise StoreUnavailable from exc
+
+    async def transact(self, mode: Mode, body: Transaction[R]) -> R:
+        """The whole of ``body`` in one hop to the connection's thread."""
+        return await self._run(mode, partial(_run_statements, body))
 
     async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
         """One statement in its own snapshot, one hop to the connection's thread (``get``)."""
-        async with self._turn:
-            if self._closed:
-                raise StoreUnavailable("The store is closed")
-            try:  # driver_errors_as_unavailable, spelled out: a context manager costs here
-                conn = self._conn or await self._connect()
-                rows = await conn.execute_fetchall(sql.text, sql.args(values))
-            except DRIVER_ERRORS as exc:
-                raise StoreUnavailable from exc
-        for row in rows:
-            return cast("Row", row)  # sqlite3.Row reads columns by name
-        return None
-
-    @asynccontextmanager
-    async def session(self, mode: Mode) -> AsyncIterator[_Connection]:
-        async with self._turn:
-            if self._closed:
-                raise StoreUnavailable("The store is closed")
-            with driver_errors_as_unavailable(DRIVER_ERRORS):
-                conn = await self._connect()
-                if mode is Mode.READ:
-                    yield _Connection(conn)  # one statement: its own snapshot
-                    return
-                try:
-                    # Inside the try: a caller cancelled while BEGIN is queued still gets
-                    # the ROLLBACK queued behind it on the connection's thread.
-                    await conn.execute("BEGIN IMMEDIATE")
-                    yield _Connection(conn)
-                except BaseException:
-                    with anyio.CancelScope(shield=True):
-                        await conn.rollback()
-                    raise
-                await conn.commit()
+        return await self._run(Mode.READ, partial(_first_row, sql.text, sql.args(values)))
 
     async def migrate(self) -> bool:
-        async with self.session(Mode.TRANSACTION) as db:
-            cursor = await db.conn.execute(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-                (self._tables.tasks.name,),
-            )
-            row = await cursor.fetchone()
-            created = row is None or not row[0]
-            for statement in sql_statements.ddl(self._tables, self._dialect):
-                await db.conn.execute(statement)
-            await db.execute(self._statements.init_counter, {})
+        return await self._run(Mode.TRANSACTION, self._migrate)
+
+    def _migrate(self, conn: sqlite3.Connection) -> bool:
+        found = conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+            (self._tables.tasks.name,),
+        ).fetchall()
+        created = not found[0][0]
+        for statement in sql_statements.ddl(self._tables, self._dialect):
+            conn.execute(statement)
+        init = self._statements.init_counter
+        conn.execute(init.text, init.args({}))
         return created
 
     async def diagnose(self) -> list[DiagnosisRow]:
         """The SQLite library, the journal and sync modes of this store's connection, and
         the table prefix's schema."""
+        return await self._run(Mode.READ, self._diagnose)
+
+    def _diagnose(self, conn: sqlite3.Connection) -> list[DiagnosisRow]:
         names = schema_objects(self._tables)
-        async with self.session(Mode.READ) as db:
-            conn = db.conn
-            (version,), *_ = await conn.execute_fetchall("SELECT sqlite_version()")
-            (journal,), *_ = await conn.execute_fetchall("PRAGMA journal_mode")
-            (synchronous,), *_ = await conn.execute_fetchall("PRAGMA synchronous")
-            marks = ", ".join("?" for _ in names)
-            found = await conn.execute_fetchall(
-                f"SELECT name FROM sqlite_master WHERE name IN ({marks})",  # noqa: S608 - marks
-                names,
-            )
-            present = {row[0] for row in found}
-            counted = None
-            if self._tables.counter.name in present:
-                row = await db.fetch_one(self._statements.counted_rows, {})
-                counted = None if row is None else int(row["n_rows"])
+        (version,), *_ = conn.execute("SELECT sqlite_version()").fetchall()
+        (journal,), *_ = conn.execute("PRAGMA journal_mode").fetchall()
+        (synchronous,), *_ = conn.execute("PRAGMA synchronous").fetchall()
+        marks = ", ".join("?" for _ in names)
+        found = conn.execute(
+            f"SELECT name FROM sqlite_master WHERE name IN ({marks})",  # noqa: S608 - marks
+            names,
+        ).fetchall()
+        present = {row[0] for row in found}
+        counted = None
+        if self._tables.counter.name in present:
+            counter = self._statements.counted_rows
+            row = _first_row(counter.text, counter.args({}), conn)
+            counted = None if row is None else int(row["n_rows"])
         missing = [name for name in names if name not in present]
         where = f"table prefix {self.table_prefix!r}" if self.table_prefix else "no table prefix"
         return [
@@ -211,40 +164,101 @@ class SQLiteDialect:
 
     async def drop(self) -> None:
         """Drop this prefix's tables (and with them their indexes and every task)."""
-        async with self.session(Mode.TRANSACTION) as db:
-            for table in reversed(self._tables.metadata.sorted_tables):
-                drop = sa.schema.DropTable(table, if_exists=True)
-                await db.conn.execute(str(drop.compile(dialect=self._dialect)))
+        await self._run(Mode.TRANSACTION, self._drop)
+
+    def _drop(self, conn: sqlite3.Connection) -> None:
+        for table in reversed(self._tables.metadata.sorted_tables):
+            drop = sa.schema.DropTable(table, if_exists=True)
+            conn.execute(str(drop.compile(dialect=self._dialect)))
 
     async def close(self) -> None:
-        async with self._turn:
-            self._closed = True
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                with driver_errors_as_unavailable(DRIVER_ERRORS):
-                    await conn.close()
+        """Let the operations already begun finish, then close the connection. Idempotent."""
+        self._closed = True
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            try:
+                await thread.stop()
+            except DRIVER_ERRORS as exc:
+                raise StoreUnavailable from exc
 
 
-async def _switch_to_wal(conn: aiosqlite.Connection, timeout_s: float) -> None:
+def _in_transaction(work: Callable[[sqlite3.Connection], R], conn: sqlite3.Connection) -> R:
+    """``work`` in ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back if anything raises.
+
+    IMMEDIATE takes the write lock before the first read (waiting up to the busy timeout
+    for it); a deferred transaction that reads then writes fails with SQLITE_BUSY under
+    concurrency, whatever the busy timeout."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.rollback()
+        raise
+    return result
+
+
+def _run_statements(body: Transaction[R], conn: sqlite3.Connection) -> R:
+    """Run ``body``'s statements on ``conn`` (on its thread), sending each its answer."""
+    try:
+        statement = next(body)
+        while True:
+            sql = statement.sql
+            if statement.fetch:
+                answer: Any = _first_row(sql.text, sql.args(statement.values), conn)
+            else:
+                answer = conn.execute(sql.text, sql.args(statement.values)).rowcount
+            statement = body.send(answer)
+    except StopIteration as done:
+        result: R = done.value
+        return result
+    finally:
+        body.close()
+
+
+def _first_row(text: str, args: tuple[Any, ...], conn: sqlite3.Connection) -> Row | None:
+    # fetchall, not fetchone: the statement runs to its end and is reset, so a read outside
+    # a transaction keeps no snapshot open.
+    rows: list[sqlite3.Row] = conn.execute(text, args).fetchall()
+    return rows[0] if rows else None
+
+
+def _open(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """The store's connection to ``path`` (runs on the connection's thread)."""
+    # isolation_level=None: the driver never opens transactions behind our back, so every
+    # write transaction is our own BEGIN IMMEDIATE.
+    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
+    try:
+        conn.row_factory = sqlite3.Row
+        _switch_to_wal(conn, busy_timeout_s)
+        # FULL: an acknowledged write survives power loss too, not only a crash.
+        conn.execute("PRAGMA synchronous=FULL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _switch_to_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
     """``PRAGMA journal_mode=WAL``, retried for up to ``timeout_s`` while the file is busy.
 
     On a file still in rollback mode (a new one), the switch reads the header and then
     upgrades to a write lock; SQLite refuses that upgrade with SQLITE_BUSY at once, never
     calling the busy handler (two upgraders would deadlock), so handles opening a new file
     together failed while one of them switched it. Once the file is WAL, the pragma only
-    reads.
+    reads. (This waits on the connection's thread, not on the event loop.)
     """
     deadline = time.monotonic() + timeout_s
     delay = 0.001
     while True:
         try:
-            await conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
             return
         except sqlite3.OperationalError as exc:
             busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
             if not busy or time.monotonic() + delay > deadline:
                 raise
-        await asyncio.sleep(delay)
+        time.sleep(delay)
         delay = min(2 * delay, 0.05)
 
 
@@ -261,10 +275,6 @@ def _journal_row(journal: str, synchronous: int) -> DiagnosisRow:
     if synchronous < 2:
         return ("journal", "warn", f"{detail}: a power loss can lose acknowledged writes")
     return ("journal", "ok", f"{detail}: an acknowledged write survives a crash and a power loss")
-
-
-def _probe(path: Path, timeout_s: float) -> None:
-    sqlite3.connect(path, timeout=timeout_s).close()
 
 
 class SQLiteTaskStore(SQLTaskStore):
