@@ -114,13 +114,16 @@ async def drive(control: TaskControl, task_id: str, scene: str, frames: int) -> 
 async def render(task_id: str, scene: str, frames: int) -> None:
     """The job: render `scene`, driving task `task_id` on the shared store."""
     store = store_from_url(os.environ.get("MCP_TASKS_STORE_URL"))
-    control = TaskControl(store)
+    # Each write is published on the store's own notifier (Postgres NOTIFY here), so the
+    # server's listeners hear it at once; leaving the block frees that connection.
     try:
-        await drive(control, task_id, scene, int(frames))
-    except Exception as error:
-        # Fail the task (the client sees why), then let procrastinate record the job failed.
-        if not (await control.status(task_id)).status.is_terminal:
-            await control.fail(task_id, f"render failed: {type(error).__name__}")
-        raise
+        async with TaskControl(store) as control:
+            try:
+                await drive(control, task_id, scene, int(frames))
+            except Exception as error:
+                # Fail the task (the client sees why), then let procrastinate record it.
+                if not (await control.status(task_id)).status.is_terminal:
+                    await control.fail(task_id, f"render failed: {type(error).__name__}")
+                raise
     finally:
         await store.close()

@@ -1,12 +1,13 @@
-"""A check for a backend's cross-process notifier: a change written through one store handle
+"""Checks for a backend's cross-process notifier: a change written through one store handle
 and published on its notifier wakes a subscriber on another handle's notifier (as two
-processes on one store would be)."""
+processes on one store would be), and so does a write of a ``TaskControl`` on a handle of
+its own (an external job system's worker)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mcp_tasks import NewTask, Notifier, RelayNotifier, new_task_id, notifier_for
+from mcp_tasks import NewTask, Notifier, RelayNotifier, TaskControl, new_task_id, notifier_for
 from mcp_tasks.runtime.notifier import signal_key
 
 if TYPE_CHECKING:
@@ -48,5 +49,30 @@ async def check_signal_crosses_handles(
         await writer.create(NewTask(task_id=task_id, owner=None, ttl_ms=60_000))
         await sender.publish(task_id)
         assert await changes.wait(SIGNAL_BOUND_S), "the other handle's notifier heard nothing"
+        if keyed:
+            assert changes.take_changed() == frozenset({signal_key(task_id)}), "no key came"
+
+
+async def check_task_control_reaches_handles(
+    writer: Store, listener: Store, *, keyed: bool = False
+) -> None:
+    """A ``TaskControl(writer)`` built with no notifier (as an external worker builds it)
+    and never run: its write wakes a subscriber of that task on ``listener``'s notifier,
+    through a signal (not the poll). With ``keyed``, the wake named that task's key.
+
+    Raises:
+        AssertionError: nothing woke the subscriber within :data:`SIGNAL_BOUND_S`.
+    """
+    receiver = notifier_for(listener)
+    assert isinstance(receiver, RelayNotifier), f"no cross-process notifier for {listener!r}"
+    task_id = new_task_id()
+    await writer.create(NewTask(task_id=task_id, owner=None, ttl_ms=60_000))
+    async with (
+        receiver.running(),
+        receiver.subscribe(task_id) as changes,
+        TaskControl(writer) as control,
+    ):
+        await control.progress(task_id, "frame 1")
+        assert await changes.wait(SIGNAL_BOUND_S), "TaskControl's write woke nothing"
         if keyed:
             assert changes.take_changed() == frozenset({signal_key(task_id)}), "no key came"

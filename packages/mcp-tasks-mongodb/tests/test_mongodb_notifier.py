@@ -24,7 +24,10 @@ from mcp_tasks import (
 from mcp_tasks.cli import main
 from mcp_tasks.runtime.notifier import signal_key
 from mcp_tasks_contract import new_namespace
-from mcp_tasks_contract.notifiers import check_signal_crosses_handles
+from mcp_tasks_contract.notifiers import (
+    check_signal_crosses_handles,
+    check_task_control_reaches_handles,
+)
 from mcp_tasks_contract.servers import embedded_mongodb, unavailable
 from mcp_tasks_mongodb import MongoTaskStore
 from mcp_tasks_mongodb.notify import MongoRelay, offers_change_streams
@@ -40,6 +43,13 @@ async def test_a_change_published_on_one_handle_wakes_another(open_store: OpenSt
     """Two handles on one namespace, as two processes would hold: a task created and
     published through the first wakes a subscriber on the second's notifier."""
     await check_signal_crosses_handles(await open_store(), await open_store(), keyed=True)
+
+
+@pytest.mark.anyio
+async def test_a_task_control_write_wakes_another_handle(open_store: OpenStore) -> None:
+    """``TaskControl(store)`` on a handle of its own (an external worker's) publishes by
+    default: its write wakes a subscriber on another handle's notifier (the task's key)."""
+    await check_task_control_reaches_handles(await open_store(), await open_store(), keyed=True)
 
 
 @pytest.mark.anyio

@@ -6,7 +6,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mcp_tasks_contract.notifiers import check_signal_crosses_handles
+from mcp_tasks_contract.notifiers import (
+    check_signal_crosses_handles,
+    check_task_control_reaches_handles,
+)
 
 if TYPE_CHECKING:
     from conftest import OpenStore
@@ -18,3 +21,9 @@ async def test_a_change_published_on_one_handle_wakes_another(open_store: OpenSt
     """Two handles on one namespace, as two processes would hold: a task created and
     published through the first wakes a subscriber on the second's notifier."""
     await check_signal_crosses_handles(await open_store(), await open_store())
+
+
+async def test_a_task_control_write_wakes_another_handle(open_store: OpenStore) -> None:
+    """``TaskControl(store)`` on a handle of its own (an external worker's) publishes by
+    default: its write wakes a subscriber on another handle's notifier (the key of the task)."""
+    await check_task_control_reaches_handles(await open_store(), await open_store(), keyed=True)

@@ -84,18 +84,53 @@ def _private_reads(path: Path) -> list[str]:
     return found
 
 
+#: The private reads we accept, each one documented in docs/architecture.md and made in one
+#: function that fails loudly (not silently) when the name moves: (file, name).
+KNOWN_PRIVATE_SEAMS = frozenset(
+    {
+        # FastMCP keeps the SDK Server whose middleware serves taskIds on listen only as
+        # FastMCP._mcp_server ("Status notifications: the SDK seam", FastMCP part);
+        # adapters.fastmcp.sdk_server_of raises a TypeError if it is not there.
+        ("fastmcp.py", "_mcp_server"),
+    }
+)
+
+
+def _accepted(problem: str) -> bool:
+    file = problem.split(":", 1)[0]
+    return any(
+        file == seam_file and (f".{name}" in problem or f"'{name}'" in problem)
+        for seam_file, name in KNOWN_PRIVATE_SEAMS
+    )
+
+
 def test_no_source_reads_a_private_attribute_of_another_object() -> None:
     """No module of any of our distributions reads another object's private attributes —
     in particular none of the MCP SDK's or FastMCP's (`_lowlevel_server`, `_extensions`):
-    every seam we use is public, so SDK upgrades cannot break us silently."""
+    every seam we use is public, so SDK upgrades cannot break us silently. The one
+    exception (:data:`KNOWN_PRIVATE_SEAMS`) is documented, isolated and fails loudly."""
     assert len(SOURCE_ROOTS) >= 4, SOURCE_ROOTS  # mcp-tasks, -sql, -sqlite, -postgres
     found = [
         problem
         for root in SOURCE_ROOTS
         for path in root.rglob("*.py")
         for problem in _private_reads(path)
+        if not _accepted(problem)
     ]
     assert found == []
+
+
+def test_each_known_private_seam_is_read_exactly_once() -> None:
+    """An accepted seam stays isolated: read in one place, and dropped from the list when
+    it is no longer read."""
+    found = [
+        problem
+        for root in SOURCE_ROOTS
+        for path in root.rglob("*.py")
+        for problem in _private_reads(path)
+        if _accepted(problem)
+    ]
+    assert len(found) == len(KNOWN_PRIVATE_SEAMS), found
 
 
 def test_the_private_attribute_check_finds_one() -> None:

@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import ANY_OWNER, Tasks, current_task_context
 from mcp_tasks.adapters import fastmcp as fastmcp_adapter
+from mcp_tasks.adapters.listen import TaskListenMiddleware
 from mcp_tasks.client import TASKS_EXTENSION, TaskHandle, TaskState, start_tool, tasks_client
 from mcp_tasks.stores.memory import MemoryTaskStore
 from mcp_tasks.testing import RawClient, running
@@ -318,3 +319,15 @@ async def test_a_synchronous_call_asking_for_input_is_a_multi_round_trip() -> No
     assert first["result"]["resultType"] == "input_required"
     assert list(first["result"]["inputRequests"]) == ["name"]
     assert second["result"]["content"] == [{"type": "text", "text": "hello Alice"}]
+
+
+async def test_the_listen_middleware_is_added_once_across_lifespans() -> None:
+    """The extension's lifespan adds the listen middleware to the SDK server under FastMCP;
+    FastMCP runs the lifespan again for each server run, and the chain keeps one copy."""
+    mcp, _ = fastmcp_app()
+    chain = fastmcp_adapter.sdk_server_of(mcp).middleware
+    assert not any(isinstance(m, TaskListenMiddleware) for m in chain)
+    for _ in range(2):
+        async with running(mcp):
+            pass
+    assert sum(isinstance(m, TaskListenMiddleware) for m in chain) == 1

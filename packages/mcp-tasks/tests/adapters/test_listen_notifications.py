@@ -1,7 +1,12 @@
 """``subscriptions/listen`` with ``taskIds`` over real HTTP: raw SSE for the exact messages,
 and the official SDK's client (its ``listen()`` takes only the core filters, so the request
 is sent through ``client.session.send_request``; ``notifications/tasks`` arrive through a
-``NotificationBinding``)."""
+``NotificationBinding``).
+
+Each test that does not depend on the SDK's own listen handler runs on two servers: an
+``MCPServer`` (the middleware beside the SDK's ``ListenHandler``) and a FastMCP server with
+our FastMCP extension (no listen handler: the middleware serves the request alone).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,9 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import httpx2 as httpx
 import pytest
+from fastmcp import FastMCP
+from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
+from fastmcp.utilities.tasks import TaskConfig
 from mcp.client.extension import NotificationBinding
 from mcp.server.mcpserver import MCPServer
 from mcp_types import (
@@ -21,10 +29,17 @@ from mcp_types import (
 )
 from pydantic import BaseModel, ConfigDict
 
-from mcp_tasks import LocalNotifier, Notifier, TaskContext, Tasks
+from mcp_tasks import LocalNotifier, Notifier, TaskContext, Tasks, current_task_context
 from mcp_tasks.client import TaskHandle, TasksClientExtension, start_tool, tasks_client
 from mcp_tasks.engine.listen import MAX_LISTEN_TASK_IDS
-from mcp_tasks.testing import MessageStream, RawClient, decode, running_asgi, static_auth
+from mcp_tasks.testing import (
+    MessageStream,
+    RawClient,
+    decode,
+    running,
+    running_asgi,
+    static_auth,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -34,6 +49,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 PLAIN: dict[str, Any] = {"elicitation": {}}
 
 
@@ -66,15 +82,49 @@ def build(tasks: Tasks, gate: Gate, *, auth: bool) -> MCPServer[Any]:
     return mcp
 
 
+def build_fastmcp(tasks: Tasks, gate: Gate, *, auth: bool) -> FastMCP:
+    """:func:`build`'s tools as FastMCP task tools; ``auth``: FastMCP's own static tokens,
+    one principal each for alice and bob."""
+    verifier = StaticTokenVerifier(
+        {name: {"client_id": "test-client", "sub": name} for name in ("alice", "bob")}
+    )
+    mcp = FastMCP("listen-fastmcp", auth=verifier if auth else None)
+    mcp.add_extension(tasks.fastmcp_extension())
+    required = TaskConfig(mode="required")
+
+    @mcp.tool(task=required)
+    async def stepped() -> str:
+        ctx = current_task_context()
+        assert ctx is not None
+        await gate.go.wait()
+        await ctx.progress(1, 2, "halfway")
+        answer = await ctx.elicit("ok", "Go on?", {"type": "object", "properties": {}})
+        return f"done {answer.get('action')}"
+
+    @mcp.tool(task=required)
+    async def quick() -> str:
+        return "quick"
+
+    return mcp
+
+
+@pytest.fixture(params=["mcpserver", "fastmcp"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """Which server a test runs on (see the module docstring)."""
+    return cast("str", request.param)
+
+
 @asynccontextmanager
 async def serving(
-    tasks: Tasks, *, auth: bool = False
+    tasks: Tasks, *, auth: bool = False, kind: str = "mcpserver"
 ) -> AsyncIterator[tuple[str, httpx.AsyncClient, Gate]]:
     gate = Gate()
-    async with (
-        running_asgi(build(tasks, gate, auth=auth).streamable_http_app()) as url,
-        httpx.AsyncClient(timeout=30) as http,
-    ):
+    app = (
+        running(build_fastmcp(tasks, gate, auth=auth))
+        if kind == "fastmcp"
+        else running_asgi(build(tasks, gate, auth=auth).streamable_http_app())
+    )
+    async with app as url, httpx.AsyncClient(timeout=30) as http:
         yield url, http, gate
 
 
@@ -110,11 +160,11 @@ async def create(client: RawClient, tool: str) -> str:
     return task_id
 
 
-async def test_the_owner_hears_every_change_after_the_ack_and_the_stream_ends() -> None:
+async def test_the_owner_hears_every_change_after_the_ack_and_the_stream_ends(kind: str) -> None:
     """The acknowledgment comes first and lists only the caller's own ids; then each change
     (working, statusMessage, input_required, completed) arrives as notifications/tasks with
     the task's full state and the subscription id; the stream ends with its result."""
-    async with serving(Tasks(), auth=True) as (url, http, gate):
+    async with serving(Tasks(), auth=True, kind=kind) as (url, http, gate):
         alice, bob = RawClient(http, url, token="alice"), RawClient(http, url, token="bob")
         mine, theirs = await create(alice, "stepped"), await create(bob, "stepped")
         async with listen(alice, [mine, theirs, "no-such-task"]) as stream:
@@ -151,14 +201,17 @@ async def test_the_owner_hears_every_change_after_the_ack_and_the_stream_ends() 
             end = await stream.next()
             assert end is not None
             assert end["id"] == "listen-1"
-            assert end["result"]["_meta"] == {SUBSCRIPTION_ID: "listen-1"}
+            assert end["result"]["resultType"] == "complete"
+            assert end["result"]["_meta"][SUBSCRIPTION_ID] == "listen-1"
+            if kind == "fastmcp":  # the SDK's stamp, on the result nobody but us shapes
+                assert end["result"]["_meta"][SERVER_INFO]["name"] == "listen-fastmcp"
             assert await stream.next() is None
 
 
-async def test_another_owners_task_is_never_acknowledged_nor_notified() -> None:
+async def test_another_owners_task_is_never_acknowledged_nor_notified(kind: str) -> None:
     """Bob naming alice's task gets an acknowledgment without it, no notification, and a
     graceful end at once: it watches nothing."""
-    async with serving(Tasks(), auth=True) as (url, http, gate):
+    async with serving(Tasks(), auth=True, kind=kind) as (url, http, gate):
         alice, bob = RawClient(http, url, token="alice"), RawClient(http, url, token="bob")
         task_id = await create(alice, "stepped")
         gate.go.set()
@@ -168,12 +221,12 @@ async def test_another_owners_task_is_never_acknowledged_nor_notified() -> None:
             assert ack["params"]["notifications"] == {"taskIds": []}
             end = await stream.next()
             assert end is not None
-            assert end["result"]["_meta"] == {SUBSCRIPTION_ID: "listen-1"}
+            assert end["result"]["_meta"][SUBSCRIPTION_ID] == "listen-1"
 
 
-async def test_a_terminal_task_is_sent_once_then_the_stream_ends() -> None:
+async def test_a_terminal_task_is_sent_once_then_the_stream_ends(kind: str) -> None:
     """A task already finished at listen time: its final state, then the end."""
-    async with serving(Tasks()) as (url, http, _):
+    async with serving(Tasks(), kind=kind) as (url, http, _):
         client = RawClient(http, url)
         task_id = await create(client, "quick")
         await wait_status(client, task_id, "completed")
@@ -188,9 +241,9 @@ async def test_a_terminal_task_is_sent_once_then_the_stream_ends() -> None:
         ]
 
 
-async def test_undeclared_task_ids_answer_32021_with_http_400() -> None:
+async def test_undeclared_task_ids_answer_32021_with_http_400(kind: str) -> None:
     """A listen that names taskIds without declaring the extension: -32021, HTTP 400."""
-    async with serving(Tasks()) as (url, http, _):
+    async with serving(Tasks(), kind=kind) as (url, http, _):
         client = RawClient(http, url)
         response = await client.post(
             "subscriptions/listen", {"notifications": {"taskIds": []}}, capabilities=PLAIN
@@ -204,9 +257,9 @@ async def test_undeclared_task_ids_answer_32021_with_http_400() -> None:
     ["abc", [1, 2], None, {"a": 1}, ["x"] * 0 + [f"t{i}" for i in range(MAX_LISTEN_TASK_IDS + 1)]],
     ids=["string", "numbers", "null", "object", "too-many"],
 )
-async def test_malformed_or_oversized_task_ids_answer_32602(task_ids: object) -> None:
+async def test_malformed_or_oversized_task_ids_answer_32602(task_ids: object, kind: str) -> None:
     """taskIds that is not an array of strings, or names more than 1000: -32602, HTTP 400."""
-    async with serving(Tasks()) as (url, http, _):
+    async with serving(Tasks(), kind=kind) as (url, http, _):
         client = RawClient(http, url)
         response = await client.post(
             "subscriptions/listen", {"notifications": {"taskIds": task_ids}}
@@ -249,6 +302,47 @@ async def test_core_filters_are_still_served_beside_task_ids() -> None:
                 await stream.next(timeout_s=0.5)
 
 
+async def test_fastmcp_answers_a_listen_without_task_ids_as_it_does_without_us() -> None:
+    """FastMCP serves no subscriptions/listen: a listen without taskIds gets exactly the
+    answer (status and body) of the same FastMCP server without our extension."""
+    request = {"notifications": {"toolsListChanged": True}}
+    answers = []
+    for mcp in (build_fastmcp(Tasks(), Gate(), auth=False), FastMCP("listen-fastmcp")):
+        async with running(mcp) as url, httpx.AsyncClient(timeout=30) as http:
+            response = await RawClient(http, url).post("subscriptions/listen", request)
+            answers.append((response.status_code, decode(response)))
+    ours, theirs = answers
+    assert ours == theirs
+    assert ours[1]["error"]["code"] == -32601
+
+
+async def test_fastmcp_honours_only_task_ids_and_ends_with_the_tasks() -> None:
+    """On FastMCP nothing serves the core filters: asked beside taskIds, they are left out
+    of the acknowledgment, and the stream still ends once the tasks are terminal."""
+    async with serving(Tasks(), kind="fastmcp") as (url, http, _):
+        client = RawClient(http, url)
+        task_id = await create(client, "quick")
+        async with listen(client, [task_id], toolsListChanged=True) as stream:
+            messages = []
+            while (message := await stream.next()) is not None:
+                messages.append(message)
+        assert messages[0]["method"] == "notifications/subscriptions/acknowledged"
+        assert messages[0]["params"]["notifications"] == {"taskIds": [task_id]}
+        assert [m["params"]["status"] for m in messages[1:-1]][-1] == "completed"
+        assert messages[-1]["result"]["_meta"][SUBSCRIPTION_ID] == "listen-1"
+
+
+async def test_a_malformed_core_filter_beside_task_ids_answers_32602(kind: str) -> None:
+    """The SDK checks a listen's filters before its handler; served without it (FastMCP),
+    the middleware makes the same check: -32602, HTTP 400."""
+    async with serving(Tasks(), kind=kind) as (url, http, _):
+        response = await RawClient(http, url).post(
+            "subscriptions/listen", {"notifications": {"taskIds": [], "toolsListChanged": "x"}}
+        )
+        assert response.status_code == 400
+        assert decode(response)["error"]["code"] == -32602
+
+
 class Broken:
     """A notifier whose every call fails."""
 
@@ -281,10 +375,10 @@ class Counting:
 
 
 async def test_a_failing_notifier_fails_no_request_and_no_task(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, kind: str
 ) -> None:
     """Every notifier call raising: tasks still run and answer, the failures are logged."""
-    async with serving(Tasks(notifier=Broken())) as (url, http, gate):
+    async with serving(Tasks(notifier=Broken()), kind=kind) as (url, http, gate):
         client = RawClient(http, url)
         task_id = await create(client, "stepped")
         gate.go.set()
@@ -299,9 +393,9 @@ async def test_a_failing_notifier_fails_no_request_and_no_task(
     assert task_id not in caplog.text
 
 
-async def test_notifications_off_watch_nothing_and_tasks_still_finish() -> None:
+async def test_notifications_off_watch_nothing_and_tasks_still_finish(kind: str) -> None:
     """Tasks(notifier=None): the acknowledgment lists no task; tasks finish by polling."""
-    async with serving(Tasks(notifier=None)) as (url, http, _):
+    async with serving(Tasks(notifier=None), kind=kind) as (url, http, _):
         client = RawClient(http, url)
         task_id = await create(client, "quick")
         async with listen(client, [task_id]) as stream:
@@ -311,10 +405,10 @@ async def test_notifications_off_watch_nothing_and_tasks_still_finish() -> None:
         await wait_status(client, task_id, "completed")
 
 
-async def test_a_custom_notifier_can_wrap_the_default_one() -> None:
+async def test_a_custom_notifier_can_wrap_the_default_one(kind: str) -> None:
     """A wrapper around LocalNotifier sees every publish, and listen streams still hear."""
     counting = Counting(LocalNotifier())
-    async with serving(Tasks(notifier=counting)) as (url, http, gate):
+    async with serving(Tasks(notifier=counting), kind=kind) as (url, http, gate):
         client = RawClient(http, url)
         task_id = await create(client, "stepped")
         async with listen(client, [task_id]) as stream:
@@ -352,12 +446,12 @@ class HearsTasks(TasksClientExtension):
         return [binding]
 
 
-async def test_the_official_sdk_client_hears_notifications_tasks() -> None:
+async def test_the_official_sdk_client_hears_notifications_tasks(kind: str) -> None:
     """The official SDK's Client (mcp 2.3), with a notification binding and a raw listen
     request naming taskIds (its listen() takes only the core filters): the request ends
     with the graceful result once the task completed, and the binding heard the task's
     states up to completed."""
-    async with serving(Tasks()) as (url, _, _):
+    async with serving(Tasks(), kind=kind) as (url, _, _):
         extension = HearsTasks()
         async with tasks_client(url, extension=extension) as client:
             handle = await start_tool(client, "quick", {})

@@ -69,3 +69,27 @@ async def test_install_serves_the_extension_on_a_lowlevel_server() -> None:
         assert other["result"]["content"][0]["text"] == "plain:3"
         assert "taskId" not in sync["result"]
         assert "taskId" not in other["result"]
+
+
+async def test_a_lowlevel_server_without_a_listen_handler_still_serves_task_ids() -> None:
+    """No ``on_subscriptions_listen``: a listen naming taskIds is served by the middleware
+    alone (ack with the task, its state, the end); one without taskIds stays -32601."""
+    tasks = Tasks()
+    async with (
+        running_asgi(build(tasks).streamable_http_app()) as url,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
+        client = RawClient(http, url)
+        task_id = (await client.call("tools/call", {"name": "shout", "arguments": {"x": 1}}))[
+            "result"
+        ]["taskId"]
+        listen = {"notifications": {"taskIds": [task_id]}}
+        async with client.stream("subscriptions/listen", listen, request_id="l") as stream:
+            messages = []
+            while (message := await stream.next()) is not None:
+                messages.append(message)
+        assert messages[0]["params"]["notifications"] == {"taskIds": [task_id]}
+        assert messages[-2]["params"]["status"] == "completed"
+        assert messages[-1]["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "l"
+        plain = {"notifications": {"toolsListChanged": True}}
+        assert (await client.call("subscriptions/listen", plain))["error"]["code"] == -32601

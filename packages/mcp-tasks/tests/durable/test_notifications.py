@@ -106,6 +106,37 @@ async def test_a_listener_on_b_hears_a_task_created_and_completed_on_a(
     print(f"\n{backend(store_url)}: completed on A → heard on B {heard_ms:.0f} ms")
 
 
+async def test_a_listener_on_a_fastmcp_server_hears_a_task_of_another_process(
+    processes: Processes, store_url: str
+) -> None:
+    """A task created and run on A (the conformance fixture server) is acknowledged on the
+    listen stream of B, a FastMCP server with our extension on the same store
+    (examples/fastmcp_server.py under ``mcp-tasks serve``), and B hears it complete, then
+    ends the stream."""
+    script = str(EXAMPLES / "conformance_server.py")
+    port = free_port()
+    await processes.start(
+        [sys.executable, script, "--store", store_url, "--port", str(port)], ready_port=port
+    )
+    b = await processes.serve(
+        "fastmcp_server:mcp", PYTHONPATH=str(EXAMPLES), MCP_TASKS_STORE_URL=store_url
+    )
+    assert b.url is not None
+    async with httpx.AsyncClient(timeout=60) as http:
+        on_a, on_b = RawClient(http, f"http://127.0.0.1:{port}/mcp"), RawClient(http, b.url)
+        task_id = await create(on_a, "slow_compute", {"seconds": 1.5})
+        received: list[tuple[float, dict[str, Any]]] = []
+        async with on_b.stream(
+            "subscriptions/listen", {"notifications": {"taskIds": [task_id]}}, request_id="l-b"
+        ) as stream:
+            await collect(stream, received)
+    ack, *notes, end = (m for _, m in received)
+    assert ack["params"]["notifications"] == {"taskIds": [task_id]}
+    assert all(n["params"]["_meta"] == {SUBSCRIPTION_ID: "l-b"} for n in notes)
+    assert notes[-1]["params"]["status"] == "completed"
+    assert end["result"]["_meta"][SUBSCRIPTION_ID] == "l-b"
+
+
 async def test_a_cancel_sent_to_b_stops_the_body_on_a(processes: Processes, store_url: str) -> None:
     """A task running on A, cancelled through B: A's body stops."""
     a, b = await processes.serve(), await processes.serve()

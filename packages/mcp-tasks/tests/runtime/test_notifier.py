@@ -8,8 +8,15 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from mcp_tasks import LocalNotifier, NullNotifier, RelayNotifier, Tasks, notifier_for
-from mcp_tasks.runtime.notifier import GuardedNotifier, signal_key
+from mcp_tasks import (
+    LocalNotifier,
+    NullNotifier,
+    RelayNotifier,
+    TaskControl,
+    Tasks,
+    notifier_for,
+)
+from mcp_tasks.runtime.notifier import GuardedNotifier, Publisher, signal_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -127,3 +134,43 @@ async def test_a_relay_that_drops_is_started_again_and_everyone_re_reads() -> No
         await notifier.publish("a")
         assert relay.sent == [signal_key("a")]
     assert relay.closed
+
+
+async def test_a_publisher_sends_through_its_own_relay_without_listening() -> None:
+    """A Publisher that owns a RelayNotifier sends each signal through the relay with
+    nothing running (no receiver started) and closes the relay on aclose; one given a
+    notifier it does not own publishes through it and closes nothing."""
+    relay = FlakyRelay()
+    owned = Publisher(RelayNotifier(relay), owned=True)
+    await owned.publish("a")
+    assert relay.sent == [signal_key("a")]
+    assert relay.receivers == 0
+    await owned.aclose()
+    assert relay.closed
+    other = FlakyRelay()
+    borrowed = Publisher(RelayNotifier(other), owned=False)
+    await borrowed.publish("a")  # not running: local only, as RelayNotifier.publish
+    await borrowed.aclose()
+    assert other.sent == []
+    assert not other.closed
+
+
+async def test_a_publisher_logs_a_failure_and_raises_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A publish that fails follows a write that succeeded: logged without the task id."""
+    task_id = "Zq4" + "x" * 40
+    with caplog.at_level(logging.WARNING):
+        await Publisher(Broken(), owned=False).publish(task_id)
+    assert "cannot publish" in caplog.text
+    assert task_id not in caplog.text
+
+
+def test_task_control_publishes_through_the_stores_notifier_unless_told() -> None:
+    """TaskControl(store): the store's own notifier (in-process for memory); a notifier
+    given: that one; None: nothing publishes."""
+    store = Tasks().store
+    assert type(TaskControl(store).notifier) is LocalNotifier
+    given = LocalNotifier()
+    assert TaskControl(store, given).notifier is given
+    assert TaskControl(store, notifier=None).notifier is None

@@ -21,11 +21,13 @@ import mcp_types as types
 from fastmcp.exceptions import FastMCPError
 from fastmcp.server.extensions import MethodBinding, ServerExtension
 from fastmcp.tools.base import ToolResult
+from mcp.server.lowlevel.server import Server
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CallToolRequestParams, RequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 from starlette.requests import Request
 
+from mcp_tasks.adapters.listen import serve_task_notifications
 from mcp_tasks.adapters.ownership import current_owner
 from mcp_tasks.domain.errors import MCPTasksError
 from mcp_tasks.engine import (
@@ -42,6 +44,7 @@ from mcp_tasks.engine import (
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
+    from fastmcp import FastMCP
     from fastmcp.server.context import Context
     from fastmcp.server.dependencies import FastMCPRequestContext
     from fastmcp.server.extensions import ToolCallContinuation, ToolCallOutcome
@@ -173,7 +176,12 @@ class FastMCPTasksExtension(ServerExtension):
         return {}  # the extension defines no settings: an empty object means support
 
     def lifespan(self) -> AbstractAsyncContextManager[None]:
-        """Run the task runner and reaper while the server lives."""
+        """Serve ``taskIds`` on ``subscriptions/listen`` and run the task runner and reaper
+        while the server lives."""
+        ref = self._server_ref
+        server = ref() if ref is not None else None
+        if server is not None:  # unbound (entered by hand): there is no listen to serve
+            serve_task_notifications(self._engine, sdk_server_of(server), request_view_of_sdk)
         return _running_in_own_task(self._running)
 
     def methods(self) -> Sequence[MethodBinding]:
@@ -225,6 +233,26 @@ class FastMCPTasksExtension(ServerExtension):
             # dumped with exclude_none and lose the required `ttlMs: null`.
             return cast("BaseModel", result)
         return cast("ToolCallOutcome", _as_tool_result(result))
+
+
+def sdk_server_of(server: FastMCP) -> Server[Any]:
+    """The SDK's low-level ``Server`` under a FastMCP server, whose middleware chain serves
+    ``taskIds`` on ``subscriptions/listen``.
+
+    Private seam: FastMCP (4.1.4 to 4.1.6) keeps it as ``FastMCP._mcp_server`` (its
+    ``LowLevelServer``, a subclass of the SDK's ``Server``) and offers neither a public
+    accessor nor a way for an extension to add SDK middleware, and its ``MethodBinding``
+    refuses a spec method such as ``subscriptions/listen``. This is the one place that
+    reads it; if FastMCP renames it, serving fails loudly here. See docs/architecture.md,
+    "Status notifications: the SDK seam".
+    """
+    lowlevel = getattr(server, "_mcp_server", None)
+    if not isinstance(lowlevel, Server):
+        raise TypeError(
+            f"{type(server).__name__} keeps no SDK Server as _mcp_server: this FastMCP "
+            "version is not supported by mcp-tasks' FastMCP adapter"
+        )
+    return lowlevel
 
 
 def _input_responses(params: CallToolRequestParams) -> dict[str, Any] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from pydantic import BaseModel
 
@@ -23,8 +23,11 @@ from mcp_tasks.domain.models import (
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.runtime.context import check_input_requests
+from mcp_tasks.runtime.notifier import Publisher, publisher_for
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue
     from mcp_tasks.runtime.notifier import Notifier
     from mcp_tasks.stores.protocol import Store
@@ -111,21 +114,56 @@ class TaskControl:
 
     Writes are unleased: they are refused (``StaleLease``) while an in-process runner
     holds a claim, so manual and runner-driven tasks do not mix.
+
+    Each write is then published, so listen streams and waiters on every process wake at
+    once rather than at their next poll. ``notifier``: by default the store's own
+    cross-process notifier (:func:`~mcp_tasks.notifier_for`), used to publish only (no
+    listening): on Postgres, Redis and MongoDB it opens one connection at the first write,
+    which :meth:`aclose` (or leaving ``async with TaskControl(store) as control:``) frees.
+    A :class:`~mcp_tasks.Notifier` publishes through that one (``Tasks.control()`` passes
+    its own); ``None`` publishes nothing. A publish that fails is logged, never raised.
     """
 
-    def __init__(self, store: Store, notifier: Notifier | None = None) -> None:
+    def __init__(self, store: Store, notifier: Notifier | Unset | None = UNSET) -> None:
         self.store = store
-        self.notifier = notifier
+        self._publisher: Publisher | None
+        if isinstance(notifier, Unset):
+            self._publisher = publisher_for(store)
+        elif notifier is None:
+            self._publisher = None
+        else:
+            self._publisher = Publisher(notifier, owned=False)
+        #: What publishes each write (``None``: nothing does).
+        self.notifier: Notifier | None = (
+            self._publisher.notifier if self._publisher is not None else None
+        )
 
     def __repr__(self) -> str:
         return f"TaskControl({self.store!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Free what publishing opened (the default notifier's connection). The store is
+        not closed (it is the caller's); the control may still be used, and reopens."""
+        if self._publisher is not None:
+            await self._publisher.aclose()
 
     async def _put(
         self, task_id: str, change: Complete | Fail | Progress | RequireInput
     ) -> Transition:
         transition = await self.store.put_status(task_id, change)
-        if self.notifier is not None:
-            await self.notifier.publish(task_id)
+        if self._publisher is not None:
+            await self._publisher.publish(task_id)
         return transition
 
     async def complete(

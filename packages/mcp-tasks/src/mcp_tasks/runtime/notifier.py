@@ -345,6 +345,53 @@ def notifier_for(store: Store) -> Notifier:
     return LocalNotifier()
 
 
+class Publisher:
+    """Publishes changes without listening for any: what a process that only writes (an
+    external job system's worker, through ``TaskControl``) needs.
+
+    A :class:`RelayNotifier` sends through its relay only while :meth:`~Notifier.running`
+    is open, and running it also listens (a connection, a watcher) for nothing here. So
+    for a notifier it ``owns`` (built for it from the store), the publisher sends each
+    signal through the relay at once: the relay opens its connection at the first send,
+    and :meth:`aclose` frees it (a later publish opens it again). Any other notifier is
+    published to as is (one that runs elsewhere, such as a ``Tasks``'). A failure is
+    logged and swallowed: it follows a write that succeeded.
+    """
+
+    def __init__(self, notifier: Notifier, *, owned: bool) -> None:
+        self.notifier = notifier
+        self.owned = owned
+
+    def __repr__(self) -> str:
+        return f"Publisher({self.notifier!r})"
+
+    async def publish(self, task_id: str) -> None:
+        notifier = self.notifier
+        try:
+            if self.owned and isinstance(notifier, RelayNotifier):
+                key = signal_key(task_id)
+                notifier.deliver(key)
+                await notifier.relay.send(key)
+            else:
+                await notifier.publish(task_id)
+        except Exception as exc:
+            log_failure(logger, "the notifier failed to publish a change", exc, task_id)
+
+    async def aclose(self) -> None:
+        """Free what publishing opened (only for an owned notifier)."""
+        if self.owned and isinstance(self.notifier, RelayNotifier):
+            try:
+                await self.notifier.relay.aclose()
+            except Exception:
+                logger.warning("closing the change relay failed", exc_info=True)
+
+
+def publisher_for(store: Store) -> Publisher:
+    """A :class:`Publisher` through ``store``'s own notifier (:func:`notifier_for`): every
+    process on the store hears it, when the store's backend offers a cross-process one."""
+    return Publisher(notifier_for(store), owned=True)
+
+
 @asynccontextmanager
 async def _nothing() -> AsyncIterator[None]:
     yield
