@@ -57,6 +57,15 @@ def goal(measured: float | None, op: str, target: float, why: str | None = None)
     return entry
 
 
+def reported(measured: float | None, why: str | None = None) -> dict[str, Any]:
+    """A figure the issue asks to report without a goal (MongoDB's capacity and CPU)."""
+    return {"measured": measured, "goal": "reported", "met": None, "note": why or "reported"}
+
+
+#: The issue sets capacity and CPU-per-task goals for these; MongoDB's are reported.
+GOAL_DURABLE = ("sqlite", "postgres", "redis")
+
+
 def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Every goal of the issue, as a ratio of two figures of this run."""
     out: dict[str, dict[str, Any]] = {}
@@ -79,14 +88,19 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
         share(rps("memory"), rps("bare starlette")), ">=", 0.45
     )
     for name in DURABLE:
-        out[f"tasks_get.{name}_vs_fastmcp_tasks"] = goal(
-            share(rps(name), ft), ">=", 2, absent(name)
+        ratio = share(rps(name), ft)
+        out[f"tasks_get.{name}_vs_fastmcp_tasks"] = (
+            goal(ratio, ">=", 2, absent(name))
+            if name in GOAL_DURABLE
+            else reported(ratio, absent(name))
         )
     ft_cpu = cpu.get("fastmcp-tasks", {}).get("cpu_ms_per_task")
     for name in ALL:
-        mine = cpu.get(name, {}).get("cpu_ms_per_task")
-        out[f"cpu_per_task.{name}_vs_fastmcp_tasks"] = goal(
-            share(mine, ft_cpu), "<=", 0.15 if name == "memory" else 0.3, absent(name)
+        ratio = share(cpu.get(name, {}).get("cpu_ms_per_task"), ft_cpu)
+        out[f"cpu_per_task.{name}_vs_fastmcp_tasks"] = (
+            goal(ratio, "<=", 0.15 if name == "memory" else 0.3, absent(name))
+            if name == "memory" or name in GOAL_DURABLE
+            else reported(ratio, absent(name))
         )
     for name in ALL:
         row = cpu.get(name, {})
