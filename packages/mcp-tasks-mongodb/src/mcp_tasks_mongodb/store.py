@@ -44,17 +44,19 @@ unexpired again: the writes that move ``expires_at`` later only take unexpired t
 every create under the lock raises it after its insert (one whose insert failed in an
 unknown way raises it too). (One edge is older than the bound: ``update``, ``cancel`` and
 ``put_status`` decide at their read's now, so one that reads a task just before it expires
-and writes just after may keep it unexpired; an exact count between the two misses it,
-as it did when every create counted.) A holder that stalled past ``_LOCK_MS`` loses the lock; its late
-unlock adds only its row, and the create that took the lock from it counts exactly (the
-stalled holder's row may be missing from the bound). A namespace created before the bound
-existed counts once. The per-owner cap is counted at every create (a bound per owner would
-need a document per owner). Handles without any cap insert without the lock and do not
-raise the bound (a write to that one document would serialise every create, or cost a
-round trip): in a namespace they share with capped handles, the bound misses their rows
-until the next exact count, so the capped handles may create up to ``max_rows`` minus the
-bound at that count before they count again and see them. Handles with the same options
-(``INV-CAP``) are exact. No multi-document transaction is used, so a standalone server and
+and writes just after may keep it unexpired; an exact count between the two misses it, as
+it did when every create counted.) A holder that stalled past ``_LOCK_MS`` loses the lock;
+its late unlock adds only its row, and the create that took the lock from it counts exactly
+(the stalled holder's row may be missing from the bound). A namespace created before
+the bound existed counts once. The per-owner cap is counted at every create (a bound per
+owner would need a document per owner); a handle with only that cap raises the bound too.
+Handles with a row cap, whatever its value, share the one bound. Handles without any cap
+insert without the lock and leave the bound alone (raising it would turn their ``hello``
+into a write to the one document every create contends for): beside capped handles on one
+namespace, the bound misses their rows until the capped handles' next exact count, so
+those may create up to ``max_rows`` minus the bound at their last count before they count
+again and see them. ``INV-CAP`` is stated for handles with the same options.
+No multi-document transaction is used, so a standalone server and
 a replica set behave alike.
 
 The TTL index (``gone_at``) is only a janitor: a task is missing from the moment it
