@@ -29,12 +29,35 @@ tasks whose time came to the ready lane, then reads the ready lane's ids in
 ``rules.claim_order`` (a page at a time) and claims them by id until one is eligible.
 ``create`` and ``reap`` read the server's clock from ``hello``.
 
-The caps: ``create`` counts the unexpired rows (and the owner's active tasks) and inserts
-while it holds the namespace's create lock (a document taken with a conditional
-``find_one_and_update`` on the server's clock, held at most ``_LOCK_MS``). Nothing is
-counted ahead, so the TTL monitor deleting documents behind the store's back cannot
-make anything drift. No multi-document transaction is used, so a standalone server and a
-replica set behave alike.
+The caps: ``create`` checks them and inserts while it holds the namespace's create lock (a
+document in ``<prefix>_meta`` taken with a conditional ``find_one_and_update`` on the
+server's clock, held at most ``_LOCK_MS``). The same document keeps ``bound``, an upper
+bound of the unexpired rows, which taking the lock returns in the same round trip: while
+it is below ``max_rows`` the create inserts without counting; otherwise it counts the
+unexpired rows exactly (up to the cap) and refuses or inserts. The unlock (one update)
+adds the create's row to the bound, and after an exact count sets it to that count plus
+the row. Nothing ever lowers it otherwise: the TTL monitor deletes documents behind the
+store's back and ``reap`` deletes rows that may or may not be in it, so a decrement could
+make it too low, while an over-estimate only costs an exact count. It stays an upper
+bound because unexpired rows only ever come from creates (an expired task never becomes
+unexpired again: the writes that move ``expires_at`` later only take unexpired tasks) and
+every create under the lock raises it after its insert (one whose insert failed in an
+unknown way raises it too). (One edge is older than the bound: ``update``, ``cancel`` and
+``put_status`` decide at their read's now, so one that reads a task just before it expires
+and writes just after may keep it unexpired; an exact count between the two misses it, as
+it did when every create counted.) A holder that stalled past ``_LOCK_MS`` loses the lock;
+its late unlock adds only its row, and the create that took the lock from it counts exactly
+(the stalled holder's row may be missing from the bound). A namespace created before
+the bound existed counts once. The per-owner cap is counted at every create (a bound per
+owner would need a document per owner); a handle with only that cap raises the bound too.
+Handles with a row cap, whatever its value, share the one bound. Handles without any cap
+insert without the lock and leave the bound alone (raising it would turn their ``hello``
+into a write to the one document every create contends for): beside capped handles on one
+namespace, the bound misses their rows until the capped handles' next exact count, so
+those may create up to ``max_rows`` minus the bound at their last count before they count
+again and see them. ``INV-CAP`` is stated for handles with the same options.
+No multi-document transaction is used, so a standalone server and
+a replica set behave alike.
 
 The TTL index (``gone_at``) is only a janitor: a task is missing from the moment it
 expires by the server's clock whether or not its document is still there; the monitor
@@ -52,7 +75,7 @@ import time
 import weakref
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from pymongo import ASCENDING, AsyncMongoClient, IndexModel, ReturnDocument
@@ -301,6 +324,17 @@ def _guarded(condition: Document, stages: list[Document]) -> list[Document]:
     return guarded
 
 
+class _Lock(NamedTuple):
+    """The create lock as taken: its holder token, the server's now, the bound of the
+    unexpired rows (``None`` when it cannot be trusted: never set, or the lock was taken
+    from a holder that stalled) and the bound as stored (0 when never set)."""
+
+    holder: str
+    now: int
+    bound: int | None
+    stored: int
+
+
 class MongoTaskStore(ReadModifyWrite):
     """A :class:`~mcp_tasks.stores.protocol.Store` in MongoDB; ``database`` and ``prefix``
     are its namespace."""
@@ -459,12 +493,26 @@ class MongoTaskStore(ReadModifyWrite):
         # Handles of this process queue here first, so that only one of them at a time
         # asks the server for the lock (the others would only poll it).
         async with _local_lock("create", self.connect_url, self.database, self.prefix):
-            holder, now = await self._lock()
+            lock = await self._lock()
+            # What the unlock adds to the bound: a new base (an exact count) minus the
+            # bound read with the lock, plus the row once the insert may have happened.
+            # Unknown whether the insert happened (a driver error) counts as inserted:
+            # an over-estimate is safe, an under-estimate is not.
+            reset = written = 0
             try:
-                await self._check_caps(tasks, task.owner, now)
-                return await self._insert(tasks, rules.new_record(task, now))
+                base = await self._rows_bound(tasks, lock)
+                reset = base - lock.stored
+                if cap is not None and base >= cap:
+                    raise TaskLimitReached
+                await self._check_owner_cap(tasks, task.owner, lock.now)
+                written = 1
+                try:
+                    return await self._insert(tasks, rules.new_record(task, lock.now))
+                except DuplicateTaskId:
+                    written = 0
+                    raise
             finally:
-                await self._unlock(holder)
+                await self._unlock(lock.holder, reset + written, written)
 
     async def _insert(self, tasks: AsyncCollection[Document], record: TaskRecord) -> TaskRecord:
         with _driver_errors():
@@ -474,25 +522,42 @@ class MongoTaskStore(ReadModifyWrite):
                 raise DuplicateTaskId from None
         return record
 
-    async def _check_caps(
+    @staticmethod
+    def _unexpired(now: int) -> Document:
+        return {"$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}
+
+    async def _rows_bound(self, tasks: AsyncCollection[Document], lock: _Lock) -> int:
+        """An upper bound of the unexpired rows before this create (the caller holds the
+        create lock): the lock's bound while it is trusted and below the row cap, else an
+        exact count (capped at the row cap when the bound is trusted: at the cap, the
+        larger of the two, so that the bound never drops below a handle's larger cap)."""
+        cap = self.options.max_rows
+        if cap is None:
+            return lock.stored  # nothing to check: the bound only grows by the row
+        if lock.bound is not None and lock.bound < cap:
+            return lock.bound
+        with _driver_errors():
+            if lock.bound is None:  # unknown: count every row, the bound is then exact
+                return await tasks.count_documents(self._unexpired(lock.now), hint="expiry")
+            rows = await tasks.count_documents(self._unexpired(lock.now), limit=cap, hint="expiry")
+        return rows if rows < cap else max(rows, lock.bound)
+
+    async def _check_owner_cap(
         self, tasks: AsyncCollection[Document], owner: str | None, now: int
     ) -> None:
-        """TaskLimitReached when a cap is reached (the caller holds the create lock)."""
-        unexpired: Document = {"$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}
-        cap, per_owner = self.options.max_rows, self.options.max_active_per_owner
+        """TaskLimitReached when the owner's cap is reached (the caller holds the create
+        lock). Counted every time: a bound per owner would need a document per owner."""
+        per_owner = self.options.max_active_per_owner
+        if per_owner is None:
+            return
+        active = {"owner": owner, "status": {"$in": LIVE}, **self._unexpired(now)}
         with _driver_errors():
-            if cap is not None:
-                rows = await tasks.count_documents(unexpired, limit=cap, hint="expiry")
-                if rows >= cap:
-                    raise TaskLimitReached
-            if per_owner is not None:
-                active = {"owner": owner, "status": {"$in": LIVE}, **unexpired}
-                mine = await tasks.count_documents(active, limit=per_owner, hint="owner_active")
-                if mine >= per_owner:
-                    raise TaskLimitReached
+            mine = await tasks.count_documents(active, limit=per_owner, hint="owner_active")
+        if mine >= per_owner:
+            raise TaskLimitReached
 
-    async def _lock(self) -> tuple[str, int]:
-        """Take the namespace's create lock: (the holder token, the server's now)."""
+    async def _lock(self) -> _Lock:
+        """Take the namespace's create lock; the bound comes with it, in the same round trip."""
         meta = self._db()[self._meta_name]
         holder = new_token()
         free: Document = {"$or": [{"$eq": ["$holder", None]}, {"$lte": ["$until", "$now"]}]}
@@ -503,6 +568,9 @@ class MongoTaskStore(ReadModifyWrite):
                 "$set": {
                     "holder": {"$cond": [free, {"$literal": holder}, "$holder"]},
                     "until": {"$cond": [free, {"$add": ["$now", _LOCK_MS]}, "$until"]},
+                    # taken from a holder that stalled (or whose unlock failed): the bound
+                    # may lack that holder's row, so the taker counts exactly.
+                    "stolen": {"$cond": [free, {"$ne": ["$holder", None]}, "$stolen"]},
                 }
             },
         ]
@@ -517,17 +585,40 @@ class MongoTaskStore(ReadModifyWrite):
                 except DuplicateKeyError:
                     lock = None  # two first upserts met: the loser tries again
             if lock is not None and lock["holder"] == holder:
-                return holder, int(lock["now"])
+                bound = lock.get("bound")
+                return _Lock(
+                    holder,
+                    int(lock["now"]),
+                    None if bound is None or lock["stolen"] else int(bound),
+                    0 if bound is None else int(bound),
+                )
             if time.monotonic() > deadline:
                 raise StoreUnavailable("The namespace's create lock stayed taken")
             # Another process holds it: back off a little more each time (jittered).
             pause = min(0.2, pause * 1.5)
             await asyncio.sleep(random.uniform(pause / 2, pause))  # noqa: S311 (not secrecy)
 
-    async def _unlock(self, holder: str) -> None:
+    async def _unlock(self, holder: str, grow: int, written: int) -> None:
+        """Free the lock and add ``grow`` to the bound, in one update. A holder that lost
+        the lock (it stalled past ``_LOCK_MS``) frees nothing and adds only its row."""
+        mine: Document = {"$eq": ["$holder", {"$literal": holder}]}
         with _driver_errors():
             await self._db()[self._meta_name].update_one(
-                {"_id": _LOCK_ID, "holder": holder}, {"$set": {"holder": None, "until": 0}}
+                {"_id": _LOCK_ID},
+                [
+                    {
+                        "$set": {
+                            "bound": {
+                                "$add": [
+                                    {"$ifNull": ["$bound", 0]},
+                                    {"$cond": [mine, grow, written]},
+                                ]
+                            },
+                            "holder": {"$cond": [mine, None, "$holder"]},
+                            "until": {"$cond": [mine, 0, "$until"]},
+                        }
+                    }
+                ],
             )
 
     # --- the other Store operations ---------------------------------------------------------
