@@ -78,7 +78,7 @@ class SQLDialect(Protocol):
 
     async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
         """``sql``'s first row, one statement outside any transaction (what ``get`` needs,
-        by the shortest path the dialect has); failures as in :meth:`session`."""
+        by the shortest path the dialect has); failures as in :meth:`transact`."""
         ...
 
     def with_now(self, values: dict[str, Any]) -> dict[str, Any]:
@@ -106,7 +106,7 @@ class SQLDialect(Protocol):
         ...
 
     async def close(self) -> None:
-        """Release connections; every later session raises StoreUnavailable. Idempotent."""
+        """Release connections; every later call raises StoreUnavailable. Idempotent."""
         ...
 
 

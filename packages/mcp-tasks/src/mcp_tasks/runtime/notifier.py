@@ -201,10 +201,24 @@ class RelayNotifier(LocalNotifier):
         return f"RelayNotifier({self.relay!r})"
 
     async def publish(self, task_id: str) -> None:
+        if self._running_depth:
+            await self.send(task_id)
+        else:
+            self.deliver(signal_key(task_id))
+
+    async def send(self, task_id: str) -> None:
+        """Wake the local subscribers and send the signal through the relay now, running
+        or not (the relay opens its sending connection if it has none)."""
         key = signal_key(task_id)
         self.deliver(key)
-        if self._running_depth:
-            await self.relay.send(key)
+        await self.relay.send(key)
+
+    async def close_relay(self) -> None:
+        """Close the relay's connections; a failure is logged, never raised."""
+        try:
+            await self.relay.aclose()
+        except Exception:
+            logger.warning("closing the change relay failed", exc_info=True)
 
     def running(self) -> AbstractAsyncContextManager[None]:
         return self._running()
@@ -233,10 +247,7 @@ class RelayNotifier(LocalNotifier):
         finally:
             self._running_depth -= 1
             with anyio.CancelScope(shield=True):
-                try:
-                    await self.relay.aclose()
-                except Exception:
-                    logger.warning("closing the change relay failed", exc_info=True)
+                await self.close_relay()
 
     async def _receive_forever(self, ready: anyio.Event) -> None:
         """Run the relay's receiver; one that fails is logged and started again (signals
@@ -360,30 +371,25 @@ class Publisher:
 
     def __init__(self, notifier: Notifier, *, owned: bool) -> None:
         self.notifier = notifier
-        self.owned = owned
+        #: The owned relay notifier this publisher sends through itself, if any.
+        self._relay = notifier if owned and isinstance(notifier, RelayNotifier) else None
 
     def __repr__(self) -> str:
         return f"Publisher({self.notifier!r})"
 
     async def publish(self, task_id: str) -> None:
-        notifier = self.notifier
         try:
-            if self.owned and isinstance(notifier, RelayNotifier):
-                key = signal_key(task_id)
-                notifier.deliver(key)
-                await notifier.relay.send(key)
+            if self._relay is not None:
+                await self._relay.send(task_id)
             else:
-                await notifier.publish(task_id)
+                await self.notifier.publish(task_id)
         except Exception as exc:
             log_failure(logger, "the notifier failed to publish a change", exc, task_id)
 
     async def aclose(self) -> None:
         """Free what publishing opened (only for an owned notifier)."""
-        if self.owned and isinstance(self.notifier, RelayNotifier):
-            try:
-                await self.notifier.relay.aclose()
-            except Exception:
-                logger.warning("closing the change relay failed", exc_info=True)
+        if self._relay is not None:
+            await self._relay.close_relay()
 
 
 def publisher_for(store: Store) -> Publisher:
