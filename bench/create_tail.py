@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
-from bench.common import Connection, free_port, percentile, server_process
+from bench.common import free_port, percentile, server_process
+from bench.served import drive
 from bench.servers import ours_with_tasks
 
 if TYPE_CHECKING:
@@ -85,33 +86,6 @@ def serve(store_url: str, port: int, log_path: str) -> None:
     uvicorn.run(with_timing, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
-async def drive(port: int, tasks: int, in_flight: int, tool_ms: int, poll_ms: int) -> list[Timed]:
-    """Section 2's workload; each create as (sent, answered, "create")."""
-    todo = iter(range(tasks))
-    created: list[Timed] = []
-
-    async def client() -> None:
-        conn = Connection(port)
-        try:
-            for _ in todo:
-                sent = time.perf_counter()
-                answer = await conn.call(
-                    "tools/call", {"name": "nap", "arguments": {"ms": tool_ms}}, "nap"
-                )
-                created.append((sent, time.perf_counter(), "create"))
-                task_id = answer["result"]["taskId"]
-                while True:
-                    await asyncio.sleep(poll_ms / 1000)
-                    got = await conn.call("tasks/get", {"taskId": task_id}, task_id)
-                    if got["result"]["status"] != "working":
-                        break
-        finally:
-            await conn.close()
-
-    await asyncio.gather(*(client() for _ in range(in_flight)))
-    return created
-
-
 def spread(label: str, ms: list[float]) -> str:
     p50, p99 = statistics.median(ms), percentile(ms, 0.99)
     return (
@@ -120,17 +94,17 @@ def spread(label: str, ms: list[float]) -> str:
     )
 
 
-def report(created: list[Timed], served: list[Timed]) -> str:
-    begin = min(sent for sent, _, _ in created)
+def report(created: list[tuple[float, float]], served: list[Timed]) -> str:
+    begin = min(sent for sent, _ in created)
     served = [row for row in served if row[0] >= begin - 0.001]
-    lines = [spread("client: create", [(b - a) * 1000 for a, b, _ in created])]
+    lines = [spread("client: create", [(b - a) * 1000 for a, b in created])]
     for what in ("tools/call", "tasks/get", *(f"store.{n}" for n in STORE_CALLS), "lag"):
         ms = [(b - a) * 1000 for a, b, kind in served if kind == what]
         if ms:
             lines.append(spread(f"server: {what}", ms))
     calls = sorted(row for row in served if row[2] == "tools/call")
     rows = []
-    for sent, answered, _ in created:
+    for sent, answered in created:
         inside = [row for row in calls if sent <= row[0] <= answered]
         if inside:
             start, end, _ = inside[0]

@@ -284,10 +284,12 @@ def function(frame: str) -> str:
     return f"{name} ({path})"
 
 
-async def drive(port: int, tasks: int, in_flight: int, tool_ms: int, poll_ms: int) -> list[float]:
-    """The end-to-end workload; the create latency (seconds) of each task."""
+async def drive(
+    port: int, tasks: int, in_flight: int, tool_ms: int, poll_ms: int
+) -> list[tuple[float, float]]:
+    """The end-to-end workload; each create's ``(sent, answered)`` (``perf_counter`` s)."""
     todo = iter(range(tasks))
-    created: list[float] = []
+    created: list[tuple[float, float]] = []
 
     async def client() -> None:
         conn = Connection(port)
@@ -297,7 +299,7 @@ async def drive(port: int, tasks: int, in_flight: int, tool_ms: int, poll_ms: in
                 answer = await conn.call(
                     "tools/call", {"name": "nap", "arguments": {"ms": tool_ms}}, "nap"
                 )
-                created.append(time.perf_counter() - sent)
+                created.append((sent, time.perf_counter()))
                 task_id = answer["result"]["taskId"]
                 while True:
                     await asyncio.sleep(poll_ms / 1000)
@@ -335,7 +337,7 @@ def cpu_per_task(
         created = asyncio.run(drive(target.port, tasks, in_flight, tool_ms, poll_ms))
         wall = time.perf_counter() - start
         used = cpu_seconds(pid) - before
-        ms = [c * 1000 for c in created]
+        ms = [(answered - sent) * 1000 for sent, answered in created]
         results[target.name] = {
             "cpu_ms_per_task": used * 1000 / tasks,
             "create_p50_ms": median(ms),
