@@ -281,10 +281,14 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def call(self, method: str, params: Mapping[str, Any], name: str | None = None) -> Any:
-        """POST one request to /mcp; the decoded JSON-RPC response."""
+    async def connect(self) -> None:
+        """Open the connection now (else the first call opens it)."""
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+
+    async def call(self, method: str, params: Mapping[str, Any], name: str | None = None) -> Any:
+        """POST one request to /mcp; the decoded JSON-RPC response."""
+        await self.connect()
         assert self.reader is not None
         body = request_body(method, params)
         head = "".join(f"{k}: {v}\r\n" for k, v in request_headers(method, name).items())

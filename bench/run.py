@@ -58,7 +58,8 @@ def goal(measured: float | None, op: str, target: float, why: str | None = None)
 
 
 def reported(measured: float | None, why: str | None = None) -> dict[str, Any]:
-    """A figure the issue asks to report without a goal (MongoDB's capacity and CPU)."""
+    """A figure reported without a goal: MongoDB's capacity and CPU (the issue sets none),
+    the create tail after the first wave (a reading beside the goal, not in its place)."""
     return {
         "measured": measured,
         "goal": "reported",
@@ -66,6 +67,11 @@ def reported(measured: float | None, why: str | None = None) -> dict[str, Any]:
         "note": why or "no goal in the issue",
     }
 
+
+AFTER_FIRST_WAVE = (
+    "the creates after the first wave (the in_flight creates sent at once as the run starts);"
+    " beside the goal, which counts every create"
+)
 
 #: The issue sets capacity and CPU-per-task goals for these; MongoDB's are reported.
 GOAL_DURABLE = ("sqlite", "postgres", "redis")
@@ -111,6 +117,10 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
         row = cpu.get(name, {})
         out[f"create_p99_vs_p50.{name}"] = goal(
             share(row.get("create_p99_ms"), row.get("create_p50_ms")), "<=", 3, absent(name)
+        )
+        out[f"create_p99_vs_p50_after_first_wave.{name}"] = reported(
+            share(row.get("later_create_p99_ms"), row.get("later_create_p50_ms")),
+            absent(name) or AFTER_FIRST_WAVE,
         )
     for name in ALL:
         ops = results["store_ops"].get(name, {})

@@ -291,28 +291,32 @@ async def drive(
     todo = iter(range(tasks))
     created: list[tuple[float, float]] = []
 
-    async def client() -> None:
-        conn = Connection(port)
-        try:
-            for _ in todo:
-                sent = time.perf_counter()
-                answer = await conn.call(
-                    "tools/call", {"name": "nap", "arguments": {"ms": tool_ms}}, "nap"
-                )
-                created.append((sent, time.perf_counter()))
-                task_id = answer["result"]["taskId"]
-                while True:
-                    await asyncio.sleep(poll_ms / 1000)
-                    got = await conn.call("tasks/get", {"taskId": task_id}, task_id)
-                    status = got["result"]["status"]
-                    if status == "completed":
-                        break
-                    if status != "working":
-                        raise RuntimeError(f"a task ended {status}")
-        finally:
-            await conn.close()
+    async def client(conn: Connection) -> None:
+        for _ in todo:
+            sent = time.perf_counter()
+            answer = await conn.call(
+                "tools/call", {"name": "nap", "arguments": {"ms": tool_ms}}, "nap"
+            )
+            created.append((sent, time.perf_counter()))
+            task_id = answer["result"]["taskId"]
+            while True:
+                await asyncio.sleep(poll_ms / 1000)
+                got = await conn.call("tasks/get", {"taskId": task_id}, task_id)
+                status = got["result"]["status"]
+                if status == "completed":
+                    break
+                if status != "working":
+                    raise RuntimeError(f"a task ended {status}")
 
-    await asyncio.gather(*(client() for _ in range(in_flight)))
+    # Every connection is open before the first create is sent: a create's latency is
+    # from sending tools/call to its answer, not the TCP connect and accept before it.
+    conns = [Connection(port) for _ in range(in_flight)]
+    try:
+        await asyncio.gather(*(conn.connect() for conn in conns))
+        await asyncio.sleep(0.05)  # the server's accepts settle
+        await asyncio.gather(*(client(conn) for conn in conns))
+    finally:
+        await asyncio.gather(*(conn.close() for conn in conns))
     return created
 
 
@@ -337,16 +341,25 @@ def cpu_per_task(
         created = asyncio.run(drive(target.port, tasks, in_flight, tool_ms, poll_ms))
         wall = time.perf_counter() - start
         used = cpu_seconds(pid) - before
-        ms = [(answered - sent) * 1000 for sent, answered in created]
+        ms = [(answered - sent) * 1000 for sent, answered in sorted(created)]
+        # The first wave is the in_flight creates every client sends at the same instant
+        # when the run starts: the last of them waits for the server to handle all the
+        # others, so it holds the p99. Reported apart, beside the goal's figures of all.
+        first, later = ms[:in_flight], ms[in_flight:]
         results[target.name] = {
             "cpu_ms_per_task": used * 1000 / tasks,
             "create_p50_ms": median(ms),
             "create_p99_ms": percentile(ms, 0.99),
+            "first_wave_create_median_ms": median(first),
+            "first_wave_create_max_ms": max(first),
+            "later_create_p50_ms": median(later) if later else None,
+            "later_create_p99_ms": percentile(later, 0.99) if later else None,
             "wall_s": wall,
         }
         print(
             f"  {target.name:<16}{used * 1000 / tasks:>8.2f} ms CPU/task"
-            f"  create p50 {median(ms):.1f} ms, p99 {percentile(ms, 0.99):.1f} ms",
+            f"  create p50 {median(ms):.1f} ms, p99 {percentile(ms, 0.99):.1f} ms"
+            f" (first wave median {median(first):.1f}, max {max(first):.1f} ms)",
             flush=True,
         )
     return results
