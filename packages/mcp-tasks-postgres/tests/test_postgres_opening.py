@@ -4,6 +4,7 @@ there."""
 from __future__ import annotations
 
 import anyio
+import asyncpg
 import pytest
 
 from mcp_tasks import (
@@ -50,3 +51,58 @@ async def test_unreachable_server_is_store_unavailable() -> None:
             await store.get(new_task_id(), None)
         assert caught.value.__cause__ is not None
         await store.close()
+
+
+async def _connections_of_ours(postgres_url: str) -> int:
+    """How many connections to the test database this library's pools hold now."""
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        count = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE application_name = 'mcp-tasks' AND datname = current_database()"
+        )
+        return int(count)
+    finally:
+        await conn.close()
+
+
+async def test_the_url_sizes_the_connection_pool(postgres_url: str, namespace: str) -> None:
+    """?max_connections= caps the pool, ?min_connections= opens that many at once; neither
+    reaches the server as a setting (asyncpg sends unknown URL parameters as settings)."""
+    sep = "&" if "?" in postgres_url else "?"
+    before = await _connections_of_ours(postgres_url)
+    capped = store_from_url(f"{postgres_url}{sep}schema={namespace}&max_connections=1")
+    try:
+        task = await capped.create(NewTask(new_task_id()))
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(capped.get, task.task_id, None)
+        assert await _connections_of_ours(postgres_url) - before == 1
+    finally:
+        await capped.close()
+    wide = store_from_url(
+        f"{postgres_url}{sep}schema={namespace}&min_connections=3&max_connections=5"
+    )
+    try:
+        assert (await wide.get(task.task_id, None)).task_id == task.task_id
+        assert await _connections_of_ours(postgres_url) - before == 3
+        assert isinstance(wide, PostgresTaskStore)
+        assert "connections" not in wide.url
+    finally:
+        await wide.close()
+    await drop_namespace(namespaced_url(postgres_url, namespace))
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("max_connections=ten", "?max_connections= is a whole number"),
+        ("min_connections=-1", "?min_connections= is a whole number"),
+        ("max_connections=0", "?max_connections= is at least 1"),
+        ("min_connections=4&max_connections=2", "?min_connections= is at most"),
+    ],
+)
+def test_pool_sizes_that_cannot_be_are_refused_at_open(query: str, message: str) -> None:
+    """A pool size that is not a usable whole number is a ValueError naming the parameter."""
+    with pytest.raises(ValueError, match=message.replace("?", r"\?")):
+        store_from_url(f"postgresql://postgres@127.0.0.1/test?{query}")

@@ -386,11 +386,15 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 class PostgresStoreBackend:
     """Opens ``postgresql://user@host/db`` (or ``postgres://``); ``?schema=name`` picks the
-    schema, the namespace (default ``mcp_tasks``)."""
+    schema, the namespace (default ``mcp_tasks``); ``?max_connections=N`` and
+    ``?min_connections=N`` size the connection pool (default 10 and 1)."""
 
     def open(self, url: str, options: StoreOptions | None = None, /) -> PostgresTaskStore:
         connect_url, schema = _parse(url)
-        return PostgresTaskStore(connect_url, options, schema=schema)
+        low, high = _pool_sizes(url)
+        return PostgresTaskStore(
+            connect_url, options, schema=schema, min_connections=low, max_connections=high
+        )
 
     def namespaced(self, url: str, namespace: str, /) -> str:
         _parse(url)
@@ -406,10 +410,32 @@ class PostgresStoreBackend:
 
 
 def _parse(url: str) -> tuple[str, str]:
-    """The URL asyncpg connects to (without ``schema``) and the schema."""
+    """The URL asyncpg connects to (without our parameters: asyncpg would send any other
+    one to the server as a setting) and the schema."""
     if urlsplit(url).scheme.lower() not in {"postgresql", "postgres"}:
         raise ValueError("A Postgres store URL looks like postgresql://user@host/db")
-    return with_query(url, schema=None), query_value(url, "schema") or DEFAULT_SCHEMA
+    connect_url = with_query(url, schema=None, min_connections=None, max_connections=None)
+    return connect_url, query_value(url, "schema") or DEFAULT_SCHEMA
+
+
+def _pool_sizes(url: str) -> tuple[int, int]:
+    """``?min_connections=`` and ``?max_connections=``: whole numbers, 0 <= min <= max and
+    max >= 1 (defaults 1 and 10)."""
+    sizes = []
+    for key, default in (("min_connections", 1), ("max_connections", 10)):
+        text = query_value(url, key)
+        if text is None:
+            sizes.append(default)
+        elif text.isascii() and text.isdigit():
+            sizes.append(int(text))
+        else:
+            raise ValueError(f"A Postgres store's ?{key}= is a whole number")
+    low, high = sizes
+    if high < 1:
+        raise ValueError("A Postgres store's ?max_connections= is at least 1")
+    if low > high:
+        raise ValueError("A Postgres store's ?min_connections= is at most its ?max_connections=")
+    return low, high
 
 
 def from_url(url: str, options: StoreOptions | None = None) -> PostgresTaskStore:
