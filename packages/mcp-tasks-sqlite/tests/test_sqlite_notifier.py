@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 
+from mcp_tasks import NewTask, new_task_id
+from mcp_tasks.runtime.notifier import (
+    WORK_SIGNAL,
+    RelayNotifier,
+    Subscription,
+    notifier_for,
+    signal_key,
+)
 from mcp_tasks_contract.notifiers import (
+    SIGNAL_BOUND_S,
     check_signal_crosses_handles,
     check_task_control_reaches_handles,
 )
@@ -27,3 +37,63 @@ async def test_a_task_control_write_wakes_another_handle(open_store: OpenStore) 
     """``TaskControl(store)`` on a handle of its own (an external worker's) publishes by
     default: its write wakes a subscriber on another handle's notifier (the file's data version)."""
     await check_task_control_reaches_handles(await open_store(), await open_store())
+
+
+async def _quiet(changes: Subscription) -> None:
+    """Take whatever woke ``changes`` so far (the first change a subscriber sees after it
+    subscribed always wakes it: the watcher had not seen its task's version before)."""
+    while await changes.wait(0.2):
+        changes.take_changed()
+
+
+async def test_a_change_wakes_only_the_subscribers_of_the_task_that_changed(
+    open_store: OpenStore,
+) -> None:
+    """The file says only that something changed; the watcher reads its subscribers' tasks'
+    row versions and wakes the one whose task moved, not every subscriber (each of which
+    would re-read its task through the store)."""
+    writer, listener = await open_store(), await open_store()
+    first = await writer.create(NewTask(new_task_id()))
+    second = await writer.create(NewTask(new_task_id()))
+    receiver = notifier_for(listener)
+    assert isinstance(receiver, RelayNotifier)
+    async with (
+        receiver.running(),
+        receiver.subscribe(first.task_id) as first_changes,
+        receiver.subscribe(second.task_id) as second_changes,
+    ):
+        await writer.cancel(first.task_id, None)  # a change both have not seen yet
+        assert await first_changes.wait(SIGNAL_BOUND_S)
+        await _quiet(first_changes)
+        await _quiet(second_changes)
+        await writer.cancel(second.task_id, None)
+        assert await second_changes.wait(SIGNAL_BOUND_S)
+        assert second_changes.take_changed() == frozenset({signal_key(second.task_id)})
+        assert not await first_changes.wait(0.3), "woken by another task's change"
+
+
+async def test_a_task_gone_and_claimable_work_wake_their_subscribers(
+    open_store: OpenStore,
+) -> None:
+    """A watched task whose row is gone (reaped) wakes its subscriber; the work signal,
+    which no row holds, wakes on every change (a task for a worker may have come); a
+    subscriber of every task is woken by every change."""
+    writer, listener = await open_store(), await open_store()
+    doomed = await writer.create(NewTask(new_task_id(), ttl_ms=1))
+    receiver = notifier_for(listener)
+    assert isinstance(receiver, RelayNotifier)
+    async with receiver.running(), receiver.subscribe(doomed.task_id) as changes:
+        await writer.create(NewTask(new_task_id()))  # first sighting
+        await _quiet(changes)
+        await anyio.sleep(0.01)  # the TTL runs out
+        assert await writer.reap() == 1
+        assert await changes.wait(SIGNAL_BOUND_S), "the reaped task's subscriber slept"
+    async with (
+        receiver.running(),
+        receiver.subscribe(WORK_SIGNAL) as work,
+        receiver.subscribe() as everything,
+    ):
+        await writer.create(NewTask(new_task_id()))
+        assert await work.wait(SIGNAL_BOUND_S)
+        assert await everything.wait(SIGNAL_BOUND_S)
+        assert everything.take_changed() is None  # "any task may have changed"

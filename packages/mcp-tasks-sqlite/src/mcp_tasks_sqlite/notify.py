@@ -2,24 +2,38 @@
 
 SQLite has no message channel, but ``PRAGMA data_version`` changes on a connection
 whenever another connection (any process) commits to the file. One watcher connection per
-process reads it every :data:`WATCH_INTERVAL_S`; a change wakes every local subscriber
-("something changed": the file does not say which task), and each re-reads what it
-watches. Nothing is sent: the write itself is the signal.
+process reads it every :data:`WATCH_INTERVAL_S`. The file does not say which task changed,
+so on a change the watcher reads the row versions of the tasks this process's subscribers
+wait for, in one query on its own connection, and wakes only the subscribers of tasks whose
+version moved (or whose row is gone). Waking every subscriber instead would make each of
+them re-read its task through the store at every tick while anything writes: with N tasks
+running here, N reads queued on the store's one connection per tick. Nothing is sent: the
+write itself is the signal.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING
 
 import aiosqlite
 import anyio
+import sqlalchemy as sa
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
 from mcp_tasks.runtime.notifier import RelayNotifier
+from mcp_tasks_sql import task_tables
+from mcp_tasks_sql.statements import compile_statement
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from pathlib import Path
+
+    from mcp_tasks_sql import CompiledSQL, TaskTables
+
+    #: What a notifier's subscribers wait for (``LocalNotifier.watched``).
+    Watched = Callable[[], tuple[dict[str, str], bool]]
 
 logger = logging.getLogger(__name__)
 
@@ -29,11 +43,25 @@ WATCH_INTERVAL_S = 0.025
 
 
 class SQLiteRelay:
-    """Watches one SQLite file for commits by any connection."""
+    """Watches one SQLite file for commits by any connection.
 
-    def __init__(self, path: Path, interval_s: float = WATCH_INTERVAL_S) -> None:
+    With ``watching`` (the notifier's :meth:`~mcp_tasks.runtime.notifier.LocalNotifier.watched`,
+    bound by :func:`notifier`) and ``versions`` (:func:`row_versions` of the namespace's
+    tables), a change wakes the subscribers of the tasks that changed; without them, or
+    while a subscriber takes every task, every subscriber."""
+
+    def __init__(
+        self,
+        path: Path,
+        interval_s: float = WATCH_INTERVAL_S,
+        *,
+        versions: CompiledSQL | None = None,
+        watching: Watched | None = None,
+    ) -> None:
         self.path = path
         self.interval_s = interval_s
+        self.versions = versions
+        self.watching = watching
 
     def __repr__(self) -> str:
         return "SQLiteRelay()"
@@ -45,15 +73,25 @@ class SQLiteRelay:
         self, deliver: Callable[[str | None], None], ready: Callable[[], None]
     ) -> None:
         connection = await aiosqlite.connect(self.path, isolation_level=None)
+        last: dict[str, int] = {}  # signal key -> the row version last seen
         try:
             seen = await _data_version(connection)
             ready()
             while True:
                 await anyio.sleep(self.interval_s)
                 version = await _data_version(connection)
-                if version != seen:
-                    seen = version
+                if version == seen:
+                    continue
+                seen = version
+                if self.watching is None or self.versions is None:
                     deliver(None)
+                    continue
+                watched, everything = self.watching()
+                if everything:
+                    deliver(None)
+                    continue
+                for key in await _moved(connection, self.versions, watched, last):
+                    deliver(key)
         finally:
             # Shielded: this runs when the notifier stops (a cancellation), and an unclosed
             # connection's thread would outlive the event loop.
@@ -62,6 +100,43 @@ class SQLiteRelay:
 
     async def aclose(self) -> None:
         return None
+
+
+async def _moved(
+    connection: aiosqlite.Connection,
+    statement: CompiledSQL,
+    watched: Mapping[str, str],
+    versions: dict[str, int],
+) -> list[str]:
+    """The signal keys of the ``watched`` tasks whose row version differs from the one in
+    ``versions`` (updated in place): changed, gone, or not seen before (a subscriber that
+    came since the last change may have read before it). A pseudo id such as the work
+    signal has no row, so it is woken by every change, as claimable work may have come."""
+    ids = json.dumps(list(watched.values()))
+    async with connection.execute(statement.text, statement.args({"ids": ids})) as cursor:
+        found = {str(row[0]): int(row[1]) for row in await cursor.fetchall()}
+    moved = []
+    for key, task_id in watched.items():
+        now = found.get(task_id)
+        if now is None or versions.get(key) != now:
+            moved.append(key)
+        if now is None:
+            versions.pop(key, None)
+        else:
+            versions[key] = now
+    for key in [k for k in versions if k not in watched]:
+        del versions[key]
+    return moved
+
+
+def row_versions(tables: TaskTables) -> CompiledSQL:
+    """The ids and row versions of the tasks a JSON array of ids names (``ids``): one
+    parameter whatever the count."""
+    c = tables.tasks.c
+    value = sa.column("value", sa.Text)
+    ids = sa.select(value).select_from(sa.func.json_each(sa.bindparam("ids", type_=sa.Text)))
+    statement = sa.select(c.task_id, c.row_version).where(c.task_id.in_(ids))
+    return compile_statement(statement, SQLiteDialect_aiosqlite())
 
 
 async def _data_version(connection: aiosqlite.Connection) -> int:
@@ -79,4 +154,8 @@ def notifier(store: object) -> RelayNotifier | None:
     dialect = getattr(store, "dialect", None)
     if not isinstance(dialect, SQLiteDialect):
         return None
-    return RelayNotifier(SQLiteRelay(dialect.path))
+    tables = task_tables(prefix=dialect.table_prefix)
+    relay = SQLiteRelay(dialect.path, versions=row_versions(tables))
+    relayed = RelayNotifier(relay)
+    relay.watching = relayed.watched
+    return relayed

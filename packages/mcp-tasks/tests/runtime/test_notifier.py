@@ -174,3 +174,17 @@ def test_task_control_publishes_through_the_stores_notifier_unless_told() -> Non
     given = LocalNotifier()
     assert TaskControl(store, given).notifier is given
     assert TaskControl(store, notifier=None).notifier is None
+
+
+async def test_watched_names_the_subscribed_tasks_while_any_subscriber_waits() -> None:
+    """What a relay that must find changed tasks itself reads: the ids by signal key while
+    one subscriber still waits for them, and whether any takes every task."""
+    notifier = LocalNotifier()
+    assert notifier.watched() == ({}, False)
+    async with notifier.subscribe("a", "b"):
+        async with notifier.subscribe("a"):
+            assert notifier.watched() == ({signal_key("a"): "a", signal_key("b"): "b"}, False)
+        assert notifier.watched()[0] == {signal_key("a"): "a", signal_key("b"): "b"}
+        async with notifier.subscribe():
+            assert notifier.watched()[1] is True
+    assert notifier.watched() == ({}, False)

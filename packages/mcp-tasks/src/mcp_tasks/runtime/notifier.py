@@ -115,9 +115,16 @@ class LocalNotifier:
     def __init__(self) -> None:
         self._by_key: dict[str, set[Subscription]] = {}
         self._everything: set[Subscription] = set()
+        self._task_ids: dict[str, str] = {}  # signal key -> task id, while subscribed
 
     def __repr__(self) -> str:
         return "LocalNotifier()"
+
+    def watched(self) -> tuple[dict[str, str], bool]:
+        """The task ids some subscriber waits for, by signal key, and whether a subscriber
+        takes every task. For a relay that must find out itself which tasks changed (a
+        SQLite file says only that something did); ids stay in this process."""
+        return dict(self._task_ids), bool(self._everything)
 
     async def publish(self, task_id: str) -> None:
         self.deliver(signal_key(task_id))
@@ -132,20 +139,21 @@ class LocalNotifier:
             subscription.signal(key)
 
     def subscribe(self, *task_ids: str) -> AbstractAsyncContextManager[Subscription]:
-        return self._subscribe(frozenset(signal_key(t) for t in task_ids), not task_ids)
+        return self._subscribe({signal_key(t): t for t in task_ids}, not task_ids)
 
     def running(self) -> AbstractAsyncContextManager[None]:
         return _nothing()
 
     @asynccontextmanager
     async def _subscribe(
-        self, keys: frozenset[str], everything: bool
+        self, keys: dict[str, str], everything: bool
     ) -> AsyncIterator[Subscription]:
         subscription = Subscription()
         if everything:
             self._everything.add(subscription)
-        for key in keys:
+        for key, task_id in keys.items():
             self._by_key.setdefault(key, set()).add(subscription)
+            self._task_ids[key] = task_id
         try:
             yield subscription
         finally:
@@ -156,6 +164,7 @@ class LocalNotifier:
                     subscribers.discard(subscription)
                     if not subscribers:
                         del self._by_key[key]
+                        self._task_ids.pop(key, None)
 
 
 class Relay(Protocol):
