@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from typing import TYPE_CHECKING
 
 import anyio
 import pytest
+
+from mcp_tasks import ANY_OWNER, NewTask, Progress, new_task_id
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -60,3 +63,27 @@ async def test_hot_paths_use_indexes(open_store: OpenStore, db_path: Path, opera
     full_scans = [d for d in details if d.startswith("SCAN tasks") and "INDEX" not in d]
     assert not full_scans, details
     assert any("INDEX" in d for d in details), details
+
+
+async def test_a_read_does_not_wait_for_a_write_still_waiting_for_the_lock(
+    open_store: OpenStore, db_path: Path
+) -> None:
+    """Reads have a connection of their own: while a write waits for the file's write lock
+    (another process holds it), a ``get`` answers, with what was committed before."""
+    store = await open_store()
+    task = await store.create(NewTask(new_task_id()))
+    await store.get(task.task_id, ANY_OWNER)  # both connections open
+    holder = sqlite3.connect(db_path, timeout=0, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # free now: taken at once
+        write = asyncio.ensure_future(store.put_status(task.task_id, Progress("after")))
+        for _ in range(5):  # the write runs up to its thread's queue (no I/O on the way)
+            await asyncio.sleep(0)
+        with anyio.fail_after(10):  # far beyond a read; the write waits up to 30 s
+            read = await store.get(task.task_id, ANY_OWNER)
+        assert not write.done()
+        assert read.status_message is None
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (await write).record.status_message == "after"

@@ -49,9 +49,12 @@ R = TypeVar("R")
 class SQLiteDialect:
     """A :class:`~mcp_tasks_sql.SQLDialect` on one SQLite file and table prefix.
 
-    One sqlite3 connection per dialect, on a thread of its own (opened on first use): each
-    operation, a whole transaction included, is one function run there, so operations take
-    turns on it; dialects and processes on the same file coordinate through SQLite's locks.
+    Two sqlite3 connections per dialect, each on a thread of its own (opened on first use):
+    one for the writes, one for the single-statement reads (``get``). Each operation, a
+    whole transaction included, is one function run on its connection's thread, so writes
+    take turns on theirs; reads, in WAL mode, never wait for a write to finish (a poll
+    queued behind a burst of creates and their fsyncs would). Dialects and processes on the
+    same file coordinate through SQLite's locks.
     """
 
     def __init__(
@@ -75,7 +78,7 @@ class SQLiteDialect:
         self._statements = sql_statements.build(
             self._tables, self._dialect, sa.bindparam("now", type_=sa.BigInteger)
         )
-        self._thread: ConnectionThread | None = None
+        self._threads: dict[Mode, ConnectionThread] = {}  # Mode.READ's, and the writes'
         self._closed = False
 
     @property
@@ -95,18 +98,23 @@ class SQLiteDialect:
         return None  # the shared transaction is already one lock, one fsync and one hop
 
     async def _run(self, mode: Mode, work: Callable[[sqlite3.Connection], R]) -> R:
-        """``work`` on the connection's thread, in one call: alone for :attr:`Mode.READ`
-        (one statement, its own snapshot), else in a ``BEGIN IMMEDIATE`` transaction that
-        commits when ``work`` returns and rolls back when it raises. Driver failures
-        (including a file locked beyond the busy timeout) raise StoreUnavailable."""
+        """``work`` in one call on a connection's thread: alone on the reading connection
+        for :attr:`Mode.READ` (one statement, its own snapshot: it sees every write
+        committed before it began), else on the writing connection in a ``BEGIN IMMEDIATE``
+        transaction that commits when ``work`` returns and rolls back when it raises.
+        Driver failures (including a file locked beyond the busy timeout) raise
+        StoreUnavailable."""
         if self._closed:
             raise StoreUnavailable("The store is closed")
-        if self._thread is None:
+        role = Mode.READ if mode is Mode.READ else Mode.TRANSACTION
+        thread = self._threads.get(role)
+        if thread is None:
             opener = partial(_open, self.path, self._busy_timeout_s)
-            self._thread = ConnectionThread(opener, name=f"mcp-tasks-sqlite {self.path.name}")
+            name = f"mcp-tasks-sqlite {'reads' if role is Mode.READ else 'writes'} {self.path.name}"
+            thread = self._threads[role] = ConnectionThread(opener, name=name)
         call = work if mode is Mode.READ else partial(_in_transaction, work)
         try:
-            return await self._thread.run(call)
+            return await thread.run(call)
         except DRIVER_ERRORS as exc:
             raise StoreUnavailable from exc
 
@@ -172,14 +180,17 @@ class SQLiteDialect:
             conn.execute(str(drop.compile(dialect=self._dialect)))
 
     async def close(self) -> None:
-        """Let the operations already begun finish, then close the connection. Idempotent."""
+        """Let the operations already begun finish, then close the connections. Idempotent."""
         self._closed = True
-        thread, self._thread = self._thread, None
-        if thread is not None:
+        threads, self._threads = list(self._threads.values()), {}
+        failed: BaseException | None = None
+        for thread in threads:  # every one stopped, even when one fails to close
             try:
                 await thread.stop()
             except DRIVER_ERRORS as exc:
-                raise StoreUnavailable from exc
+                failed = exc
+        if failed is not None:
+            raise StoreUnavailable from failed
 
 
 def _in_transaction(work: Callable[[sqlite3.Connection], R], conn: sqlite3.Connection) -> R:
