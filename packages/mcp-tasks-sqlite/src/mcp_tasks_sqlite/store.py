@@ -101,8 +101,9 @@ class SQLiteDialect:
         """``work`` in one call on a connection's thread: alone on the reading connection
         for :attr:`Mode.READ` (one statement, its own snapshot: it sees every write
         committed before it began), else on the writing connection in a ``BEGIN IMMEDIATE``
-        transaction that commits when ``work`` returns and rolls back when it raises.
-        Driver failures (including a file locked beyond the busy timeout) raise
+        transaction that commits when ``work`` returns and rolls back when it raises (one
+        COMMIT for the writes queued together: ``ConnectionThread.transact``). Driver
+        failures (including a file locked beyond the busy timeout) raise
         StoreUnavailable."""
         if self._closed:
             raise StoreUnavailable("The store is closed")
@@ -112,9 +113,10 @@ class SQLiteDialect:
             opener = partial(_open, self.path, self._busy_timeout_s)
             name = f"mcp-tasks-sqlite {'reads' if role is Mode.READ else 'writes'} {self.path.name}"
             thread = self._threads[role] = ConnectionThread(opener, name=name)
-        call = work if mode is Mode.READ else partial(_in_transaction, work)
         try:
-            return await thread.run(call)
+            if mode is Mode.READ:
+                return await thread.run(work)
+            return await thread.transact(work)  # perhaps committed with writes beside it
         except DRIVER_ERRORS as exc:
             raise StoreUnavailable from exc
 
@@ -191,22 +193,6 @@ class SQLiteDialect:
                 failed = exc
         if failed is not None:
             raise StoreUnavailable from failed
-
-
-def _in_transaction(work: Callable[[sqlite3.Connection], R], conn: sqlite3.Connection) -> R:
-    """``work`` in ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back if anything raises.
-
-    IMMEDIATE takes the write lock before the first read (waiting up to the busy timeout
-    for it); a deferred transaction that reads then writes fails with SQLITE_BUSY under
-    concurrency, whatever the busy timeout."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.rollback()
-        raise
-    return result
 
 
 def _run_statements(body: Transaction[R], conn: sqlite3.Connection) -> R:
