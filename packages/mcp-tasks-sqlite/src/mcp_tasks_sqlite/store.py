@@ -78,7 +78,8 @@ class SQLiteDialect:
         self._statements = sql_statements.build(
             self._tables, self._dialect, sa.bindparam("now", type_=sa.BigInteger)
         )
-        self._threads: dict[Mode, ConnectionThread] = {}  # Mode.READ's, and the writes'
+        self._reads: ConnectionThread | None = None
+        self._writes: ConnectionThread | None = None
         self._closed = False
 
     @property
@@ -107,18 +108,20 @@ class SQLiteDialect:
         StoreUnavailable."""
         if self._closed:
             raise StoreUnavailable("The store is closed")
-        role = Mode.READ if mode is Mode.READ else Mode.TRANSACTION
-        thread = self._threads.get(role)
-        if thread is None:
-            opener = partial(_open, self.path, self._busy_timeout_s)
-            name = f"mcp-tasks-sqlite {'reads' if role is Mode.READ else 'writes'} {self.path.name}"
-            thread = self._threads[role] = ConnectionThread(opener, name=name)
         try:
             if mode is Mode.READ:
-                return await thread.run(work)
-            return await thread.transact(work)  # perhaps committed with writes beside it
+                if self._reads is None:
+                    self._reads = self._connection_thread("reads")
+                return await self._reads.run(work)
+            if self._writes is None:
+                self._writes = self._connection_thread("writes")
+            return await self._writes.transact(work)  # perhaps committed with writes beside it
         except DRIVER_ERRORS as exc:
             raise StoreUnavailable from exc
+
+    def _connection_thread(self, role: str) -> ConnectionThread:
+        opener = partial(_open, self.path, self._busy_timeout_s)
+        return ConnectionThread(opener, name=f"mcp-tasks-sqlite {role} {self.path.name}")
 
     async def transact(self, mode: Mode, body: Transaction[R]) -> R:
         """The whole of ``body`` in one hop to the connection's thread."""
@@ -184,7 +187,8 @@ class SQLiteDialect:
     async def close(self) -> None:
         """Let the operations already begun finish, then close the connections. Idempotent."""
         self._closed = True
-        threads, self._threads = list(self._threads.values()), {}
+        threads = [t for t in (self._writes, self._reads) if t is not None]
+        self._writes = self._reads = None
         failed: BaseException | None = None
         for thread in threads:  # every one stopped, even when one fails to close
             try:
