@@ -200,6 +200,10 @@ def main() -> None:
                 tool_ms=config["e2e_tool_ms"],
                 poll_ms=config["e2e_poll_ms"],
             )
+            if not args.no_profile:
+                served.profile_creates(
+                    targets, pids, seconds=config["wrk_seconds"], directory=args.out
+                )
 
         results["store_ops"], results["scale"], results["near_cap"] = {}, {}, {}
         for backend in backends.available:

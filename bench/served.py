@@ -222,17 +222,52 @@ def poll_capacity(
                 pid=pids["memory"],
                 directory=profile_dir,
                 seconds=seconds,
+                name="tasks_get_memory",
+                what="tasks/get",
             )
     return results
 
 
-def profile(
-    wrk: str, port: int, script: Path, *, pid: int, directory: Path, seconds: float
+def profile_creates(
+    targets_: Sequence[Target], pids: dict[str, int], *, seconds: float, directory: Path
 ) -> None:
-    """A py-spy sampling profile of the server while wrk drives it: collapsed stacks and a
-    summary of the functions with the most samples (own and inclusive)."""
+    """The create path's profile: py-spy on the memory server while wrk sends task-creating
+    ``tools/call``s of ``nap`` (0 ms: each task also runs and completes), 50 at a time, as
+    the end-to-end workload's first wave does (``tools_call_memory.summary.txt``)."""
+    memory = next((t for t in targets_ if t.name == "memory"), None)
+    if memory is None:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        params = {"name": "nap", "arguments": {"ms": 0}}
+        script = wrk_script("tools/call", params, "nap", Path(tmp))
+        profile(
+            ensure_wrk(),
+            memory.port,
+            script,
+            pid=pids["memory"],
+            directory=directory,
+            seconds=seconds,
+            name="tools_call_memory",
+            what="tools/call creating a task",
+        )
+
+
+def profile(
+    wrk: str,
+    port: int,
+    script: Path,
+    *,
+    pid: int,
+    directory: Path,
+    seconds: float,
+    name: str,
+    what: str,
+) -> None:
+    """A py-spy sampling profile of the server while wrk drives it: collapsed stacks
+    (``name.collapsed.txt``) and a summary of the functions with the most samples, own and
+    inclusive (``name.summary.txt``)."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    raw = directory / "tasks_get_memory.collapsed.txt"
+    raw = directory / f"{name}.collapsed.txt"
     record = subprocess.Popen(
         [py_spy, "record", "-p", str(pid), "-d", f"{seconds:g}", "-r", "200", "-f", "raw",
          "-o", str(raw), "--nonblocking"],
@@ -242,10 +277,10 @@ def profile(
     run_wrk(wrk, port, script, seconds, 50)
     record.wait(60)
     if raw.exists():
-        (directory / "tasks_get_memory.summary.txt").write_text(summarise(raw))
+        (directory / f"{name}.summary.txt").write_text(summarise(raw, what=what))
 
 
-def summarise(raw: Path, top: int = 25) -> str:
+def summarise(raw: Path, top: int = 25, *, what: str = "tasks/get") -> str:
     """Where the samples went, from collapsed stacks: own samples by package (the first part
     of the file's path: uvicorn, starlette, mcp, mcp_tasks, pydantic, asyncio, …) and by
     function, and inclusive samples by function."""
@@ -264,7 +299,7 @@ def summarise(raw: Path, top: int = 25) -> str:
         packages[frames[-1].partition("(")[2].partition("/")[0].rstrip(")") or "?"] += count
         for frame in set(frames):
             inclusive[frame] += count
-    lines = [f"{total} samples of the server under wrk (tasks/get, memory store)", ""]
+    lines = [f"{total} samples of the server under wrk ({what}, memory store)", ""]
     for title, counter in (
         ("own, by package:", packages),
         ("own, by function:", own),
