@@ -115,17 +115,10 @@ async def _moved(
     ids = json.dumps(list(watched.values()))
     async with connection.execute(statement.text, statement.args({"ids": ids})) as cursor:
         found = {str(row[0]): int(row[1]) for row in await cursor.fetchall()}
-    moved = []
-    for key, task_id in watched.items():
-        now = found.get(task_id)
-        if now is None or versions.get(key) != now:
-            moved.append(key)
-        if now is None:
-            versions.pop(key, None)
-        else:
-            versions[key] = now
-    for key in [k for k in versions if k not in watched]:
-        del versions[key]
+    current = {key: found[task_id] for key, task_id in watched.items() if task_id in found}
+    moved = [key for key in watched if key not in current or versions.get(key) != current[key]]
+    versions.clear()
+    versions.update(current)
     return moved
 
 
