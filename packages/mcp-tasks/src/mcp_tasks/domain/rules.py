@@ -23,6 +23,7 @@ changes nothing, and what the caller sees is decided here, once per kind of writ
 from __future__ import annotations
 
 from dataclasses import replace
+from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
 from mcp_tasks.domain.errors import (
@@ -401,6 +402,34 @@ def claimable(record: TaskRecord, now: int) -> bool:
         and not record.is_expired(now)
         and record.live_claim(now) is None
     )
+
+
+class ClaimLane(StrEnum):
+    """The two places a task that a claim may take waits in (:func:`claim_lane`)."""
+
+    READY = "ready"
+    """Claimable now, in :func:`claim_order` (its place is its ``created_at``)."""
+    WAITING = "waiting"
+    """Claimable once a pending retry is due or its claim ends (its place is that time)."""
+
+
+def claim_lane(record: TaskRecord) -> tuple[ClaimLane, int] | None:
+    """Where a task waits for a claim, and its place there; ``None`` when no claim can ever
+    take it as it is (no work, or the status machine has no ``claim`` for its status).
+
+    A pending retry or claim end puts it in :attr:`ClaimLane.WAITING` until the later of
+    the two; otherwise it is :attr:`ClaimLane.READY` at its ``created_at``. Expiry is not a
+    lane: :func:`claimable` still decides, so a store's lanes only narrow what a claim
+    looks at. Stores that index their tasks for claims file them by this (the memory and
+    MongoDB stores call it; Redis's scripts mirror it in a Lua function of the same name).
+    """
+    if record.work is None or next_status(record.status, Event.CLAIM) is None:
+        return None
+    claim_ends = None if record.claim is None else record.claim.expires_at
+    waits = [t for t in (record.retry_at, claim_ends) if t is not None]
+    if waits:
+        return ClaimLane.WAITING, max(waits)
+    return ClaimLane.READY, record.created_at
 
 
 def claim_order(record: TaskRecord) -> tuple[int, str]:

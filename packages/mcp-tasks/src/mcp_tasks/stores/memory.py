@@ -35,28 +35,15 @@ from mcp_tasks.domain.models import (
     TaskRecord,
     Transition,
 )
-from mcp_tasks.domain.states import Event, next_status
+from mcp_tasks.domain.rules import ClaimLane
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     from mcp_tasks.domain.rules import OwnerArg
 
-#: The two places a task a claim may take waits in: ``(_READY, created_at)`` in the ready
-#: queue, or ``(_WAITING, until)`` until its retry is due or its claim ends.
-_READY, _WAITING = 0, 1
 #: Stale heap entries tolerated beyond one per indexed task before a heap is rebuilt.
 _STALE_SLACK = 64
-
-
-def _queue_entry(record: TaskRecord | None) -> tuple[int, int] | None:
-    """Where a task waits for a claim, or ``None`` when no claim can ever take it as it is
-    (no work, or terminal: the status machine has no ``claim`` for it)."""
-    if record is None or record.work is None or next_status(record.status, Event.CLAIM) is None:
-        return None
-    claim_ends = None if record.claim is None else record.claim.expires_at
-    waits = [t for t in (record.retry_at, claim_ends) if t is not None]
-    return (_WAITING, max(waits)) if waits else (_READY, record.created_at)
 
 
 @dataclass
@@ -91,7 +78,7 @@ class MemoryBackend:
         self._finished: list[tuple[int, str]] = []
         # Every task a claim may take, by where it waits; a heap entry that is not its
         # task's entry here is stale and skipped.
-        self._queued: dict[str, tuple[int, int]] = {}
+        self._queued: dict[str, tuple[ClaimLane, int]] = {}
         self._ready: list[tuple[int, str]] = []  # (created_at, id): rules.claim_order
         self._waiting: list[tuple[int, str]] = []  # (until, id)
 
@@ -129,13 +116,13 @@ class MemoryBackend:
                 old is not None and _retained(old) and old.last_updated_at == new.last_updated_at
             ):
                 heapq.heappush(self._finished, (new.last_updated_at, task_id))
-        entry = _queue_entry(new)
+        entry = None if new is None else rules.claim_lane(new)
         if entry is None:
             self._queued.pop(task_id, None)
         elif self._queued.get(task_id) != entry:
             self._queued[task_id] = entry
             heapq.heappush(
-                self._ready if entry[0] == _READY else self._waiting, (entry[1], task_id)
+                self._ready if entry[0] is ClaimLane.READY else self._waiting, (entry[1], task_id)
             )
         self._compact()
 
@@ -156,8 +143,8 @@ class MemoryBackend:
             heapq.heapify(self._deadlines)
         if len(self._ready) + len(self._waiting) > 2 * len(self._queued) + _STALE_SLACK:
             queued = self._queued.items()
-            self._ready = [(at, i) for i, (where, at) in queued if where == _READY]
-            self._waiting = [(at, i) for i, (where, at) in queued if where == _WAITING]
+            self._ready = [(at, i) for i, (where, at) in queued if where is ClaimLane.READY]
+            self._waiting = [(at, i) for i, (where, at) in queued if where is ClaimLane.WAITING]
             heapq.heapify(self._ready)
             heapq.heapify(self._waiting)
 
@@ -200,13 +187,13 @@ class MemoryBackend:
         ready, waiting, queued = self._ready, self._waiting, self._queued
         while waiting and waiting[0][0] <= now:  # due: retry time or claim end passed
             until, task_id = heapq.heappop(waiting)
-            if queued.get(task_id) == (_WAITING, until):
+            if queued.get(task_id) == (ClaimLane.WAITING, until):
                 created_at = tasks[task_id].created_at
-                queued[task_id] = (_READY, created_at)
+                queued[task_id] = (ClaimLane.READY, created_at)
                 heapq.heappush(ready, (created_at, task_id))
         while ready:
             created_at, task_id = ready[0]
-            if queued.get(task_id) != (_READY, created_at):
+            if queued.get(task_id) != (ClaimLane.READY, created_at):
                 heapq.heappop(ready)
                 continue
             record = tasks[task_id]
