@@ -58,9 +58,18 @@ _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 # for the whole statement, so a claim's WHERE clause and the "now" it returns agree.
 SERVER_NOW = "floor(extract(epoch from statement_timestamp()) * 1000)::bigint"
 
+#: How the store's connections name themselves in ``pg_stat_activity`` unless the URL's
+#: ``?application_name=`` says otherwise.
+_OURS = {"application_name": "mcp-tasks"}
+
 R = TypeVar("R")
 
 Runner = asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy
+
+
+def _names_itself(url: str) -> bool:
+    """The URL sets ``application_name`` (asyncpg sends it as that setting)."""
+    return query_value(url, "application_name") is not None
 
 
 class _Connection:
@@ -155,7 +164,8 @@ class PostgresDialect:
                         self.connect_url,
                         min_size=low,
                         max_size=high,
-                        server_settings={"application_name": "mcp-tasks"},
+                        # a URL's own ?application_name= names the connections instead
+                        server_settings=None if _names_itself(self.connect_url) else _OURS,
                         reset=_keep_session,
                     )
         return self._pool
