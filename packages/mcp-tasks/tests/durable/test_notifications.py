@@ -3,7 +3,7 @@ Postgres, Redis, MongoDB). A client listening on B hears about a task running on
 cancel or an answer sent to B reaches the body running on A.
 
 Latencies are printed (``-s`` shows them), never asserted: ``nox -s bench`` watches them
-(benchmarks/notify_latency.py). Without a notifier every one of these still happens, at
+(bench/notify_latency.py). Without a notifier every one of these still happens, at
 the polling fallback (2 s), so the tests assert the behaviour only.
 """
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
-run = pytest.importorskip("bench.run", reason="the bench/ folder of the workspace root")
-served = pytest.importorskip("bench.served", reason="the bench/ folder of the workspace root")
+from bench import run, served
 
 if TYPE_CHECKING:
     from pathlib import Path
