@@ -88,9 +88,10 @@ def conformance(session: nox.Session) -> None:
     """The official MCP conformance runner's tasks-* scenarios, for every available Store.
 
     Installs Node 22 and the pinned runner from the npm registry into .cache/conformance/
-    (once) and fails on any FAILURE; see tools/conformance.py.
+    (once), drives the fixture server conformance/server.py and fails on any FAILURE; see
+    conformance/run.py.
     """
-    session.run("python", "tools/conformance.py", *session.posargs)
+    session.run("python", "conformance/run.py", *session.posargs)
 
 
 @nox.session(name="contract-sqlite")
