@@ -54,8 +54,8 @@ ZERO = "not measured: a figure of this run is 0"
 
 def ratio(a: float | None, b: float | None) -> tuple[float | None, str | None]:
     """``a / b`` unrounded, or ``None`` and why not: a figure missing (no note: the caller
-    knows why) or 0 (nothing measured: a server that answered nothing, a clock read twice
-    at once), which no goal may take for a ratio of 0 or of infinity."""
+    knows why) or 0 (nothing measured: a server that answered nothing, a counter that never
+    moved), which no goal may take for a ratio of 0 or of infinity."""
     if a is None or b is None:
         return None, None
     if a <= 0 or b <= 0:

@@ -115,8 +115,8 @@ def test_the_profile_summary_counts_own_and_inclusive_samples(tmp_path: Path) ->
 
 
 def test_a_figure_of_zero_is_never_a_met_goal() -> None:
-    """A figure of 0 means nothing was measured (a server that answered nothing, a clock
-    read twice at once): its goal fails and says so, on a "<=" goal as on a ">=" one, and
+    """A figure of 0 means nothing was measured (a server that answered nothing, a counter
+    that never moved): its goal fails and says so, on a "<=" goal as on a ">=" one, and
     whether the 0 is above or below the ratio's line."""
     measured = figures()
     memory = measured["cpu_per_task"]["memory"]
