@@ -48,7 +48,8 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit and integration tests of the packages, and the contract suite's own meta-tests.
+    """Unit and integration tests of the packages, the contract suite's own meta-tests and
+    the performance suite's own tests (bench/tests: its verdicts, never its speed).
 
     Not the contract suite's runs against the backends: the contract-* sessions run those.
     """
@@ -56,6 +57,7 @@ def tests(session: nox.Session) -> None:
         *PYTEST,
         "packages",
         "contract_tests/tests",
+        "bench/tests",
         f"--ignore-glob={CONTRACT_RUNS}",
         *session.posargs,
     )
@@ -86,9 +88,10 @@ def conformance(session: nox.Session) -> None:
     """The official MCP conformance runner's tasks-* scenarios, for every available Store.
 
     Installs Node 22 and the pinned runner from the npm registry into .cache/conformance/
-    (once) and fails on any FAILURE; see tools/conformance.py.
+    (once), drives the fixture server conformance/server.py and fails on any FAILURE; see
+    conformance/run.py.
     """
-    session.run("python", "tools/conformance.py", *session.posargs)
+    session.run("python", "conformance/run.py", *session.posargs)
 
 
 @nox.session(name="contract-sqlite")
@@ -134,15 +137,17 @@ def contract_mongodb(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """The performance suite (bench/run.py, docs/performance.md; it folds in the store
-    benchmarks of benchmarks/): bench/results/latest.json with every goal's ratio, and the
-    charts. Then the MongoDB store beside raw PyMongo, how long tasks/cancel takes to stop a
-    body over HTTP on each Store, and how fast a change on one server process reaches
-    another on each durable Store (the goal is 200 ms). Not a gate; the tests assert
-    behaviour, never speed. Posargs go to bench/run.py (e.g. --quick)."""
+    benchmarks bench/sql_stores.py, redis_store.py and mongodb_store.py):
+    bench/results/latest.json with every goal's ratio, and the charts. Then the MongoDB
+    store beside raw PyMongo, how long tasks/cancel takes to stop a body over HTTP on each
+    Store, and how fast a change on one server process reaches another on each durable
+    Store (the goal is 200 ms). Every module runs as ``python -m bench.NAME`` from the
+    repository root. Not a gate; the tests assert behaviour, never speed. Posargs go to
+    bench/run.py (e.g. --quick)."""
     bench_run = ("uv", "run", "--group", "bench", "python", "-m", "bench.run")
     session.run(*bench_run, *session.posargs, external=True)
-    session.run("python", "benchmarks/mongodb_store.py")
-    session.run("python", "benchmarks/cancel_latency.py")
+    session.run("python", "-m", "bench.mongodb_store")
+    session.run("python", "-m", "bench.cancel_latency")
     # The Redis that bench.run measures when the variable is unset (bench/common.py).
     redis = os.environ.get("MCP_TASKS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-    session.run("python", "benchmarks/notify_latency.py", env={"MCP_TASKS_TEST_REDIS_URL": redis})
+    session.run("python", "-m", "bench.notify_latency", env={"MCP_TASKS_TEST_REDIS_URL": redis})

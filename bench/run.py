@@ -1,4 +1,4 @@
-"""The performance suite of issue 13: every goal is a ratio measured side by side in one run.
+"""The performance suite: every goal is a ratio of two figures measured side by side in one run.
 
     uv run nox -s bench                          # the whole suite (about 20 minutes)
     uv run python -m bench.run --quick           # a smaller run (a minute or two)
@@ -48,23 +48,50 @@ def settings(quick: bool) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def goal(measured: float | None, op: str, target: float, why: str | None = None) -> dict[str, Any]:
-    """One goal: the measured ratio, the goal (``>= x`` or ``<= x``) and whether it holds."""
+#: The note of a goal whose figures include a 0: nothing was measured, so it cannot be met.
+ZERO = "not measured: a figure of this run is 0"
+
+
+def ratio(a: float | None, b: float | None) -> tuple[float | None, str | None]:
+    """``a / b`` unrounded, or ``None`` and why not: a figure missing (no note: the caller
+    knows why) or 0 (nothing measured: a server that answered nothing, a counter that never
+    moved), which no goal may take for a ratio of 0 or of infinity."""
+    if a is None or b is None:
+        return None, None
+    if a <= 0 or b <= 0:
+        return None, ZERO
+    return a / b, None
+
+
+def goal(
+    figures: tuple[float | None, float | None], op: str, target: float, why: str | None = None
+) -> dict[str, Any]:
+    """One goal: the ratio of two figures, the goal (``>= x`` or ``<= x``) and whether it
+    holds. Judged on the unrounded ratio (the table keeps it to 3 decimals); a missing
+    figure has no verdict, a figure of 0 misses the goal."""
+    measured, failed = ratio(*figures)
     met = None if measured is None else (measured >= target if op == ">=" else measured <= target)
-    entry: dict[str, Any] = {"measured": measured, "goal": f"{op} {target:g}", "met": met}
-    if why is not None:
-        entry["note"] = why
+    entry: dict[str, Any] = {
+        "measured": None if measured is None else round(measured, 3),
+        "goal": f"{op} {target:g}",
+        "met": False if failed else met,
+    }
+    note = failed or why or (None if measured is not None else "not measured")
+    if note is not None:
+        entry["note"] = note
     return entry
 
 
-def reported(measured: float | None, why: str | None = None) -> dict[str, Any]:
-    """A figure reported without a goal: MongoDB's capacity and CPU (the issue sets none),
-    the create tail after the first wave (a reading beside the goal, not in its place)."""
+def reported(figures: tuple[float | None, float | None], why: str | None = None) -> dict[str, Any]:
+    """A ratio reported without a goal: MongoDB's capacity and CPU (measured on the embedded
+    SecantusDB server, whose absolute speed says nothing about a real ``mongod``), the
+    create tail after the first wave (a reading beside the goal, not in its place)."""
+    measured, failed = ratio(*figures)
     return {
-        "measured": measured,
+        "measured": None if measured is None else round(measured, 3),
         "goal": "reported",
         "met": None,
-        "note": why or "no goal in the issue",
+        "note": failed or why or "reported, with no goal",
     }
 
 
@@ -73,12 +100,12 @@ AFTER_FIRST_WAVE = (
     " beside the goal, which counts every create"
 )
 
-#: The issue sets capacity and CPU-per-task goals for these; MongoDB's are reported.
+#: The durable stores with capacity and CPU-per-task goals; MongoDB's are reported.
 GOAL_DURABLE = ("sqlite", "postgres", "redis")
 
 
 def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Every goal of the issue, as a ratio of two figures of this run."""
+    """Every goal of the suite, as a ratio of two figures of this run."""
     out: dict[str, dict[str, Any]] = {}
     polls = results["poll_capacity"]
     cpu = results["cpu_per_task"]
@@ -87,55 +114,52 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
         value: float | None = polls.get(name, {}).get("requests_per_s")
         return value
 
-    def share(a: float | None, b: float | None) -> float | None:
-        return None if a is None or b is None or b == 0 else round(a / b, 3)
-
     def absent(name: str) -> str | None:
         return missing.get(name)
 
     ft = rps("fastmcp-tasks")
-    out["tasks_get.memory_vs_fastmcp_tasks"] = goal(share(rps("memory"), ft), ">=", 3)
+    out["tasks_get.memory_vs_fastmcp_tasks"] = goal((rps("memory"), ft), ">=", 3)
     out["tasks_get.memory_vs_bare_starlette"] = goal(
-        share(rps("memory"), rps("bare starlette")), ">=", 0.45
+        (rps("memory"), rps("bare starlette")), ">=", 0.45
     )
     for name in DURABLE:
-        ratio = share(rps(name), ft)
+        figures = (rps(name), ft)
         out[f"tasks_get.{name}_vs_fastmcp_tasks"] = (
-            goal(ratio, ">=", 2, absent(name))
+            goal(figures, ">=", 2, absent(name))
             if name in GOAL_DURABLE
-            else reported(ratio, absent(name))
+            else reported(figures, absent(name))
         )
     ft_cpu = cpu.get("fastmcp-tasks", {}).get("cpu_ms_per_task")
     for name in ALL:
-        ratio = share(cpu.get(name, {}).get("cpu_ms_per_task"), ft_cpu)
+        figures = (cpu.get(name, {}).get("cpu_ms_per_task"), ft_cpu)
         out[f"cpu_per_task.{name}_vs_fastmcp_tasks"] = (
-            goal(ratio, "<=", 0.15 if name == "memory" else 0.3, absent(name))
+            goal(figures, "<=", 0.15 if name == "memory" else 0.3, absent(name))
             if name == "memory" or name in GOAL_DURABLE
-            else reported(ratio, absent(name))
+            else reported(figures, absent(name))
         )
     for name in ALL:
         row = cpu.get(name, {})
         out[f"create_p99_vs_p50.{name}"] = goal(
-            share(row.get("create_p99_ms"), row.get("create_p50_ms")), "<=", 3, absent(name)
+            (row.get("create_p99_ms"), row.get("create_p50_ms")), "<=", 3, absent(name)
         )
         out[f"create_p99_vs_p50_after_first_wave.{name}"] = reported(
-            share(row.get("later_create_p99_ms"), row.get("later_create_p50_ms")),
+            (row.get("later_create_p99_ms"), row.get("later_create_p50_ms")),
             absent(name) or AFTER_FIRST_WAVE,
         )
     for name in ALL:
         ops = results["store_ops"].get(name, {})
         no_raw = absent(name) or (None if "raw read" in ops else "no raw driver to compare")
         out[f"store_ops.{name}.get_vs_raw"] = goal(
-            share(ops.get("store.get"), ops.get("raw read")), ">=", 0.7, no_raw
+            (ops.get("store.get"), ops.get("raw read")), ">=", 0.7, no_raw
         )
         out[f"store_ops.{name}.put_status_vs_raw"] = goal(
-            share(ops.get("store.put_status"), ops.get("raw update")), ">=", 0.5, no_raw
+            (ops.get("store.put_status"), ops.get("raw update")), ">=", 0.5, no_raw
         )
     for name in ALL:
         scaled = results["scale"].get(name, {})
         for op in ("get", "put_status", "create"):
             out[f"scale.{name}.{op}_latency_large_vs_small"] = goal(
-                share(
+                (
                     scaled.get("large", {}).get(f"{op}_us"),
                     scaled.get("small", {}).get(f"{op}_us"),
                 ),
@@ -145,7 +169,7 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
             )
         capped = results["near_cap"].get(name, {})
         out[f"cap.{name}.near_vs_far_creates"] = goal(
-            share(capped.get("near_creates_per_s"), capped.get("far_creates_per_s")),
+            (capped.get("near_creates_per_s"), capped.get("far_creates_per_s")),
             ">=",
             0.7,
             absent(name),
@@ -240,13 +264,23 @@ def main() -> None:
     print(f"\nwrote {args.out / 'latest.json'} and charts in {results['seconds']} s")
 
 
+def verdict(entry: dict[str, Any], missed: str) -> str:
+    """A goal's result as the tables print it: met, ``missed`` (with why, when a figure was
+    0) or, with no verdict, why not."""
+    note: str | None = entry.get("note")
+    if entry["met"] is True:
+        return "met"
+    if entry["met"] is False:
+        return missed if note is None else f"{missed}: {note}"
+    return note or "n/a"
+
+
 def markdown_table(table: dict[str, dict[str, Any]]) -> str:
     """The goals as a Markdown table (for docs/performance.md)."""
     rows = ["| goal | measured | target | result |", "| --- | ---: | --- | --- |"]
     for name, entry in table.items():
         measured = "—" if entry["measured"] is None else f"{entry['measured']:.2f}"
-        verdict = {True: "met", False: "**missed**", None: entry.get("note", "n/a")}
-        rows.append(f"| `{name}` | {measured} | {entry['goal']} | {verdict[entry['met']]} |")
+        rows.append(f"| `{name}` | {measured} | {entry['goal']} | {verdict(entry, '**missed**')} |")
     return "\n".join(rows) + "\n"
 
 
@@ -254,8 +288,7 @@ def print_table(table: dict[str, dict[str, Any]]) -> None:
     print(f"\n{'goal':<52}{'measured':>10}  {'goal':<9}result")
     for name, entry in table.items():
         measured = "—" if entry["measured"] is None else f"{entry['measured']:.3f}"
-        verdict = {True: "met", False: "MISSED", None: entry.get("note", "n/a")}[entry["met"]]
-        print(f"{name:<52}{measured:>10}  {entry['goal']:<9}{verdict}")
+        print(f"{name:<52}{measured:>10}  {entry['goal']:<9}{verdict(entry, 'MISSED')}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Sections 3 and 4: the stores called directly, in this process, one call at a time.
 
 3. Store operations next to the raw driver on the same server: ``get`` and ``put_status``
-   from ``benchmarks/sql_stores.py``, ``benchmarks/redis_store.py`` and
-   ``benchmarks/mongodb_store.py`` (imported, not copied), and ``create`` and ``claim`` +
+   from ``bench/sql_stores.py``, ``bench/redis_store.py`` and
+   ``bench/mongodb_store.py`` (imported, not copied), and ``create`` and ``claim`` +
    ``complete`` on every backend.
 4. Scale: the latency of ``get``, ``put_status`` and ``create`` with 1 k tasks stored and
    with ``--scale-rows`` (100 k) stored; and the create throughput far from the row cap and
@@ -14,13 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.common import ROOT
+from bench import alternating, mongodb_store, redis_store, sql_stores
 from mcp_tasks import (
     ANY_OWNER,
     Complete,
@@ -39,12 +38,6 @@ if TYPE_CHECKING:
     from bench.common import Backend
     from mcp_tasks import Store
     from mcp_tasks.domain.jsonsafe import JSONObject
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import alternating  # type: ignore[import-not-found]
-import mongodb_store  # type: ignore[import-not-found]
-import redis_store  # type: ignore[import-not-found]
-import sql_stores  # type: ignore[import-not-found]
 
 CAPABILITIES: JSONObject = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 

@@ -1,9 +1,8 @@
-"""The SQL row codec: a record round-trips exactly, and rows written by older versions
-(before asked_inputs and client_capabilities existed) still read."""
+"""The SQL row codec: a record round-trips exactly, and a row read again unchanged reuses its
+decoded record."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import replace
 
@@ -42,32 +41,6 @@ def test_a_record_round_trips_exactly() -> None:
     """to_row then from_row gives back an equal record, every field included."""
     record = full_record()
     assert from_row(to_row(record)) == record
-
-
-def test_an_old_payload_with_only_used_input_keys_reads() -> None:
-    """A row written before asked_inputs (a list used_input_keys) and before
-    client_capabilities reads with each key's digest unknown (empty) and no capabilities;
-    writing it back stores the new form, which reads the same again."""
-    row = to_row(full_record())
-    payload = json.loads(row["payload"])
-    del payload["asked_inputs"], payload["client_capabilities"]
-    payload["used_input_keys"] = ["a", "b"]
-    old = {**row, "payload": json.dumps(payload)}
-    record = from_row(old)
-    assert dict(record.asked_inputs) == {"a": "", "b": ""}
-    assert record.used_input_keys == {"a", "b"}
-    assert record.client_capabilities is None
-    again = to_row(record)
-    assert "used_input_keys" not in json.loads(again["payload"])
-    assert from_row(again) == record
-
-
-def test_a_payload_without_any_input_keys_reads_empty() -> None:
-    """Neither asked_inputs nor used_input_keys: no keys were ever asked."""
-    row = to_row(full_record())
-    payload = json.loads(row["payload"])
-    del payload["asked_inputs"]
-    assert dict(from_row({**row, "payload": json.dumps(payload)}).asked_inputs) == {}
 
 
 def read_row(record: TaskRecord, now_ms: int = 5) -> sqlite3.Row:

@@ -134,7 +134,7 @@ def test_each_known_private_seam_is_read_exactly_once() -> None:
 
 
 def test_the_private_attribute_check_finds_one() -> None:
-    """The check above can fail: it sees the reads serve used to make."""
+    """The check above can fail: it finds private reads, by attribute and by getattr."""
     probe = PACKAGE_ROOT.parent / "_probe_private_reads.py"
     try:
         probe.write_text("x = app._lowlevel_server\ny = getattr(app, '_extensions', {})\n")

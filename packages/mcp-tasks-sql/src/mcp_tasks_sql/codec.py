@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcp_tasks.domain.jsonsafe import dumps, loads
-from mcp_tasks.stores.codec import asked_inputs, columns_of, payload_of, record_from
+from mcp_tasks.stores.codec import columns_of, payload_of, record_from
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.models import TaskRecord
     from mcp_tasks_sql.connection import Row
 
-__all__ = ["RowDecoder", "asked_inputs", "from_row", "to_row"]
+__all__ = ["RowDecoder", "from_row", "to_row"]
 
 
 def to_row(record: TaskRecord) -> dict[str, Any]:

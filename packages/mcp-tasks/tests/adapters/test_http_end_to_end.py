@@ -154,7 +154,7 @@ async def test_partial_then_full_input_round() -> None:
 async def test_cancel_stops_the_body() -> None:
     """tasks/cancel acks empty, the task is cancelled, and the body stops because of it:
     after the cancel was sent and while the server still serves (not at shutdown).
-    How fast is measured by benchmarks/cancel_latency.py (`nox -s bench`), not here."""
+    How fast is measured by bench/cancel_latency.py (`nox -s bench`), not here."""
     async with running(Tasks()) as (client, probe):
         created = (await client.call("tools/call", {"name": "forever"}))["result"]
         with anyio.fail_after(10):  # failure timeouts only

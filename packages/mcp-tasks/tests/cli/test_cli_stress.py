@@ -36,7 +36,8 @@ CONTENDED = TASKS // stress.CAS_EVERY  # 3 tasks, each CAS_ROUNDS rounds of CONC
 RECOVER = TASKS // stress.RECOVER_EVERY  # 12 crash-and-recover tasks
 CRASHES = len(range(0, RECOVER, stress.CRASH_EVERY))  # every third: 4
 
-NEW_INVARIANTS = (
+#: The invariants of the compare-and-set contention and crash-and-recover phases, by name.
+CAS_AND_RECOVERY = (
     "per round per task exactly one compare-and-set write applies; "
     "every other gets RevisionConflict",
     "the final revision equals the applied writes: none lost or doubled",
@@ -109,7 +110,7 @@ def test_stress_invariants_hold(store_url: str, capsys: pytest.CaptureFixture[st
     invariants = {item["name"]: item for item in report["invariants"]}
     assert "exactly one of two racing claims wins each live task" in invariants
     assert all(item["ok"] for item in report["invariants"]), report["invariants"]
-    for name in NEW_INVARIANTS:
+    for name in CAS_AND_RECOVERY:
         assert invariants[name]["ok"] is True, name
     counts = {phase["name"]: phase["ops"] for phase in report["phases"]}
     assert counts["create"] == TASKS
@@ -118,32 +119,32 @@ def test_stress_invariants_hold(store_url: str, capsys: pytest.CaptureFixture[st
 
     rounds = CONTENDED * stress.CAS_ROUNDS
     assert counts["compare-and-set contention (writes)"] == rounds * CONCURRENCY
-    assert invariants[NEW_INVARIANTS[0]]["detail"] == (
+    assert invariants[CAS_AND_RECOVERY[0]]["detail"] == (
         f"{rounds} rounds ({CONTENDED} tasks x {stress.CAS_ROUNDS}) of {CONCURRENCY} writers: "
         f"{rounds} applied, {rounds * (CONCURRENCY - 1)} RevisionConflict"
     )
-    assert invariants[NEW_INVARIANTS[1]]["detail"] == f"final revisions [{stress.CAS_ROUNDS}]"
+    assert invariants[CAS_AND_RECOVERY[1]]["detail"] == f"final revisions [{stress.CAS_ROUNDS}]"
 
     assert counts["recover: create"] == RECOVER
     assert counts["recover: workers claim; 1 in 3 crash"] == RECOVER
     assert counts["recover: wait out leases; claim w/o id"] == CRASHES
-    assert invariants[NEW_INVARIANTS[2]]["detail"] == f"{RECOVER} claims for {RECOVER} tasks"
-    assert invariants[NEW_INVARIANTS[3]]["detail"].startswith(
+    assert invariants[CAS_AND_RECOVERY[2]]["detail"] == f"{RECOVER} claims for {RECOVER} tasks"
+    assert invariants[CAS_AND_RECOVERY[3]]["detail"].startswith(
         f"{CRASHES} crashed, {CRASHES} recovered; "
     )
-    assert invariants[NEW_INVARIANTS[4]]["detail"] == "0 claims of other tasks"
-    assert invariants[NEW_INVARIANTS[5]]["detail"] == (
+    assert invariants[CAS_AND_RECOVERY[4]]["detail"] == "0 claims of other tasks"
+    assert invariants[CAS_AND_RECOVERY[5]]["detail"] == (
         f"{RECOVER} tasks, {RECOVER} applied completions"
     )
-    assert invariants[NEW_INVARIANTS[6]]["detail"] == (
+    assert invariants[CAS_AND_RECOVERY[6]]["detail"] == (
         f"{CRASHES} crashes; late commits: {CRASHES} refused"
     )
     healthy = RECOVER - CRASHES
-    assert invariants[NEW_INVARIANTS[7]]["detail"] == (
+    assert invariants[CAS_AND_RECOVERY[7]]["detail"] == (
         f"{RECOVER + CRASHES} claims = {healthy} released by workers after completing "
         f"+ {CRASHES} released by recovery after completing + {CRASHES} ran out"
     )
-    assert invariants[NEW_INVARIANTS[8]]["detail"].endswith(f"got {healthy} at 1, {CRASHES} at 2")
+    assert invariants[CAS_AND_RECOVERY[8]]["detail"].endswith(f"got {healthy} at 1, {CRASHES} at 2")
     _assert_dropped(report["recovery_store"], store_url)
 
 
@@ -192,14 +193,14 @@ async def _schema_exists(url: str, schema: str) -> bool:
     return bool(found)
 
 
-def test_stress_prints_the_new_phases_readably(capsys: pytest.CaptureFixture[str]) -> None:
+def test_stress_prints_every_phase_readably(capsys: pytest.CaptureFixture[str]) -> None:
     """Without --json every phase and invariant is one line; the namespace is named."""
     code = main(["stress", "--store", "memory://", "--tasks", "20", "--lease-ms", "100"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "crash-and-recover namespace (dropped afterwards): memory://stress_" in out
     assert "compare-and-set contention (writes)" in out
-    for name in NEW_INVARIANTS:
+    for name in CAS_AND_RECOVERY:
         assert f"ok  {name}" in out
 
 

@@ -29,7 +29,9 @@ pytestmark = pytest.mark.anyio
 TASKS = 10
 BODY_S = 3.0
 LEASE_S = 3.0
-EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[4] / "examples"
+CONFORMANCE_SERVER = (
+    __import__("pathlib").Path(__file__).resolve().parents[4] / "conformance" / "server.py"
+)
 
 
 async def create_tasks(url: str, tool: str, arguments: dict[str, Any], n: int) -> list[str]:
@@ -188,9 +190,9 @@ async def test_exhausted_retries_fail_with_the_bodys_error(processes: Processes)
 async def test_the_conformance_server_as_two_processes(
     processes: Processes, store_url: str
 ) -> None:
-    """The fixture server (examples/conformance_server.py) run twice on one store: ten
+    """The fixture server (conformance/server.py) run twice on one store: ten
     ``slow_compute`` tasks of the first, SIGKILLed mid-task, are completed by the second."""
-    script = str(EXAMPLES / "conformance_server.py")
+    script = str(CONFORMANCE_SERVER)
     lease = str(int(LEASE_S * 1000))
     ports = [free_port(), free_port()]
     servers = [

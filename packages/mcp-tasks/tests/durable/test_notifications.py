@@ -3,7 +3,7 @@ Postgres, Redis, MongoDB). A client listening on B hears about a task running on
 cancel or an answer sent to B reaches the body running on A.
 
 Latencies are printed (``-s`` shows them), never asserted: ``nox -s bench`` watches them
-(benchmarks/notify_latency.py). Without a notifier every one of these still happens, at
+(bench/notify_latency.py). Without a notifier every one of these still happens, at
 the polling fallback (2 s), so the tests assert the behaviour only.
 """
 
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[4] / "examples"
+CONFORMANCE_SERVER = (
+    __import__("pathlib").Path(__file__).resolve().parents[4] / "conformance" / "server.py"
+)
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 
@@ -77,7 +80,7 @@ async def test_a_listener_on_b_hears_a_task_created_and_completed_on_a(
     """The conformance fixture server twice: a task created on A is acknowledged on B's
     listen stream and each of its changes arrives there as notifications/tasks, up to
     completion; then B ends the stream gracefully."""
-    script = str(EXAMPLES / "conformance_server.py")
+    script = str(CONFORMANCE_SERVER)
     ports = [free_port(), free_port()]
     for port in ports:
         await processes.start(
@@ -113,7 +116,7 @@ async def test_a_listener_on_a_fastmcp_server_hears_a_task_of_another_process(
     listen stream of B, a FastMCP server with our extension on the same store
     (examples/fastmcp_server.py under ``mcp-tasks serve``), and B hears it complete, then
     ends the stream."""
-    script = str(EXAMPLES / "conformance_server.py")
+    script = str(CONFORMANCE_SERVER)
     port = free_port()
     await processes.start(
         [sys.executable, script, "--store", store_url, "--port", str(port)], ready_port=port

@@ -178,9 +178,9 @@ class _Entry:
         return self._loaded
 
 
-def test_a_plain_factory_entry_point_still_opens_stores(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A third-party store may register a bare URL → Store factory; it opens as before, and
-    has no namespaces to point at or drop."""
+def test_a_plain_factory_entry_point_opens_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A third-party store may register a bare URL → Store factory; it opens stores, and has
+    no namespaces to point at or drop."""
     opened: list[str] = []
 
     def factory(url: str, options: StoreOptions | None = None) -> MemoryTaskStore:

@@ -84,7 +84,7 @@ def record_from(columns: Columns, payload: Mapping[str, Any]) -> TaskRecord:
         status_message=payload["status_message"],
         input_requests=payload["input_requests"],
         input_responses=payload["input_responses"],
-        asked_inputs=asked_inputs(payload),
+        asked_inputs=dict(payload["asked_inputs"]),
         result=payload["result"],
         error=payload["error"],
         work=None if work is None else WorkSpec.from_json(work),
@@ -95,19 +95,8 @@ def record_from(columns: Columns, payload: Mapping[str, Any]) -> TaskRecord:
         if claim is None
         else Claim(claim["worker_id"], claim["token"], claim["expires_at"]),
         recent_events=tuple(RecordedEvent(e, f, r) for e, f, r in payload["recent_events"]),
-        # Absent from rows written before the field existed: unknown, so not checked.
-        client_capabilities=payload.get("client_capabilities"),
+        client_capabilities=payload["client_capabilities"],
     )
-
-
-def asked_inputs(payload: Mapping[str, Any]) -> dict[str, str]:
-    """Input keys → request digests; rows written before digests were kept list the keys
-    only (``used_input_keys``), whose digests are unknown (empty)."""
-    asked = payload.get("asked_inputs")
-    if isinstance(asked, dict):
-        return {key: str(digest) for key, digest in asked.items()}
-    keys = payload.get("used_input_keys")
-    return {str(key): "" for key in keys} if isinstance(keys, list) else {}
 
 
 def record_to_json(record: TaskRecord) -> JSONObject:

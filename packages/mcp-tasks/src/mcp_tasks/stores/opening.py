@@ -58,8 +58,8 @@ class StoreBackend(Protocol):
 
 
 class StoreFactory(Protocol):
-    """The older, simpler entry point: a callable URL (+ options) → Store. Still accepted;
-    such a store has no namespaces to point at or drop."""
+    """The plain entry point: a callable URL (+ options) → Store, for a store with no
+    namespaces to point at or drop."""
 
     def __call__(self, url: str, options: StoreOptions | None = None, /) -> Store: ...
 

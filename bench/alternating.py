@@ -3,7 +3,7 @@
 A busy machine slows whatever runs while it is busy. Measuring all of the store and then
 all of the raw driver puts any such spell on one side of the ratio only; taking them in
 turns (store, raw, store, raw, ...) and keeping the median of the rounds' ratios spreads
-it over both. ``benchmarks/sql_stores.py``, ``redis_store.py`` and ``mongodb_store.py``
+it over both. ``bench/sql_stores.py``, ``redis_store.py`` and ``mongodb_store.py``
 measure this way, and hand the bench suite (``bench/stores.py``) the rates of the median
 round (:func:`as_rates`).
 """

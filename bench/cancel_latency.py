@@ -13,7 +13,7 @@ between Stores and releases.
 
 Postgres comes from ``MCP_TASKS_TEST_POSTGRES_URL`` or else an embedded server.
 
-    uv run python benchmarks/cancel_latency.py [--runs 50]
+    uv run python -m bench.cancel_latency [--runs 50]
 """
 
 from __future__ import annotations

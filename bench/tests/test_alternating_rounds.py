@@ -1,16 +1,10 @@
-"""How the store benchmarks (``benchmarks/alternating.py``) turn alternating rounds into the
+"""How the store benchmarks (``bench/alternating.py``) turn alternating rounds into the
 figures the bench suite reads (``as_rates``): both rates of one operation come from the same
 round, the one whose store/raw ratio is the median. The speed itself is never asserted here."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "benchmarks"))
-alternating = pytest.importorskip("alternating", reason="the benchmarks/ folder of the repo")
+from bench import alternating
 
 
 def rounds(*pairs: tuple[float, float]) -> list[float]:

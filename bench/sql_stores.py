@@ -8,11 +8,11 @@ clock, the rules, the compare-and-set (and on SQLite the ``BEGIN IMMEDIATE`` tra
 around a write).
 
 Store and raw alternate in ``--rounds`` rounds (``alternating.py``); each ratio is the median
-of the rounds' ratios. Goals (issue 13): get at least 0.7x raw, put_status at least 0.5x.
+of the rounds' ratios. Goals: get at least 0.7x raw, put_status at least 0.5x.
 
 Postgres comes from ``MCP_TASKS_TEST_POSTGRES_URL`` or else an embedded server.
 
-    uv run python benchmarks/sql_stores.py [--ops 2000] [--rows 1000] [--rounds 5]
+    uv run python -m bench.sql_stores [--ops 2000] [--rows 1000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import aiosqlite
-import alternating
 import asyncpg
 
+from bench import alternating
 from mcp_tasks import (
     ANY_OWNER,
     NewTask,
@@ -111,13 +111,13 @@ async def postgres_rounds(url: str, ops: int, rows: int, count: int) -> dict[str
         conn = await asyncpg.connect(url)
         try:
             # schema is our own "mcpt_bench_<hex>": nothing outside reaches this text.
-            read_sql = f"SELECT * FROM {schema}.tasks WHERE task_id = $1"  # noqa: S608
+            read_sql = f"SELECT * FROM {schema}.tasks WHERE task_id = $1"
             update_sql = (
-                f"UPDATE {schema}.tasks SET last_updated_at = $2, payload = $3,"  # noqa: S608
+                f"UPDATE {schema}.tasks SET last_updated_at = $2, payload = $3,"
                 " row_version = row_version + 1 WHERE task_id = $1"
             )
             payload = await conn.fetchval(
-                f"SELECT payload FROM {schema}.tasks WHERE task_id = $1",  # noqa: S608
+                f"SELECT payload FROM {schema}.tasks WHERE task_id = $1",
                 other_id,
             )
             ours = store_calls(store, task_id)

@@ -21,7 +21,7 @@ relay alone (publish on one handle → a subscriber on another handle wakes, one
 also measured both ways: through the change stream and forced to poll the signals
 collection, which is what a standalone server gets.
 
-    uv run python benchmarks/notify_latency.py [--runs 20]
+    uv run python -m bench.notify_latency [--runs 20]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fixture server the official conformance runner's ``tasks-*`` scenarios drive.
 
-    uv run python examples/conformance_server.py --store memory:// --port 8765
+    uv run python conformance/server.py --store memory:// --port 8765
 
 Two of them on one durable store (``--store sqlite:///tasks.db``, or Postgres) share the
 tasks: a task whose server dies is finished by the other, ``--lease-ms`` after the death.

@@ -14,7 +14,7 @@ the ratios mean anything: the server comes from
 wire-protocol server written in Python), whose absolute numbers say nothing about a real
 ``mongod``. Goals: get >= 0.7x raw, put_status >= 0.5x raw.
 
-    uv run python benchmarks/mongodb_store.py [--ops 300] [--rows 200] [--rounds 5]
+    uv run python -m bench.mongodb_store [--ops 300] [--rows 200] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import secrets
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-import alternating
-from alternating import rate
 from pymongo import AsyncMongoClient, ReturnDocument
 
+from bench import alternating
+from bench.alternating import rate
 from mcp_tasks import (
     ANY_OWNER,
     NewTask,
