@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: A lease long enough never to run out during a test, even on a slow backend.
-LONG_LEASE_MS = 60_000
+#: A lease long enough never to run out during a test, even on a slow backend under load
+#: (500 claims on an embedded MongoDB under a loaded machine have taken minutes).
+LONG_LEASE_MS = 3_600_000
 #: A lease or TTL short enough to run out during a test: the test then waits until the
 #: store's clock is past its end (``handles.wait_past``), never for a fixed time.
 SHORT_MS = 40
