@@ -13,19 +13,23 @@ Two ways to resend, each against every write of the store:
 * ``dropped reply``: the store talks to Redis through a small TCP proxy that forwards the
   script to the server and then closes the client's connection instead of forwarding the
   reply. redis-py reconnects and resends by itself; the proxy sees the script twice.
+
+And a renew whose resend comes after other calls wrote to the same task: the task keeps
+the nonces of its last few writes, not only of the last one.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pytest
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from resend_scenarios import SCENARIOS, DroppingProxy, run_dropped, run_twice
+from resend_scenarios import LEASE_MS, SCENARIOS, DroppingProxy, run_dropped, run_twice
 
-from mcp_tasks import StoreOptions
+from mcp_tasks import ANY_OWNER, NewTask, Progress, StaleLease, StoreOptions, WorkSpec, new_task_id
 from mcp_tasks_redis import RedisTaskStore
 from mcp_tasks_redis.store import RESENDS
 
@@ -74,6 +78,46 @@ async def test_a_lost_reply_is_resent_and_recognised(
         await run_dropped(direct, store, [proxy], SCENARIOS[name])
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("between", ["progress", "cancel"])
+async def test_a_renew_resent_after_other_writes_answers_its_first_run(
+    open_store: OpenStore, between: str
+) -> None:
+    """A resend comes after a reconnect and a backoff, and other calls may write to the
+    task meanwhile (the worker's progress reports, a client's cancel): the renew's resend
+    still finds its nonce among the task's last writes, answers the end its first run set
+    and extends nothing, also when the task was cancelled in between (no StaleLease)."""
+    store, other = await open_store(), await open_store()
+    task = await other.create(NewTask(new_task_id(), work=WorkSpec("job")))
+    claimed = await other.claim("w1", lease_ms=LEASE_MS, task_id=task.task_id)
+    assert claimed is not None
+    lease = claimed.lease
+    store._client()
+    script = store._scripts["renew"]
+    replies: list[bytes] = []
+
+    async def resent_after_other_writes(keys: list[str], args: list[str | int]) -> bytes:
+        replies.append(await script(keys=keys, args=args))
+        if between == "progress":
+            for frame in range(3):
+                await other.put_status(task.task_id, Progress(f"frame {frame}"), lease=lease)
+        else:
+            await other.cancel(task.task_id, None)
+        await asyncio.sleep(0.01)  # the server's clock moves on: a second renew would show
+        replies.append(await script(keys=keys, args=args))
+        return replies[-1]
+
+    store._scripts["renew"] = resent_after_other_writes  # type: ignore[assignment]
+    try:
+        renewed = await store.renew(lease, lease_ms=2 * LEASE_MS)
+    except StaleLease:
+        pytest.fail("the resend was not recognised: it met the cancelled task as a new renew")
+    assert replies[1] == replies[0], "the resend renewed again instead of answering"
+    assert renewed.expires_at == int(replies[0])
+    record = await other.get(task.task_id, ANY_OWNER)
+    assert record.claim is not None
+    assert record.claim.expires_at == renewed.expires_at
 
 
 async def test_both_clients_resend_alike() -> None:

@@ -1,6 +1,7 @@
 """Group commit: write transactions queued together on the writing connection share one
 COMMIT, each in a savepoint of its own; a write that raises is undone alone, and a lost
-transaction fails every write of the group, none of them applied."""
+transaction or a failed COMMIT fails every write of the group, none of them applied (no
+write is acknowledged before the COMMIT)."""
 
 from __future__ import annotations
 
@@ -49,10 +50,15 @@ def insert(n: int) -> Callable[[sqlite3.Connection], int]:
 
 
 async def queued_behind_a_busy_thread(
-    thread: ConnectionThread, release: threading.Event, works: list[Callable[..., Any]]
+    thread: ConnectionThread,
+    release: threading.Event,
+    works: list[Callable[..., Any]],
+    *,
+    stop: bool = True,
 ) -> list[Any]:
     """Each of ``works`` as a write transaction, all queued while the thread is busy (so
-    they run as one group); their outcomes, exceptions included."""
+    they run as one group); their outcomes, exceptions included. The thread is stopped
+    afterwards unless ``stop`` is false."""
     busy = asyncio.ensure_future(thread.run(lambda conn: release.wait(30)))
     await asyncio.sleep(0)  # the blocking call is queued first
     writes = [asyncio.ensure_future(thread.transact(work)) for work in works]
@@ -61,7 +67,8 @@ async def queued_behind_a_busy_thread(
     release.set()
     await busy
     outcomes = await asyncio.gather(*writes, return_exceptions=True)
-    await thread.stop()
+    if stop:
+        await thread.stop()
     return outcomes
 
 
@@ -98,6 +105,40 @@ async def test_a_lost_transaction_fails_every_write_of_its_group(
     )
     assert all(isinstance(o, sqlite3.OperationalError) for o in outcomes), outcomes
     assert rows(db_path) == []
+
+
+async def test_a_failed_commit_fails_every_write_of_its_group(db_path: Path) -> None:
+    """Every write of a group hears its outcome only after the COMMIT: when the COMMIT
+    itself fails (here a deferred constraint, which SQLite checks only then), no write of
+    the group is acknowledged, each hears the COMMIT's error, and none is applied. The
+    failed transaction is rolled back: the connection's next write commits."""
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(db_path, isolation_level=None)
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("CREATE TABLE IF NOT EXISTS parent (n INTEGER PRIMARY KEY)")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS t (n INTEGER REFERENCES parent (n)"
+            " DEFERRABLE INITIALLY DEFERRED)"
+        )
+        return conn
+
+    def insert_an_orphan(conn: sqlite3.Connection) -> int:
+        return conn.execute("INSERT INTO t VALUES (99)").rowcount  # no parent 99
+
+    thread, release = ConnectionThread(connect, name="test"), threading.Event()
+    try:
+        await thread.run(lambda conn: conn.execute("INSERT INTO parent VALUES (1), (3)"))
+        outcomes = await queued_behind_a_busy_thread(
+            thread, release, [insert(1), insert_an_orphan, insert(3)], stop=False
+        )
+        assert all(isinstance(o, sqlite3.IntegrityError) for o in outcomes), outcomes
+        assert rows(db_path) == []
+        assert await thread.transact(insert(3)) == 1
+        assert rows(db_path) == [3]
+    finally:
+        release.set()
+        await thread.stop()
 
 
 async def test_creates_queued_together_share_a_commit_and_a_duplicate_fails_alone(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from mcp_tasks import NewTask, new_task_id
+from mcp_tasks import NewTask, Progress, new_task_id
 from mcp_tasks.runtime.notifier import (
     WORK_SIGNAL,
     RelayNotifier,
@@ -70,6 +70,36 @@ async def test_a_change_wakes_only_the_subscribers_of_the_task_that_changed(
         assert await second_changes.wait(SIGNAL_BOUND_S)
         assert second_changes.take_changed() == frozenset({signal_key(second.task_id)})
         assert not await first_changes.wait(0.3), "woken by another task's change"
+
+
+async def test_a_change_wakes_every_subscriber_of_its_task(open_store: OpenStore) -> None:
+    """Two subscribers of one task in the listening process (a result waiter and a listen
+    stream) are both woken by its change, told that task; a subscriber of another task is
+    not. Once one of the two left, the other is still woken by the task's next change."""
+    writer, listener = await open_store(), await open_store()
+    watched = await writer.create(NewTask(new_task_id()))
+    other = await writer.create(NewTask(new_task_id()))
+    receiver = notifier_for(listener)
+    assert isinstance(receiver, RelayNotifier)
+    async with (
+        receiver.running(),
+        receiver.subscribe(watched.task_id) as staying,
+        receiver.subscribe(other.task_id) as elsewhere,
+    ):
+        async with receiver.subscribe(watched.task_id) as leaving:
+            await writer.create(NewTask(new_task_id()))  # first sighting of both tasks
+            for changes in (staying, leaving, elsewhere):
+                assert await changes.wait(SIGNAL_BOUND_S)
+                await _quiet(changes)
+            await writer.put_status(watched.task_id, Progress("half way"))
+            for changes in (staying, leaving):
+                assert await changes.wait(SIGNAL_BOUND_S), "a subscriber of the task slept"
+                assert changes.take_changed() == frozenset({signal_key(watched.task_id)})
+        await _quiet(staying)
+        await writer.cancel(watched.task_id, None)
+        assert await staying.wait(SIGNAL_BOUND_S), "the subscriber that stayed slept"
+        assert staying.take_changed() == frozenset({signal_key(watched.task_id)})
+        assert not await elsewhere.wait(0.3), "woken by another task's change"
 
 
 async def test_a_task_gone_and_claimable_work_wake_their_subscribers(

@@ -13,6 +13,7 @@ from mcp_tasks_contract.suite.put import PutContract
 from mcp_tasks_contract.suite.races import RaceContract
 from mcp_tasks_contract.suite.read import GetContract
 from mcp_tasks_contract.suite.reap import ReapContract
+from mcp_tasks_contract.suite.stale_cancel import StaleCancelContract
 from mcp_tasks_contract.suite.stateful import StatefulContract
 from mcp_tasks_contract.suite.structural import StructureContract
 from mcp_tasks_contract.suite.ttl import TTLContract
@@ -27,6 +28,7 @@ class StoreContract(
     GetContract,
     UpdateContract,
     CancelContract,
+    StaleCancelContract,
     PutContract,
     ClaimContract,
     ReapContract,

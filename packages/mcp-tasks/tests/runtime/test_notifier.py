@@ -38,6 +38,29 @@ async def test_a_subscriber_wakes_for_its_own_tasks_only() -> None:
         assert changes.take_changed() == {signal_key("b")}
 
 
+async def test_every_subscriber_of_the_task_wakes_told_only_what_changed_since() -> None:
+    """Two subscribers of one task (a result waiter and a listen stream) both wake for it,
+    and so does one of several tasks, each told that task alone; a subscriber of another
+    task sleeps. A later wake names only what changed since the last one, and a subscriber
+    still wakes for its task after the other subscriber of it left."""
+    notifier = LocalNotifier()
+    async with notifier.subscribe("a") as first, notifier.subscribe("b") as elsewhere:
+        async with notifier.subscribe("a") as second, notifier.subscribe("a", "c") as several:
+            await notifier.publish("a")
+            for changes in (first, second, several):
+                assert await changes.wait(0)
+                assert changes.take_changed() == {signal_key("a")}
+            assert not await elsewhere.wait(0)
+            await notifier.publish("c")
+            assert await several.wait(0)
+            assert several.take_changed() == {signal_key("c")}
+            assert not await first.wait(0)
+        await notifier.publish("a")
+        assert await first.wait(0)
+        assert first.take_changed() == {signal_key("a")}
+        assert not await elsewhere.wait(0)
+
+
 async def test_subscribing_to_no_task_hears_every_task() -> None:
     """subscribe() with no ids wakes on any task's signal."""
     notifier = LocalNotifier()
