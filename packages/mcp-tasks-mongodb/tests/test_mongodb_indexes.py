@@ -13,7 +13,8 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mcp_tasks import NewTask, StoreOptions, WorkSpec, new_task_id
-from mcp_tasks_mongodb.store import _NOW, LIVE, _read_pipeline
+from mcp_tasks_mongodb import pipelines
+from mcp_tasks_mongodb.store import _read_pipeline
 
 NOW = 1_800_000_000_000
 
@@ -26,9 +27,9 @@ pytestmark = pytest.mark.anyio
 
 
 def _at_now(value: Any) -> Any:
-    """``value`` with the server's now (``$$NOW``, or ``_NOW``: it as a number) replaced by
+    """``value`` with the server's now (``$$NOW``, or ``pipelines.NOW``: it as a number) replaced by
     the literal ``NOW``."""
-    if value in (_NOW, "$$NOW"):
+    if value in (pipelines.NOW, "$$NOW"):
         return NOW
     if isinstance(value, dict):
         return {key: _at_now(item) for key, item in value.items()}
@@ -108,15 +109,18 @@ async def test_claim_without_an_id_walks_the_claim_order_index(
 ) -> None:
     """The ready lane's ids in rules.claim_order, read through the claim_order index; each
     is then claimed by id."""
-    command = {
-        "find": f"{store.prefix}_tasks",
-        "filter": {"lane": "ready"},
-        "projection": {"_id": 1, "created_at": 1},
-        "sort": {"created_at": 1, "_id": 1},
-        "hint": "claim_order",
-        "limit": 16,
-    }
-    _uses_an_index(await _explain(mongodb_url, store, command))
+    first = pipelines.claim_order()
+    after = pipelines.claim_order({"created_at": NOW, "_id": "x"})
+    for page, sort, index in (first, after):
+        command = {
+            "find": f"{store.prefix}_tasks",
+            "filter": page,
+            "projection": {"_id": 1, "created_at": 1},
+            "sort": dict(sort),
+            "hint": index,
+            "limit": 16,
+        }
+        _uses_an_index(await _explain(mongodb_url, store, command))
 
 
 async def test_claim_by_id_reads_by_id(store: MongoTaskStore, mongodb_url: str) -> None:
@@ -131,7 +135,7 @@ async def test_claim_promotes_waiting_tasks_by_index(
     """The due waiting tasks a claim moves to the ready lane are found by index."""
     command = {
         "find": f"{store.prefix}_tasks",
-        "filter": {"wait_until": {"$lte": NOW}},
+        "filter": pipelines.due(NOW),
     }
     _uses_an_index(await _explain(mongodb_url, store, command))
 
@@ -143,8 +147,8 @@ async def test_reap_finds_due_tasks_by_index(store: MongoTaskStore, mongodb_url:
 
 
 async def test_the_caps_count_by_index(store: MongoTaskStore, mongodb_url: str) -> None:
-    unexpired = {"$or": [{"expires_at": None}, {"expires_at": {"$gt": NOW}}]}
-    owner = {"owner": "alice", "status": {"$in": LIVE}, **unexpired}
+    unexpired = pipelines.unexpired(NOW)
+    owner = pipelines.active("alice", NOW)
     for query, index in ((unexpired, "expiry"), (owner, "owner_active")):
         command = {"count": f"{store.prefix}_tasks", "query": query, "hint": index}
         _uses_an_index(await _explain(mongodb_url, store, command))

@@ -22,7 +22,7 @@ from mcp_tasks import (
 from mcp_tasks.stores.opening import InvalidStoreURL
 from mcp_tasks_contract import new_namespace
 from mcp_tasks_mongodb import MongoTaskStore
-from mcp_tasks_mongodb.store import INDEXES
+from mcp_tasks_mongodb.codec import INDEXES
 
 if TYPE_CHECKING:
     from conftest import OpenStore

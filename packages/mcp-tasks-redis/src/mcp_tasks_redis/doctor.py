@@ -8,17 +8,14 @@ tag and read the server's settings, which no Store operation does.
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from mcp_tasks.domain.errors import StoreUnavailable
 from mcp_tasks.stores.diagnosis import clock_skew_row
+from mcp_tasks.stores.kit import DriverErrors
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from redis.asyncio import Redis
 
     from mcp_tasks.stores.diagnosis import DiagnosisRow as Row
@@ -41,15 +38,9 @@ APPENDFSYNC_LOSS = {
 SAFE_POLICIES = frozenset({"noeviction"})
 
 
-@contextmanager
-def _unavailable() -> Iterator[None]:
-    """A server that does not answer is StoreUnavailable (doctor reports the cause)."""
-    try:
-        yield
-    except ResponseError:
-        raise  # the server answered: each check decides what a refusal means
-    except (RedisError, OSError, TimeoutError) as exc:
-        raise StoreUnavailable from exc
+#: A server that does not answer is StoreUnavailable (doctor reports the cause); one that
+#: answers with a refusal (ResponseError) is not: each check decides what a refusal means.
+_UNAVAILABLE = DriverErrors(RedisError, OSError, TimeoutError, excluding=(ResponseError,))
 
 
 async def diagnose(client: Redis, prefix: str) -> list[Row]:
@@ -58,7 +49,7 @@ async def diagnose(client: Redis, prefix: str) -> list[Row]:
     Raises:
         StoreUnavailable: the server did not answer.
     """
-    with _unavailable():
+    with _UNAVAILABLE:
         return [
             await server(client),
             await persistence(client),

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import re
 import secrets
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
@@ -60,10 +59,8 @@ from mcp_tasks.domain.errors import (
     EventIdReused,
     InvalidArgument,
     InvalidTransition,
-    MCPTasksError,
     NotJSONSafe,
     StaleLease,
-    StoreUnavailable,
     TaskLimitReached,
     TaskNotFound,
 )
@@ -88,11 +85,12 @@ from mcp_tasks.domain.models import (
 )
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks.stores.kit import CloseGuard, DriverErrors
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks_redis import scripts
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Mapping
 
     from redis.commands.core import AsyncScript
 
@@ -107,6 +105,8 @@ _MASK = "***"
 _DRIVER_SCHEMES = {"redis+unix": "unix"}
 _PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError, TimeoutError)
+#: The driver failures that surface as StoreUnavailable (the driver error as cause).
+_UNAVAILABLE = DriverErrors(*DRIVER_ERRORS)
 _SCRIPTS = {
     "create": scripts.CREATE,
     "read": scripts.READ,
@@ -127,17 +127,6 @@ _KINDS: dict[type, str] = {
     Fail: "fail",
     Retry: "retry",
 }
-
-
-@contextmanager
-def _driver_errors() -> Iterator[None]:
-    """Driver failures surface as StoreUnavailable with the driver error as cause."""
-    try:
-        yield
-    except MCPTasksError:
-        raise
-    except DRIVER_ERRORS as exc:
-        raise StoreUnavailable from exc
 
 
 def _optional(text: str | None) -> str:
@@ -309,7 +298,7 @@ class RedisTaskStore:
         self._claims = f"{tag}:claim:"
         self._redis: Redis | RedisCluster | None = None
         self._scripts: dict[str, AsyncScript] = {}
-        self._closed = False
+        self._guard = CloseGuard()
 
     def __repr__(self) -> str:
         return f"RedisTaskStore(url={self.url!r}, max_rows={self.options.max_rows})"
@@ -335,17 +324,16 @@ class RedisTaskStore:
 
     async def close(self) -> None:
         """Release the store's connections. Idempotent."""
-        self._closed = True
+        self._guard.close()
         client, self._redis = self._redis, None
         if client is not None:
-            with _driver_errors():
+            with _UNAVAILABLE:
                 await client.aclose()
 
     # --- plumbing -----------------------------------------------------------------------
 
     def _client(self) -> Redis | RedisCluster:
-        if self._closed:
-            raise StoreUnavailable("The store is closed")
+        self._guard.check()
         if self._redis is None:
             self._redis = client = _connect(self.connect_url, self.cluster, self._max_connections)
             self._scripts = {name: client.register_script(text) for name, text in _SCRIPTS.items()}
@@ -353,7 +341,7 @@ class RedisTaskStore:
 
     async def _run(self, script: str, keys: list[str], args: list[str | int]) -> Any:
         client = self._client()
-        with _driver_errors():
+        with _UNAVAILABLE:
             if isinstance(client, RedisCluster):
                 # redis-py routes a command before it initializes the client: on a client
                 # without its slot table (new, or reset after a failure) a script would go
@@ -510,7 +498,7 @@ class RedisTaskStore:
         client = self._client()
         if not isinstance(client, RedisCluster):
             return await doctor.diagnose(client, self.prefix)
-        with _driver_errors():
+        with _UNAVAILABLE:
             await client.initialize()
             node = client.get_node_from_key(self._rows)
         if node is None:
@@ -560,7 +548,7 @@ async def _drop(connect_url: str, prefix: str, cluster: bool) -> None:
     """Delete every key of namespace ``prefix`` (SCAN over its own hash tag, on every node
     of a cluster: never on a request path, only for tests and ``drop_namespace``)."""
     pattern = "{" + prefix + "}:*"
-    with _driver_errors():
+    with _UNAVAILABLE:
         client = _connect(connect_url, cluster, None)
         try:
             batch: list[Any] = []

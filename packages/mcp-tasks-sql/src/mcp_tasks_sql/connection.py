@@ -1,20 +1,33 @@
 """How the SQL store talks to a dialect's raw driver: rows, executors, transactions as
-generators of statements, session modes, errors."""
+generators of statements, session modes; a dialect's driver errors become
+:class:`~mcp_tasks.domain.errors.StoreUnavailable` through
+:func:`driver_errors_as_unavailable` (:mod:`mcp_tasks.stores.kit`'s)."""
 
 from __future__ import annotations
 
 from collections.abc import Generator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
-from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
+from mcp_tasks.stores.kit import driver_errors_as_unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     from mcp_tasks_sql.statements import CompiledSQL
+
+__all__ = [
+    "Executor",
+    "Mode",
+    "Row",
+    "Statement",
+    "Transaction",
+    "driver_errors_as_unavailable",
+    "execute",
+    "fetch_one",
+    "run_on",
+]
 
 R = TypeVar("R")
 
@@ -93,14 +106,3 @@ class Mode(Enum):
     READ = "read"  # one statement, no transaction
     MODIFY = "modify"  # read then compare-and-set; the CAS guards it
     TRANSACTION = "transaction"  # several statements that must commit together
-
-
-@contextmanager
-def driver_errors_as_unavailable(errors: tuple[type[BaseException], ...]) -> Iterator[None]:
-    """Driver failures surface as :class:`StoreUnavailable` with the driver error as cause."""
-    try:
-        yield
-    except MCPTasksError:
-        raise
-    except errors as exc:
-        raise StoreUnavailable from exc

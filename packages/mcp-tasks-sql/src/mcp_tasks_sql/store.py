@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self, TypeVar
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
+from mcp_tasks.stores.kit import CloseGuard
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
 from mcp_tasks_sql.connection import Mode, Row, Transaction, execute, fetch_one
@@ -125,7 +126,7 @@ class SQLTaskStore(ReadModifyWrite):
         self._with_now = dialect.with_now
         self._ready = False
         self._ready_lock = asyncio.Lock()
-        self._closed = False
+        self._guard = CloseGuard()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self.url!r}, max_rows={self.options.max_rows})"
@@ -143,7 +144,7 @@ class SQLTaskStore(ReadModifyWrite):
 
     async def close(self) -> None:
         """Release the store's connections. Idempotent."""
-        self._closed = True
+        self._guard.close()
         await self.dialect.close()
 
     # --- schema ------------------------------------------------------------------------
@@ -152,8 +153,7 @@ class SQLTaskStore(ReadModifyWrite):
         """Create the tables and indexes if they do not exist; safe to run any number of
         times and from several processes at once (``mcp-tasks migrate`` calls this).
         Returns whether the task table had to be created (``False``: it was there)."""
-        if self._closed:
-            raise StoreUnavailable("The store is closed")
+        self._guard.check()
         async with self._ready_lock:
             created = await self.dialect.migrate()
             self._ready = True
@@ -161,13 +161,11 @@ class SQLTaskStore(ReadModifyWrite):
 
     async def diagnose(self) -> list[DiagnosisRow]:
         """``mcp-tasks doctor``'s checks of this store's database (its dialect's)."""
-        if self._closed:
-            raise StoreUnavailable("The store is closed")
+        self._guard.check()
         return await self.dialect.diagnose()
 
     async def _ensure_ready(self) -> None:
-        if self._closed:
-            raise StoreUnavailable("The store is closed")
+        self._guard.check()
         if not self._ready:
             async with self._ready_lock:
                 if not self._ready:

@@ -1,10 +1,11 @@
-"""A TaskRecord as JSON and back, the one shape every persistent store keeps.
+"""A TaskRecord as columns and a JSON payload, and back.
 
 A record splits into *columns* (the scalars a backend selects on: status, times, owner,
-generation, …) and a *payload* (everything else, one JSON object the backend never looks
-into). The SQL stores keep the columns as table columns and the payload as JSON text
-(``mcp_tasks_sql.codec``); the Redis store keeps both as one JSON document
-(:func:`record_to_json`). Either way a record round-trips exactly (``==``).
+generation, …; :func:`columns_of`) and a *payload* (everything else, one JSON object the
+backend never looks into; :func:`payload_of`); :func:`record_from` joins the two again,
+exactly (``==``). The SQL stores keep the columns as table columns and the payload as JSON
+text (``mcp_tasks_sql.codec``); the MongoDB store keeps the columns as document fields and
+the payload as one JSON string (``mcp_tasks_mongodb.codec``).
 """
 
 from __future__ import annotations
@@ -97,15 +98,3 @@ def record_from(columns: Columns, payload: Mapping[str, Any]) -> TaskRecord:
         recent_events=tuple(RecordedEvent(e, f, r) for e, f, r in payload["recent_events"]),
         client_capabilities=payload["client_capabilities"],
     )
-
-
-def record_to_json(record: TaskRecord) -> JSONObject:
-    """The whole record as one JSON object: its columns plus ``payload``."""
-    document: JSONObject = dict(columns_of(record))
-    document["payload"] = payload_of(record)
-    return document
-
-
-def record_from_json(document: Mapping[str, Any]) -> TaskRecord:
-    """The record :func:`record_to_json` wrote."""
-    return record_from(document, document["payload"])

@@ -1,0 +1,124 @@
+"""What every store backend does beside the rules: its driver's failures surface as
+:class:`~mcp_tasks.domain.errors.StoreUnavailable`, and a closed handle refuses every
+operation (``S-CLOSE``).
+
+A backend names the exception types of its driver that mean "the backend could not be
+reached or did not answer" (a connection refused or lost, a timeout, a server error);
+which ones those are is the backend's to decide, and only those become
+``StoreUnavailable`` (with the driver's error as ``__cause__``). The contract's own
+errors (:class:`~mcp_tasks.domain.errors.MCPTasksError`: a rule's answer, a
+``StoreUnavailable`` raised on purpose) pass through unchanged, also when one of them
+subclasses a listed type; anything else (a bug, a cancellation) passes through too::
+
+    from mcp_tasks.stores.kit import CloseGuard, DriverErrors
+
+    UNAVAILABLE = DriverErrors(mysql.connector.Error, OSError, TimeoutError)
+
+    class MySQLTaskStore:
+        def __init__(self, url: str) -> None:
+            self._guard = CloseGuard()
+            ...
+
+        async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
+            self._guard.check()  # StoreUnavailable("The store is closed") once closed
+            with UNAVAILABLE:
+                row = await self._pool.fetch_one(...)
+            ...
+
+        async def close(self) -> None:
+            if self._guard.close():  # the first close only: close() is idempotent
+                with UNAVAILABLE:
+                    await self._pool.close()
+
+A :class:`DriverErrors` holds no state of a call: one object serves every operation of
+every handle, nested and concurrent alike.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+__all__ = ["CLOSED_MESSAGE", "CloseGuard", "DriverErrors", "driver_errors_as_unavailable"]
+
+#: The message of the ``StoreUnavailable`` a closed handle raises.
+CLOSED_MESSAGE: Final = "The store is closed"
+
+
+class DriverErrors:
+    """A context manager that turns the listed driver exceptions into
+    :class:`~mcp_tasks.domain.errors.StoreUnavailable` (the driver's error as its cause).
+
+    ``errors`` are the exception types that count as "unavailable" for this backend;
+    ``excluding`` are subtypes of them that do not (say, the server answered with a
+    refusal the caller reads itself). An
+    :class:`~mcp_tasks.domain.errors.MCPTasksError` and every exception of another type
+    leave the block unchanged. Reusable and re-entrant (``with`` it as often as needed).
+    """
+
+    __slots__ = ("errors", "excluding")
+
+    def __init__(
+        self, *errors: type[BaseException], excluding: tuple[type[BaseException], ...] = ()
+    ) -> None:
+        if not errors:
+            raise ValueError("DriverErrors needs at least one exception type")
+        self.errors: tuple[type[BaseException], ...] = errors
+        self.excluding: tuple[type[BaseException], ...] = (MCPTasksError, *excluding)
+
+    def __repr__(self) -> str:
+        names = ", ".join(kind.__qualname__ for kind in self.errors)
+        others = ", ".join(kind.__qualname__ for kind in self.excluding[1:])
+        return f"DriverErrors({names}" + (f", excluding=({others},))" if others else ")")
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if error is None or isinstance(error, self.excluding) or not isinstance(error, self.errors):
+            return
+        raise StoreUnavailable from error
+
+
+def driver_errors_as_unavailable(errors: tuple[type[BaseException], ...]) -> DriverErrors:
+    """``with driver_errors_as_unavailable(errors):`` is ``with DriverErrors(*errors):``."""
+    return DriverErrors(*errors)
+
+
+class CloseGuard:
+    """A handle's closed state (``S-CLOSE``): :meth:`check` at the start of every
+    operation raises ``StoreUnavailable`` (:data:`CLOSED_MESSAGE`) once :meth:`close` ran."""
+
+    __slots__ = ("_closed",)
+
+    def __init__(self) -> None:
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"CloseGuard(closed={self._closed})"
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran."""
+        return self._closed
+
+    def close(self) -> bool:
+        """Mark the handle closed; whether it was open until now (so that a store's
+        ``close`` releases its resources once and is idempotent)."""
+        was_open, self._closed = not self._closed, True
+        return was_open
+
+    def check(self) -> None:
+        """Raises:
+        StoreUnavailable: the handle is closed."""
+        if self._closed:
+            raise StoreUnavailable(CLOSED_MESSAGE)
