@@ -25,7 +25,6 @@ are single store calls; on this path one that takes longer is answered as JSON w
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 # The SDK's default span middleware, exported from no public module: if an upgrade moves
@@ -44,7 +43,6 @@ from mcp.shared.inbound import (
     classify_inbound_request,
 )
 from mcp_types import (
-    CLIENT_CAPABILITIES_META_KEY,
     SERVER_INFO_META_KEY,
     JSONRPCError,
     JSONRPCRequest,
@@ -58,11 +56,12 @@ from starlette.datastructures import Headers
 from starlette.routing import Match, Route
 
 from mcp_tasks.adapters.listen import TaskListenMiddleware
-from mcp_tasks.adapters.ownership import current_owner
-from mcp_tasks.adapters.sdk import TaskMethodParams
-from mcp_tasks.engine import TASK_METHODS, RequestView
+from mcp_tasks.adapters.request import TaskMethodParams, request_view
+from mcp_tasks.engine import TASK_METHODS
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from mcp.server.lowlevel.server import Server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -169,21 +168,18 @@ class TasksFastPath:
         engine = _tasks_engine(server, request.method)
         if engine is None or not engine.runner.running:
             return False  # before the lifespan ran, the SDK's answer is its own (a 500)
+        raw = request.params or {}
         try:
-            params = TaskMethodParams.model_validate(request.params or {}, by_name=False)
+            TaskMethodParams.model_validate(raw, by_name=False)
         except ValidationError:
             return False
-        capabilities = (params.meta or {}).get(CLIENT_CAPABILITIES_META_KEY)
-        if not isinstance(capabilities, Mapping):
-            return False  # the SDK reads them from the connection instead
+        view = request_view(raw.get("_meta"), verdict.protocol_version, Headers(scope=scope))
+        if view.client_capabilities is None:
+            # Capabilities that are not an object (a required object): a malformed request,
+            # left to the SDK's path like every other.
+            return False
 
         self.served += 1
-        view = RequestView(
-            protocol_version=verdict.protocol_version,
-            client_capabilities=capabilities,
-            owner=current_owner(),
-            headers=Headers(scope=scope),
-        )
         reply: JSONRPCResponse | JSONRPCError
         try:
             result = await engine.handle_tasks_method(view, request.method, request.params)
