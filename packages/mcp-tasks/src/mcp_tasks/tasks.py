@@ -250,7 +250,7 @@ class Tasks:
         goes to the SDK's app. Also serves task notifications, as
         :meth:`serve_notifications` does. See docs/serving-tasks.md."""
         serve_listen(self.engine, server)
-        return with_fast_path(server.streamable_http_app(**options))
+        return with_fast_path(server.streamable_http_app(**options), self.engine)
 
     def install(self, server: Server[Any]) -> TasksExtension:
         """Serve the extension on a low-level ``Server`` (after its ``tools/call`` handler is

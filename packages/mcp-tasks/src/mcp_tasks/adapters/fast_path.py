@@ -93,12 +93,19 @@ class TasksFastPath:
     behind the router and the auth layer (see :func:`with_fast_path`). For any other ``app``
     (``active`` is false) every request goes to it unchanged. ``served`` counts the requests
     answered here.
+
+    ``engine`` is the engine whose extension the app's server serves (``Tasks.http_app``
+    passes its own). ``None``, for a caller that serves a server without knowing its Tasks
+    (``mcp_tasks.testing.running``): the one engine whose notification middleware is on the
+    server's chain, found at the first request that sees one (a lifespan may add it) and
+    kept.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, engine: TaskEngine | None = None) -> None:
         self.app = app
         self.served = 0
         self._route: Route | None = None  # None: the router has matched the path already
+        self.engine = engine
         self._manager: StreamableHTTPSessionManager | None = None
         if isinstance(app, StreamableHTTPASGIApp):
             self._manager = app.session_manager
@@ -165,8 +172,12 @@ class TasksFastPath:
         if isinstance(verdict, InboundLadderRejection):
             return False
         server: Server[Any] = manager.app
-        engine = _tasks_engine(server, request.method)
-        if engine is None or not engine.runner.running:
+        engine = self.engine
+        if engine is None:
+            engine = self.engine = listening_engine(server)
+        if engine is None or not _dispatched_alone(server, request.method, engine):
+            return False
+        if not engine.runner.running:
             return False  # before the lifespan ran, the SDK's answer is its own (a 500)
         raw = request.params or {}
         try:
@@ -278,21 +289,31 @@ def _allowed(value: str, allowed: list[str]) -> bool:
     )
 
 
-def _tasks_engine(server: Server[Any], method: str) -> TaskEngine | None:
-    """The engine whose extension serves ``method`` on ``server``, when nothing else in the
-    server's middleware chain acts on a ``tasks/*`` request; else ``None``."""
+def listening_engine(server: Server[Any]) -> TaskEngine | None:
+    """The engine that serves task notifications on ``server`` (its notification middleware
+    is on the server's chain), when there is exactly one; else ``None``."""
+    engines = [m.engine for m in server.middleware if isinstance(m, TaskListenMiddleware)]
+    return engines[0] if len(engines) == 1 else None
+
+
+def _dispatched_alone(server: Server[Any], method: str, engine: TaskEngine) -> bool:
+    """Whether the SDK would hand a ``tasks/*`` request for ``method`` to our handler of
+    ``engine``, with nothing else on ``server`` acting on it: the handler is ours, there are
+    no cache hints, the chain holds only pass-through middleware and this engine's
+    notification middleware (another engine's would make it ambiguous whose handler is
+    there), and no tracer provider is installed (with one, the SDK's span must see it)."""
     entry = server.get_request_handler(method)
     if entry is None or entry.params_type is not TaskMethodParams or server.cache_hints:
-        return None
-    engines = []
+        return False
+    ours = 0
     for middleware in server.middleware:
         if isinstance(middleware, TaskListenMiddleware):
-            engines.append(middleware.engine)
+            if middleware.engine is not engine:
+                return False
+            ours += 1
         elif not isinstance(middleware, _PASS_THROUGH_MIDDLEWARE):
-            return None
-    if len(engines) != 1 or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        return None  # with a tracer installed, the SDK's span must see the request
-    return engines[0]
+            return False
+    return ours == 1 and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def _envelope(server: Server[Any], result: Mapping[str, Any]) -> dict[str, Any]:
@@ -360,18 +381,19 @@ async def _write(reply: JSONRPCResponse | JSONRPCError, send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def with_fast_path(app: ASGIApp) -> ASGIApp:
-    """``app`` (the SDK's ``streamable_http_app()``) with ``tasks/*`` on the fast path.
+def with_fast_path(app: ASGIApp, engine: TaskEngine | None = None) -> ASGIApp:
+    """``app`` (the SDK's ``streamable_http_app()``) with ``tasks/*`` of ``engine`` on the
+    fast path (``None``: as :class:`TasksFastPath` finds it).
 
     With nothing in front of its endpoint, ``app`` behind a :class:`TasksFastPath`. With
     authentication or middleware, ``app`` itself, its endpoint swapped in place for one
     behind a :class:`TasksFastPath`: authentication, scopes and every middleware run first,
     as on the SDK's path, and the fast path sees the same principal. Any other app is
     returned unchanged."""
-    fast = TasksFastPath(app)
+    fast = TasksFastPath(app, engine)
     if fast.active:
         return fast
     holder = _guarded_endpoint(app)
     if holder is not None and not isinstance(holder.app, TasksFastPath):
-        holder.app = TasksFastPath(holder.app)
+        holder.app = TasksFastPath(holder.app, engine)
     return app
