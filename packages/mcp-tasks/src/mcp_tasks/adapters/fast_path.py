@@ -28,7 +28,8 @@ import json
 from typing import TYPE_CHECKING, Any, Final
 
 # The SDK's default span middleware, exported from no public module: if an upgrade moves
-# it, this import fails loudly instead of the fast path stepping aside without a word.
+# it, this import fails loudly instead of the fast path stepping aside without a word
+# (a seam listed in docs/architecture.md, "Status notifications: the SDK seam").
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.request_state import RequestStateBoundary
