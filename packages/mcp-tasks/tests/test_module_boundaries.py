@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import mcp_tasks
@@ -55,13 +56,60 @@ def test_no_module_imports_another_modules_private_names() -> None:
 # Public by convention although spelled with an underscore: namedtuple's API, and the
 # type of argparse's subparsers (the CLI's annotations; argparse has no public name for it).
 UNDERSCORED_PUBLIC = frozenset({"_replace", "_asdict", "_fields", "_make", "_SubParsersAction"})
-SOURCE_ROOTS = sorted(PACKAGE_ROOT.parents[2].glob("*/src"))
+WORKSPACE_ROOT = PACKAGE_ROOT.parents[3]
+#: Every distribution of the workspace (its members), each with a src layout.
+DISTRIBUTIONS = sorted(
+    member
+    for pattern in tomllib.loads((WORKSPACE_ROOT / "pyproject.toml").read_text())["tool"]["uv"][
+        "workspace"
+    ]["members"]
+    for member in WORKSPACE_ROOT.glob(pattern)
+    if (member / "pyproject.toml").is_file()
+)
+SOURCE_ROOTS = [member / "src" for member in DISTRIBUTIONS]
+
+
+def _is_private(dotted: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in dotted.split("."))
+
+
+def _package_of_file(path: Path) -> str:
+    """The dotted package a source file belongs to (its folder under ``src``)."""
+    root = next(root for root in SOURCE_ROOTS if path.is_relative_to(root))
+    return ".".join(path.parent.relative_to(root).parts)
+
+
+def _private_imports(path: Path, tree: ast.Module) -> list[str]:
+    """Imports of a private module (``import x._y``, ``from x._y import z``, ``from x import
+    _y``) that is not a sibling of the importing file (in its own package)."""
+    package = _package_of_file(path)
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            sources = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolved against the file's own package
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            sources = [base] + [f"{base}.{a.name}" for a in node.names if _is_private(a.name)]
+        else:
+            continue
+        for source in sources:
+            if _is_private(source) and source.rpartition(".")[0] != package:
+                found.append(f"{path.name}:{node.lineno} imports private module {source}")
+                break
+    return found
 
 
 def _private_reads(path: Path) -> list[str]:
-    """`obj._name` on anything but self/cls, and getattr(obj, "_name"), in one file."""
+    """`obj._name` on anything but self/cls, getattr(obj, "_name"), and an import of another
+    package's private module, in one file."""
     found: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    if any(path.is_relative_to(root) for root in SOURCE_ROOTS):
+        found.extend(_private_imports(path, tree))
+    for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             name = node.attr
             owner = node.value
@@ -85,21 +133,27 @@ def _private_reads(path: Path) -> list[str]:
 
 
 #: The private reads we accept, each one documented in docs/architecture.md and made in one
-#: function that fails loudly (not silently) when the name moves: (file, name).
+#: place that fails loudly (not silently) when the name moves: (file, name).
 KNOWN_PRIVATE_SEAMS = frozenset(
     {
         # FastMCP keeps the SDK Server whose middleware serves taskIds on listen only as
         # FastMCP._mcp_server ("Status notifications: the SDK seam", FastMCP part);
         # adapters.fastmcp.sdk_server_of raises a TypeError if it is not there.
         ("fastmcp.py", "_mcp_server"),
+        # The SDK exports its span middleware from no public module; the fast path must
+        # recognise it on a server's chain ("Status notifications: the SDK seam", the fast
+        # path's import). The import fails at once if an SDK release moves it.
+        ("fast_path.py", "mcp.server._otel"),
     }
 )
 
 
 def _accepted(problem: str) -> bool:
-    file = problem.split(":", 1)[0]
+    file, _, detail = problem.partition(" ")
+    file = file.split(":", 1)[0]
     return any(
-        file == seam_file and (f".{name}" in problem or f"'{name}'" in problem)
+        file == seam_file
+        and detail.endswith((f" .{name}", f", '{name}')", f" private module {name}"))
         for seam_file, name in KNOWN_PRIVATE_SEAMS
     )
 
@@ -108,8 +162,11 @@ def test_no_source_reads_a_private_attribute_of_another_object() -> None:
     """No module of any of our distributions reads another object's private attributes —
     in particular none of the MCP SDK's or FastMCP's (`_lowlevel_server`, `_extensions`):
     every seam we use is public, so SDK upgrades cannot break us silently. The one
-    exception (:data:`KNOWN_PRIVATE_SEAMS`) is documented, isolated and fails loudly."""
-    assert len(SOURCE_ROOTS) >= 4, SOURCE_ROOTS  # mcp-tasks, -sql, -sqlite, -postgres
+    exceptions (:data:`KNOWN_PRIVATE_SEAMS`) are documented, isolated and fail loudly."""
+    # The core, the SQL layer, four backends and the contract suite.
+    assert len(SOURCE_ROOTS) == 7, SOURCE_ROOTS
+    assert WORKSPACE_ROOT / "contract_tests" / "src" in SOURCE_ROOTS
+    assert all(root.is_dir() for root in SOURCE_ROOTS), SOURCE_ROOTS
     found = [
         problem
         for root in SOURCE_ROOTS
@@ -141,6 +198,35 @@ def test_the_private_attribute_check_finds_one() -> None:
         assert _private_reads(probe) == [
             "_probe_private_reads.py:1 reads ._lowlevel_server",
             "_probe_private_reads.py:2 getattr(…, '_extensions')",
+        ]
+    finally:
+        probe.unlink()
+
+
+def test_the_private_import_check_finds_them() -> None:
+    """The check sees every form of importing another package's private module, and lets a
+    package's private module serve its own siblings."""
+    probe = PACKAGE_ROOT / "cli" / "_probe_private_imports.py"
+    try:
+        probe.write_text(
+            "import mcp.server._otel\n"
+            "from mcp.server._otel import OpenTelemetryMiddleware\n"
+            "from mcp.server import _otel\n"
+            "from mcp_tasks.engine import _private\n"
+            "from mcp_tasks.cli._errors import UsageError\n"
+            "from . import _stores\n"
+            "from ._errors import explain\n"
+            "from .._private import thing\n"
+            "def f():\n"
+            "    import mcp.shared._otel\n"
+        )
+        assert _private_reads(probe) == [
+            "_probe_private_imports.py:1 imports private module mcp.server._otel",
+            "_probe_private_imports.py:2 imports private module mcp.server._otel",
+            "_probe_private_imports.py:3 imports private module mcp.server._otel",
+            "_probe_private_imports.py:4 imports private module mcp_tasks.engine._private",
+            "_probe_private_imports.py:8 imports private module mcp_tasks._private",
+            "_probe_private_imports.py:10 imports private module mcp.shared._otel",
         ]
     finally:
         probe.unlink()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
 import typing
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -18,17 +19,14 @@ from mcp_tasks.adapters.sdk import TasksExtension, install, mcpserver_tool_call,
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import MCPTasksError
 from mcp_tasks.engine import (
-    Policy,
-    Preflight,
     TaskEngine,
-    TaskMode,
     ToolCall,
     ToolOptions,
     to_jsonrpc_error,
     tool_executor,
 )
 from mcp_tasks.runtime.context import TaskContext, current_task_context
-from mcp_tasks.runtime.control import UNSET, Deferred, TaskControl, defer, defer_slot
+from mcp_tasks.runtime.control import Deferred, TaskControl, defer, defer_slot
 from mcp_tasks.runtime.notifier import GuardedNotifier, Notifier, NullNotifier, notifier_for
 from mcp_tasks.runtime.runner import (
     DEFAULT_LEASE_MS,
@@ -41,16 +39,17 @@ from mcp_tasks.stores.memory import MemoryTaskStore
 from mcp_tasks.stores.opening import URL_ENV, describe_store, store_from_url
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from mcp.server.lowlevel.server import Server
     from mcp.server.mcpserver import MCPServer
 
     from mcp_tasks.adapters.fastmcp import FastMCPTasksExtension
-    from mcp_tasks.engine import TtlOption
     from mcp_tasks.stores.protocol import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: The task options :meth:`Tasks.register` and :meth:`Tasks.tool` take as keywords: the
+#: fields of ``ToolOptions``, their one definition.
+TOOL_OPTION_FIELDS: Final = frozenset(field.name for field in dataclasses.fields(ToolOptions))
 
 #: ``Tasks(notifier=…)`` left out: the notifier the store's backend offers.
 STORE_NOTIFIER: Any = object()
@@ -250,7 +249,7 @@ class Tasks:
         goes to the SDK's app. Also serves task notifications, as
         :meth:`serve_notifications` does. See docs/serving-tasks.md."""
         serve_listen(self.engine, server)
-        return with_fast_path(server.streamable_http_app(**options))
+        return with_fast_path(server.streamable_http_app(**options), self.engine)
 
     def install(self, server: Server[Any]) -> TasksExtension:
         """Serve the extension on a low-level ``Server`` (after its ``tools/call`` handler is
@@ -281,19 +280,10 @@ class Tasks:
 
     # --- tools --------------------------------------------------------------------
 
-    def register(
-        self,
-        name: str,
-        *,
-        mode: Policy = TaskMode.OPTIONAL,
-        ttl_ms: TtlOption = UNSET,
-        poll_interval_ms: int | None = None,
-        preflight: Preflight | None = None,
-        manual: bool = False,
-        retry_delays_ms: Iterable[int] = (),
-        run: ToolCall | None = None,
-    ) -> ToolOptions:
-        """Declare how the tool ``name`` takes part in tasks (any SDK's tool).
+    def register(self, name: str, *, run: ToolCall | None = None, **options: Any) -> ToolOptions:
+        """Declare how the tool ``name`` takes part in tasks (any SDK's tool); ``options``
+        are the fields of :class:`~mcp_tasks.engine.ToolOptions` (``mode``, ``ttl_ms``,
+        ``poll_interval_ms``, ``preflight``, ``manual``, ``retry_delays_ms``).
 
         ``run(arguments)`` runs the tool without a request and returns its result: with it,
         a task of this tool is run again by any process after the one running it died, and
@@ -301,57 +291,44 @@ class Tasks:
         Without it such a task fails ("cannot be run again"). ``retry_delays_ms``: the delay
         before each retry the body asks for (``ctx.retry(...)``); see
         :func:`~mcp_tasks.fixed_backoff` and :func:`~mcp_tasks.exponential_backoff`.
+
+        Raises:
+            TypeError: a keyword that is no field of ``ToolOptions``.
+            ValueError: an option ``ToolOptions`` refuses.
         """
-        options = ToolOptions(
-            mode=mode,
-            ttl_ms=ttl_ms,
-            poll_interval_ms=poll_interval_ms,
-            preflight=preflight,
-            manual=manual,
-            retry_delays_ms=retry_delays_ms,
-        )
+        return self._register(name, ToolOptions(**options), run)
+
+    def _register(self, name: str, options: ToolOptions, run: ToolCall | None) -> ToolOptions:
         self.engine.tools[name] = options
         if run is not None:
             self.runner.executors[name] = tool_executor(run)
         return options
 
     def tool(
-        self,
-        server: MCPServer[Any],
-        *,
-        name: str | None = None,
-        mode: Policy = TaskMode.OPTIONAL,
-        ttl_ms: TtlOption = UNSET,
-        poll_interval_ms: int | None = None,
-        preflight: Preflight | None = None,
-        manual: bool = False,
-        retry_delays_ms: Iterable[int] = (),
-        **tool_kwargs: Any,
+        self, server: MCPServer[Any], *, name: str | None = None, **keywords: Any
     ) -> Callable[[F], F]:
         """Register ``fn`` as a tool of ``server`` that may run as a task.
 
-        A parameter annotated :class:`TaskContext` receives the task's context. ``mode`` is
-        ``"forbidden"``, ``"optional"``, ``"required"`` or ``callable(arguments, request)``.
+        ``keywords`` that are fields of :class:`~mcp_tasks.engine.ToolOptions` are the
+        tool's task options, as in :meth:`register`; the others go to the server's
+        ``add_tool`` (``description=``, ``title=``, ...). A parameter annotated
+        :class:`TaskContext` receives the task's context. ``mode`` is ``"forbidden"``,
+        ``"optional"``, ``"required"`` or ``callable(arguments, request)``.
         ``manual=True`` runs the function inline: it returns :func:`defer` to make a task.
-        ``retry_delays_ms`` as in :meth:`register`. A task of this tool survives the process
-        running it: another process runs it again (at least once, never in parallel).
+        A task of this tool survives the process running it: another process runs it again
+        (at least once, never in parallel).
         """
-
+        options = ToolOptions(**{k: v for k, v in keywords.items() if k in TOOL_OPTION_FIELDS})
+        tool_kwargs = {k: v for k, v in keywords.items() if k not in TOOL_OPTION_FIELDS}
         serve_listen(self.engine, server)
 
         def decorator(fn: F) -> F:
             tool_name = name or fn.__name__
-            server.add_tool(with_task_context(fn, manual=manual), name=tool_name, **tool_kwargs)
-            self.register(
-                tool_name,
-                mode=mode,
-                ttl_ms=ttl_ms,
-                poll_interval_ms=poll_interval_ms,
-                preflight=preflight,
-                manual=manual,
-                retry_delays_ms=retry_delays_ms,
-                run=None if manual else mcpserver_tool_call(server, tool_name),
+            server.add_tool(
+                with_task_context(fn, manual=options.manual), name=tool_name, **tool_kwargs
             )
+            run = None if options.manual else mcpserver_tool_call(server, tool_name)
+            self._register(tool_name, options, run)
             return fn
 
         return decorator

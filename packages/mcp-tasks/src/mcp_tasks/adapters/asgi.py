@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks.adapters.fast_path import with_fast_path
+
+if TYPE_CHECKING:
+    from mcp_tasks.engine import TaskEngine
 
 MCP_PATH = "/mcp"
 
@@ -19,15 +22,16 @@ def is_fastmcp(app: object) -> bool:
     return module is not None and isinstance(app, module.FastMCP)
 
 
-def asgi_app(app: object, *, fast_path: bool = True) -> Any:
+def asgi_app(app: object, *, engine: TaskEngine | None = None, fast_path: bool = True) -> Any:
     """The Streamable HTTP ASGI app at ``/mcp`` for an MCPServer, low-level Server or FastMCP.
 
-    An SDK server's app answers plain ``tasks/*`` requests on the fast path
-    (:mod:`mcp_tasks.adapters.fast_path`); ``fast_path=False`` is the SDK's app alone, for
-    the tests and tools that compare the two."""
+    An SDK server's app answers plain ``tasks/*`` requests of ``engine`` (``None``: the one
+    serving the server, see :class:`~mcp_tasks.adapters.fast_path.TasksFastPath`) on the fast
+    path; ``fast_path=False`` is the SDK's app alone, for the tests and tools that compare
+    the two."""
     if isinstance(app, MCPServer | Server):
         sdk_app = app.streamable_http_app(streamable_http_path=MCP_PATH)
-        return with_fast_path(sdk_app) if fast_path else sdk_app
+        return with_fast_path(sdk_app, engine) if fast_path else sdk_app
     if is_fastmcp(app):
         return app.http_app(path=MCP_PATH)  # type: ignore[attr-defined]
     raise TypeError(f"cannot serve {type(app).__name__}: expected MCPServer, Server or FastMCP")

@@ -25,11 +25,11 @@ are single store calls; on this path one that takes longer is answered as JSON w
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 # The SDK's default span middleware, exported from no public module: if an upgrade moves
-# it, this import fails loudly instead of the fast path stepping aside without a word.
+# it, this import fails loudly instead of the fast path stepping aside without a word
+# (a seam listed in docs/architecture.md, "Status notifications: the SDK seam").
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.request_state import RequestStateBoundary
@@ -44,7 +44,6 @@ from mcp.shared.inbound import (
     classify_inbound_request,
 )
 from mcp_types import (
-    CLIENT_CAPABILITIES_META_KEY,
     SERVER_INFO_META_KEY,
     JSONRPCError,
     JSONRPCRequest,
@@ -58,11 +57,12 @@ from starlette.datastructures import Headers
 from starlette.routing import Match, Route
 
 from mcp_tasks.adapters.listen import TaskListenMiddleware
-from mcp_tasks.adapters.ownership import current_owner
-from mcp_tasks.adapters.sdk import TaskMethodParams
-from mcp_tasks.engine import TASK_METHODS, RequestView
+from mcp_tasks.adapters.request import TaskMethodParams, request_view
+from mcp_tasks.engine import TASK_METHODS
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from mcp.server.lowlevel.server import Server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -94,12 +94,19 @@ class TasksFastPath:
     behind the router and the auth layer (see :func:`with_fast_path`). For any other ``app``
     (``active`` is false) every request goes to it unchanged. ``served`` counts the requests
     answered here.
+
+    ``engine`` is the engine whose extension the app's server serves (``Tasks.http_app``
+    passes its own). ``None``, for a caller that serves a server without knowing its Tasks
+    (``mcp_tasks.testing.running``): the one engine whose notification middleware is on the
+    server's chain, found at the first request that sees one (a lifespan may add it) and
+    kept.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, engine: TaskEngine | None = None) -> None:
         self.app = app
         self.served = 0
         self._route: Route | None = None  # None: the router has matched the path already
+        self.engine = engine
         self._manager: StreamableHTTPSessionManager | None = None
         if isinstance(app, StreamableHTTPASGIApp):
             self._manager = app.session_manager
@@ -166,24 +173,25 @@ class TasksFastPath:
         if isinstance(verdict, InboundLadderRejection):
             return False
         server: Server[Any] = manager.app
-        engine = _tasks_engine(server, request.method)
-        if engine is None or not engine.runner.running:
+        engine = self.engine
+        if engine is None:
+            engine = self.engine = listening_engine(server)
+        if engine is None or not _dispatched_alone(server, request.method, engine):
+            return False
+        if not engine.runner.running:
             return False  # before the lifespan ran, the SDK's answer is its own (a 500)
+        raw = request.params or {}
         try:
-            params = TaskMethodParams.model_validate(request.params or {}, by_name=False)
+            TaskMethodParams.model_validate(raw, by_name=False)
         except ValidationError:
             return False
-        capabilities = (params.meta or {}).get(CLIENT_CAPABILITIES_META_KEY)
-        if not isinstance(capabilities, Mapping):
-            return False  # the SDK reads them from the connection instead
+        view = request_view(raw.get("_meta"), verdict.protocol_version, Headers(scope=scope))
+        if view.client_capabilities is None:
+            # Capabilities that are not an object (a required object): a malformed request,
+            # left to the SDK's path like every other.
+            return False
 
         self.served += 1
-        view = RequestView(
-            protocol_version=verdict.protocol_version,
-            client_capabilities=capabilities,
-            owner=current_owner(),
-            headers=Headers(scope=scope),
-        )
         reply: JSONRPCResponse | JSONRPCError
         try:
             result = await engine.handle_tasks_method(view, request.method, request.params)
@@ -282,21 +290,31 @@ def _allowed(value: str, allowed: list[str]) -> bool:
     )
 
 
-def _tasks_engine(server: Server[Any], method: str) -> TaskEngine | None:
-    """The engine whose extension serves ``method`` on ``server``, when nothing else in the
-    server's middleware chain acts on a ``tasks/*`` request; else ``None``."""
+def listening_engine(server: Server[Any]) -> TaskEngine | None:
+    """The engine that serves task notifications on ``server`` (its notification middleware
+    is on the server's chain), when there is exactly one; else ``None``."""
+    engines = [m.engine for m in server.middleware if isinstance(m, TaskListenMiddleware)]
+    return engines[0] if len(engines) == 1 else None
+
+
+def _dispatched_alone(server: Server[Any], method: str, engine: TaskEngine) -> bool:
+    """Whether the SDK would hand a ``tasks/*`` request for ``method`` to our handler of
+    ``engine``, with nothing else on ``server`` acting on it: the handler is ours, there are
+    no cache hints, the chain holds only pass-through middleware and this engine's
+    notification middleware (another engine's would make it ambiguous whose handler is
+    there), and no tracer provider is installed (with one, the SDK's span must see it)."""
     entry = server.get_request_handler(method)
     if entry is None or entry.params_type is not TaskMethodParams or server.cache_hints:
-        return None
-    engines = []
+        return False
+    ours = 0
     for middleware in server.middleware:
         if isinstance(middleware, TaskListenMiddleware):
-            engines.append(middleware.engine)
+            if middleware.engine is not engine:
+                return False
+            ours += 1
         elif not isinstance(middleware, _PASS_THROUGH_MIDDLEWARE):
-            return None
-    if len(engines) != 1 or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        return None  # with a tracer installed, the SDK's span must see the request
-    return engines[0]
+            return False
+    return ours == 1 and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def _envelope(server: Server[Any], result: Mapping[str, Any]) -> dict[str, Any]:
@@ -364,18 +382,19 @@ async def _write(reply: JSONRPCResponse | JSONRPCError, send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def with_fast_path(app: ASGIApp) -> ASGIApp:
-    """``app`` (the SDK's ``streamable_http_app()``) with ``tasks/*`` on the fast path.
+def with_fast_path(app: ASGIApp, engine: TaskEngine | None = None) -> ASGIApp:
+    """``app`` (the SDK's ``streamable_http_app()``) with ``tasks/*`` of ``engine`` on the
+    fast path (``None``: as :class:`TasksFastPath` finds it).
 
     With nothing in front of its endpoint, ``app`` behind a :class:`TasksFastPath`. With
     authentication or middleware, ``app`` itself, its endpoint swapped in place for one
     behind a :class:`TasksFastPath`: authentication, scopes and every middleware run first,
     as on the SDK's path, and the fast path sees the same principal. Any other app is
     returned unchanged."""
-    fast = TasksFastPath(app)
+    fast = TasksFastPath(app, engine)
     if fast.active:
         return fast
     holder = _guarded_endpoint(app)
     if holder is not None and not isinstance(holder.app, TasksFastPath):
-        holder.app = TasksFastPath(holder.app)
+        holder.app = TasksFastPath(holder.app, engine)
     return app

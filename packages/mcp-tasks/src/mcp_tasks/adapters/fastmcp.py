@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -22,18 +21,14 @@ from fastmcp.exceptions import FastMCPError
 from fastmcp.server.extensions import MethodBinding, ServerExtension
 from fastmcp.tools.base import ToolResult
 from mcp.server.lowlevel.server import Server
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, CallToolRequestParams, RequestParams
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types import CallToolRequestParams
 from pydantic import BaseModel
-from starlette.requests import Request
 
 from mcp_tasks.adapters.listen import serve_task_notifications
-from mcp_tasks.adapters.ownership import current_owner
+from mcp_tasks.adapters.request import http_headers, request_view, tasks_method_bindings, view_of
 from mcp_tasks.domain.errors import MCPTasksError
 from mcp_tasks.engine import (
     EXTENSION_ID,
-    TASK_METHODS,
-    RequestView,
     TaskMode,
     ToolOptions,
     result_to_change,
@@ -42,14 +37,13 @@ from mcp_tasks.engine import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
     from contextlib import AbstractAsyncContextManager
 
     from fastmcp import FastMCP
     from fastmcp.server.context import Context
-    from fastmcp.server.dependencies import FastMCPRequestContext
     from fastmcp.server.extensions import ToolCallContinuation, ToolCallOutcome
     from fastmcp.tools.base import Tool
-    from mcp.server.context import ServerRequestContext
 
     from mcp_tasks.domain.models import StatusChange
     from mcp_tasks.engine import TaskEngine
@@ -63,11 +57,6 @@ __all__ = ["FastMCPTasksExtension", "tool_options"]
 logger = logging.getLogger(__name__)
 
 
-class _TaskMethodParams(RequestParams):
-    """`tasks/*` params as FastMCP validates them: anything goes, so the engine's own gates
-    (capability before params) decide the error, not a schema check."""
-
-
 def tool_options(tool: Tool) -> ToolOptions | None:
     """Our options for a FastMCP tool from its `TaskConfig`; `None` when it is not a task tool."""
     config = tool.task_config
@@ -75,29 +64,6 @@ def tool_options(tool: Tool) -> ToolOptions | None:
         return None
     interval_ms = int(config.poll_interval.total_seconds() * 1000)
     return ToolOptions(mode=TaskMode(config.mode), poll_interval_ms=max(interval_ms, 1))
-
-
-def _view(
-    meta: Mapping[str, Any] | None, protocol_version: str | None, request: object
-) -> RequestView:
-    declared = (meta or {}).get(CLIENT_CAPABILITIES_META_KEY)
-    return RequestView(
-        protocol_version=protocol_version,
-        client_capabilities=declared if isinstance(declared, Mapping) else None,
-        owner=current_owner(),
-        headers=request.headers if isinstance(request, Request) else None,
-    )
-
-
-def request_view_of_context(rc: FastMCPRequestContext) -> RequestView:
-    """The engine's view of the request a FastMCP `Context` belongs to."""
-    return _view(rc.meta, rc.protocol_version, rc.request)
-
-
-def request_view_of_sdk(ctx: ServerRequestContext[Any, Any]) -> RequestView:
-    """The engine's view of an SDK request (FastMCP hands method handlers the SDK context)."""
-    raw = ctx.params.get("_meta") if isinstance(ctx.params, Mapping) else None
-    return _view(raw if isinstance(raw, Mapping) else None, ctx.protocol_version, ctx.request)
 
 
 def _as_call_tool_result(outcome: object) -> object:
@@ -181,28 +147,11 @@ class FastMCPTasksExtension(ServerExtension):
         ref = self._server_ref
         server = ref() if ref is not None else None
         if server is not None:  # unbound (entered by hand): there is no listen to serve
-            serve_task_notifications(self._engine, sdk_server_of(server), request_view_of_sdk)
+            serve_task_notifications(self._engine, sdk_server_of(server), view_of)
         return _running_in_own_task(self._running)
 
     def methods(self) -> Sequence[MethodBinding]:
-        engine = self._engine
-
-        def handler(method: str) -> Any:
-            async def handle(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
-                raw = ctx.params if isinstance(ctx.params, Mapping) else None
-                return await engine.handle_tasks_method(request_view_of_sdk(ctx), method, raw)
-
-            return handle
-
-        return [
-            MethodBinding(
-                method,
-                _TaskMethodParams,
-                handler(method),
-                protocol_versions=frozenset(MODERN_PROTOCOL_VERSIONS),
-            )
-            for method in sorted(TASK_METHODS)
-        ]
+        return tasks_method_bindings(self._engine, MethodBinding)
 
     async def intercept_tool_call(
         self,
@@ -220,7 +169,7 @@ class FastMCPTasksExtension(ServerExtension):
             return await _as_task_outcome(call_next)
 
         result = await self._engine.handle_tool_call(
-            request_view_of_context(rc),
+            request_view(rc.meta, rc.protocol_version, http_headers(rc.request)),
             name=params.name,
             arguments=params.arguments,
             input_responses=_input_responses(params),

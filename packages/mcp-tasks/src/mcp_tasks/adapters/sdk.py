@@ -13,19 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.extension import Extension, MethodBinding, compose_tool_call_handler
 from mcp.shared.exceptions import MCPError
-from mcp_types import (
-    CLIENT_CAPABILITIES_META_KEY,
-    CallToolRequestParams,
-    CallToolResult,
-    RequestParams,
-    TextContent,
-)
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from starlette.requests import Request
+from mcp_types import CallToolRequestParams, CallToolResult, TextContent
 
 from mcp_tasks.adapters.listen import serve_task_notifications
-from mcp_tasks.adapters.ownership import current_owner
-from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, RequestView, ToolCall
+from mcp_tasks.adapters.request import (
+    TaskMethodParams,
+    tasks_method_bindings,
+    tasks_method_handler,
+    view_of,
+)
+from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, ToolCall
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -37,39 +34,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class TaskMethodParams(RequestParams):
-    """Params of ``tasks/*`` as the SDK validates them: anything goes, so that the engine's
-    own gates (capability before params) decide the error, not a schema check."""
-
-
-def request_view(ctx: ServerRequestContext[Any, Any]) -> RequestView:
-    """The engine's view of one SDK request: its own capabilities, headers and principal."""
-    declared: Any = (ctx.meta or {}).get(CLIENT_CAPABILITIES_META_KEY)
-    if not isinstance(declared, Mapping):
-        session_caps = ctx.session.client_capabilities
-        declared = (
-            session_caps.model_dump(by_alias=True, mode="json", exclude_none=True)
-            if session_caps is not None
-            else None
-        )
-    headers = ctx.request.headers if isinstance(ctx.request, Request) else None
-    return RequestView(
-        protocol_version=ctx.protocol_version,
-        client_capabilities=declared,
-        owner=current_owner(),
-        headers=headers,
-    )
-
-
-def _tasks_handler(engine: TaskEngine, method: str) -> Any:
-    async def handle(
-        ctx: ServerRequestContext[Any, Any], params: TaskMethodParams
-    ) -> HandlerResult:
-        return await engine.handle_tasks_method(request_view(ctx), method, ctx.params)
-
-    return handle
-
-
 async def intercept(
     engine: TaskEngine,
     params: CallToolRequestParams,
@@ -78,7 +42,7 @@ async def intercept(
 ) -> HandlerResult:
     """The ``tools/call`` interceptor both adapters use."""
     result: HandlerResult = await engine.handle_tool_call(
-        request_view(ctx),
+        view_of(ctx),
         name=params.name,
         arguments=params.arguments,
         input_responses=_raw_input_responses(ctx),
@@ -107,15 +71,7 @@ class TasksExtension(Extension):
         return {}  # the extension defines no settings: an empty object means support
 
     def methods(self) -> Sequence[MethodBinding]:
-        return [
-            MethodBinding(
-                method,
-                TaskMethodParams,
-                _tasks_handler(self._engine, method),
-                protocol_versions=frozenset(MODERN_PROTOCOL_VERSIONS),
-            )
-            for method in sorted(TASK_METHODS)
-        ]
+        return tasks_method_bindings(self._engine, MethodBinding)
 
     async def intercept_tool_call(
         self,
@@ -134,7 +90,7 @@ def serve_listen(engine: TaskEngine, server: object) -> bool:
 
     if not isinstance(server, (Server, MCPServer)):
         return False
-    return serve_task_notifications(engine, server, request_view)
+    return serve_task_notifications(engine, server, view_of)
 
 
 def install(engine: TaskEngine, server: Server[Any]) -> TasksExtension:
@@ -145,7 +101,7 @@ def install(engine: TaskEngine, server: Server[Any]) -> TasksExtension:
     serve_listen(engine, server)
     server.extensions[EXTENSION_ID] = extension.settings()
     for method in sorted(TASK_METHODS):
-        server.add_request_handler(method, TaskMethodParams, _tasks_handler(engine, method))
+        server.add_request_handler(method, TaskMethodParams, tasks_method_handler(engine, method))
     entry = server.get_request_handler("tools/call")
     if entry is not None:
         server.add_request_handler(

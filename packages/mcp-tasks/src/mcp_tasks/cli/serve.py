@@ -222,8 +222,11 @@ def listen(host: str, port: int) -> socket.socket:
 def run(args: argparse.Namespace) -> int:
     prepared = prepare_app(args.app, args.store)
     stores = ", ".join(dict.fromkeys(prepared.stores))
+    # The fast path answers for the app's one Tasks (with several, it looks for the one
+    # the server serves: TasksFastPath).
+    engine = prepared.tasks[0].engine if len(prepared.tasks) == 1 else None
     config = uvicorn.Config(
-        asgi_app(prepared.app), host=args.host, port=args.port, log_level="info"
+        asgi_app(prepared.app, engine=engine), host=args.host, port=args.port, log_level="info"
     )
     server = uvicorn.Server(config)
 

@@ -25,7 +25,6 @@ from mcp_tasks.domain.ids import new_task_id, redact
 from mcp_tasks.domain.models import (
     Complete,
     Fail,
-    Lease,
     NewTask,
     StatusChange,
     TaskRecord,
@@ -33,7 +32,6 @@ from mcp_tasks.domain.models import (
     validate_input_requests,
 )
 from mcp_tasks.domain.retries import retry_delays
-from mcp_tasks.domain.rules import lease_of
 from mcp_tasks.engine import errors
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
@@ -45,7 +43,6 @@ from mcp_tasks.runtime.context import (
 )
 from mcp_tasks.runtime.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
 from mcp_tasks.runtime.logs import log_failure
-from mcp_tasks.runtime.notifier import WORK_SIGNAL
 from mcp_tasks.runtime.runner import Body, Runner, RunnerNotStarted, tool_work
 
 if TYPE_CHECKING:
@@ -372,10 +369,10 @@ class TaskEngine:
         options: ToolOptions,
         to_change: ResultConverter,
     ) -> dict[str, Any]:
-        try:
-            claim = self.runner.claim_for_create()
-        except RunnerNotStarted:
-            raise errors.internal_error("The task runner is not running") from None
+        if not self.runner.running:
+            # Before the task is built: with no lifespan running, that is the answer,
+            # whatever the arguments.
+            raise errors.internal_error("The task runner is not running")
         task_id = new_task_id()
         try:
             task = NewTask(
@@ -391,17 +388,9 @@ class TaskEngine:
                     retry_delays_ms=tuple(options.retry_delays_ms),
                 ),
                 client_capabilities=_capabilities_of(request),
-                claimed_by=claim[0] if claim else None,
-                lease_ms=claim[1] if claim else None,
             )
         except NotJSONSafe:
             raise errors.invalid_params("Tool arguments are not JSON-safe") from None
-        # Created claimed by this runner: no recovery loop elsewhere can take it first, and
-        # if this process dies the claim runs out and any process runs it again.
-        record = await self._create(task)
-        if claim is None:  # a worker runs it (Tasks(run_tasks=False)): wake the workers
-            await self.notifier.publish(WORK_SIGNAL)
-            return create_task_result(record, self.clock())
 
         async def first_run(context: RunningTaskContext) -> StatusChange:
             # The first run goes through the request's own chain (middleware, other
@@ -409,11 +398,8 @@ class TaskEngine:
             return await run_tool_call(call_next, to_change)
 
         try:
-            self.runner.run_created(record, first_run)
-        except RunnerNotStarted:  # it stopped since the claim: the task must not wait for it
-            await self._fail_quietly(
-                record.task_id, "The task runner is not running", lease=lease_of(record)
-            )
+            record = await self.runner.create_and_run(task, first_run, self._create)
+        except RunnerNotStarted:
             raise errors.internal_error("The task runner is not running") from None
         # The create was durable before we answer: a tasks/get on any node resolves it now.
         return create_task_result(record, self.clock())
@@ -467,12 +453,10 @@ class TaskEngine:
             record = await self._fail_quietly(record.task_id, "Starting the task failed") or record
         return create_task_result(record, self.clock())
 
-    async def _fail_quietly(
-        self, task_id: str, message: str, *, lease: Lease | None = None
-    ) -> TaskRecord | None:
+    async def _fail_quietly(self, task_id: str, message: str) -> TaskRecord | None:
         try:
             transition = await self.store.put_status(
-                task_id, Fail({"code": -32603, "message": message}), lease=lease
+                task_id, Fail({"code": -32603, "message": message})
             )
         except Exception as exc:
             log_failure(logger, "recording a task failure failed", exc, task_id)

@@ -17,6 +17,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -28,6 +29,7 @@ from mcp_tasks.domain.models import (
     Claimed,
     Complete,
     Fail,
+    NewTask,
     Outcome,
     Retry,
     StatusChange,
@@ -55,6 +57,9 @@ Resolver = Callable[[str], Awaitable["Body | None"]]
 """Finds the executor of a tool by name when none is registered (e.g. a FastMCP server's
 tools, looked up when a task of theirs is recovered)."""
 
+Create = Callable[[NewTask], Awaitable[TaskRecord]]
+"""Writes a new task (``Store.create``, or a caller's wrapper of it) and returns its record."""
+
 DEFAULT_LEASE_MS: Final = 30_000
 DEFAULT_HEARTBEAT_MS: Final = 10_000
 DEFAULT_RECOVERY_INTERVAL_S: Final = 1.0
@@ -68,6 +73,8 @@ NO_EXECUTOR_ERROR: Final[JSONObject] = {
     "code": -32603,
     "message": "The task was interrupted and its tool cannot be run again on this server",
 }
+#: What a task created while this runner stopped ends with.
+NOT_RUNNING_ERROR: Final[JSONObject] = {"code": -32603, "message": "The task runner is not running"}
 
 
 def tool_work(
@@ -210,21 +217,13 @@ class Runner:
                 self._group = None
                 group.cancel_scope.cancel()
 
-    def claim_for_create(self) -> tuple[str, int] | None:
-        """``(worker_id, lease_ms)`` for a task this runner will run as soon as it is created
-        (``NewTask.claimed_by``/``lease_ms``): no other process can take it meanwhile.
-        ``None`` when this runner runs no task (``run_tasks=False``): the task is created
-        unclaimed, for a worker.
-
-        Raises:
-            RunnerNotStarted: no lifespan is running.
-        """
-        if self._group is None:
-            raise RunnerNotStarted
-        return (self.worker_id, self.lease_ms) if self.run_tasks else None
-
-    def run_created(self, record: TaskRecord, body: Body) -> None:
-        """Run ``body`` for a task created claimed by this runner (:meth:`claim_for_create`).
+    async def create_and_run(self, task: NewTask, body: Body, create: Create) -> TaskRecord:
+        """Create ``task`` through ``create`` (``Store.create``, or a caller's wrapper of it)
+        claimed by this runner, and run ``body`` for it under the lease the create took; the
+        created record is returned. Claimed at creation (S-CREATE.6), no other process can
+        take the task before its first run, and if this process dies the claim runs out and
+        any process runs it again. ``run_tasks=False``: the task is created unclaimed and
+        the workers are woken (:data:`WORK_SIGNAL`); ``body`` does not run here.
 
         The body's context takes its arguments, earlier answers and the client's
         capabilities from the record (:func:`tool_work`, ``TaskRecord.client_capabilities``),
@@ -233,18 +232,28 @@ class Runner:
         the same capabilities.
 
         Raises:
-            RunnerNotStarted: no lifespan is running.
-            StaleLease: the record is not claimed.
+            RunnerNotStarted: no lifespan is running (nothing is created), or the runner
+                stopped while the task was being created (the task is failed: nothing here
+                would run it).
         """
-        group = self._group
-        if group is None:
+        if not self.running:
             raise RunnerNotStarted
+        if not self.run_tasks:
+            record = await create(task)
+            await self.notifier.publish(WORK_SIGNAL)
+            return record
+        record = await create(replace(task, claimed_by=self.worker_id, lease_ms=self.lease_ms))
         claimed = Claimed(record, lease_of(record))
+        group = self._group
+        if group is None:  # stopped while the task was being created
+            await self._fail(claimed, NOT_RUNNING_ERROR)
+            raise RunnerNotStarted
         group.start_soon(self._run, claimed, body, False)
+        return record
 
     async def start(self, task_id: str, body: Body) -> None:
         """Claim an existing task by id and run ``body`` in the background (a task created
-        unclaimed; the engine creates its tasks claimed and calls :meth:`run_created`).
+        unclaimed; the engine creates its tasks claimed, with :meth:`create_and_run`).
 
         Raises:
             RunnerNotStarted: no lifespan is running.
@@ -315,13 +324,7 @@ class Runner:
             logger.error(
                 "task %s of tool %r has no executor here: it fails", redact(record.task_id), tool
             )
-            try:
-                await self.store.put_status(
-                    record.task_id, Fail(NO_EXECUTOR_ERROR), lease=claimed.lease
-                )
-                await self.notifier.publish(record.task_id)
-            except MCPTasksError:
-                logger.debug("failing task %s failed", redact(record.task_id))
+            await self._fail(claimed, NO_EXECUTOR_ERROR)
             await self._release(claimed)
             return
         logger.info(
@@ -399,6 +402,15 @@ class Runner:
             delay = max(0, record.retry_at - record.last_updated_at)
             self._group.start_soon(self._claim_when_due, task_id, delay)
         return record.status.is_terminal
+
+    async def _fail(self, claimed: Claimed, error: JSONObject) -> None:
+        """End a claimed task ``failed`` with ``error``, before any body ran for it."""
+        task_id = claimed.record.task_id
+        try:
+            await self.store.put_status(task_id, Fail(error), lease=claimed.lease)
+            await self.notifier.publish(task_id)
+        except MCPTasksError:
+            logger.debug("failing task %s failed", redact(task_id))
 
     async def _release(self, claimed: Claimed, *, claimable: bool = False) -> None:
         """Give the lease up; ``claimable``: the task is not over, so wake the recovery
