@@ -86,4 +86,3 @@ class UrlStoreFactory:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
-
