@@ -3,8 +3,9 @@
 Each script restates one pure rule of :mod:`mcp_tasks.domain.rules` on the task's hash
 fields (see :mod:`mcp_tasks_redis.store` for the layout) with the server's clock (``TIME``).
 Legality is never restated: the status machine's table is generated into every script from
-:data:`mcp_tasks.domain.states.TRANSITIONS`. The contract suite's stateful test, with the
-memory store as its model, checks that the scripts and the rules agree.
+:data:`mcp_tasks.domain.states.TRANSITIONS`. The contract suite checks that the scripts
+and the rules agree: its rule-agreement part (``mcp_tasks_contract.suite.agreement``)
+case by case, its stateful test (the memory store as the model) at random.
 
 The scripts never parse a payload the user wrote (results, errors, input requests and
 answers): those are JSON texts made by Python, stored and returned as they are. ``cjson`` reads only
