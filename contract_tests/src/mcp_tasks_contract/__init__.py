@@ -13,14 +13,23 @@ if TYPE_CHECKING:
     from mcp_tasks_contract.handles import StoreFactory, StoreHandles, new_namespace
     from mcp_tasks_contract.rules import RULES
     from mcp_tasks_contract.suite import StoreContract
+    from mcp_tasks_contract.urls import UrlStoreFactory
 
-__all__ = ["RULES", "StoreContract", "StoreFactory", "StoreHandles", "new_namespace"]
+__all__ = [
+    "RULES",
+    "StoreContract",
+    "StoreFactory",
+    "StoreHandles",
+    "UrlStoreFactory",
+    "new_namespace",
+]
 
 _HOMES = {
     "RULES": "mcp_tasks_contract.rules",
     "StoreContract": "mcp_tasks_contract.suite",
     "StoreFactory": "mcp_tasks_contract.handles",
     "StoreHandles": "mcp_tasks_contract.handles",
+    "UrlStoreFactory": "mcp_tasks_contract.urls",
     "new_namespace": "mcp_tasks_contract.handles",
 }
 

@@ -6,17 +6,18 @@ afterwards."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from mcp_tasks import StoreOptions, drop_namespace, namespaced_url
-from mcp_tasks_contract import new_namespace
+from mcp_tasks_contract import UrlStoreFactory, new_namespace
 from mcp_tasks_contract.servers import mongodb_url
 from mcp_tasks_mongodb import MongoTaskStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from mcp_tasks import StoreOptions
 
     OpenStore = Callable[..., Awaitable[MongoTaskStore]]
 
@@ -35,23 +36,15 @@ def namespace() -> str:
 
 @pytest.fixture
 async def open_store(mongodb_url: str, namespace: str) -> AsyncIterator[OpenStore]:
-    """Opens new handles (each its own client) on this test's prefix; drops it afterwards."""
-    opened: list[MongoTaskStore] = []
+    """Opens new handles (each its own client; keyword arguments go to MongoTaskStore)
+    on this test's prefix; closes them and drops the prefix afterwards."""
+    async with UrlStoreFactory(mongodb_url) as stores:
+        stores.namespace_url(namespace)  # dropped at the end
 
-    async def open_store(options: StoreOptions | None = None, **kwargs: object) -> MongoTaskStore:
-        store = MongoTaskStore(
-            mongodb_url,
-            options or StoreOptions(),
-            prefix=namespace,
-            **kwargs,  # type: ignore[arg-type]
-        )
-        opened.append(store)
-        return store
+        async def open_store(options: StoreOptions | None = None, **kwargs: Any) -> MongoTaskStore:
+            return stores.keep(MongoTaskStore(mongodb_url, options, prefix=namespace, **kwargs))
 
-    yield open_store
-    for store in opened:
-        await store.close()
-    await drop_namespace(namespaced_url(mongodb_url, namespace))
+        yield open_store
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

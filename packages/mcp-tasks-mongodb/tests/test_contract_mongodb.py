@@ -7,14 +7,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mcp_tasks import drop_namespace, namespaced_url
-from mcp_tasks_contract import StoreContract, StoreFactory
-from mcp_tasks_mongodb import MongoTaskStore
+from mcp_tasks_contract import StoreContract, UrlStoreFactory
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-
-    from mcp_tasks import Store, StoreOptions
 
 
 class TestMongoStore(StoreContract):
@@ -23,13 +19,6 @@ class TestMongoStore(StoreContract):
     stateful_max_examples = 20
 
     @pytest.fixture
-    async def store(self, mongodb_url: str) -> AsyncIterator[StoreFactory]:
-        prefixes: set[str] = set()
-
-        async def open_store(namespace: str, options: StoreOptions) -> Store:
-            prefixes.add(namespace)
-            return MongoTaskStore(mongodb_url, options, prefix=namespace)
-
-        yield open_store
-        for prefix in prefixes:
-            await drop_namespace(namespaced_url(mongodb_url, prefix))
+    async def store(self, mongodb_url: str) -> AsyncIterator[UrlStoreFactory]:
+        async with UrlStoreFactory(mongodb_url) as stores:
+            yield stores

@@ -4,17 +4,18 @@ schema per test, dropped afterwards."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from mcp_tasks import StoreOptions, drop_namespace, namespaced_url
-from mcp_tasks_contract import new_namespace
+from mcp_tasks_contract import UrlStoreFactory, new_namespace
 from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_postgres import PostgresTaskStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from mcp_tasks import StoreOptions
 
     OpenStore = Callable[..., Awaitable[PostgresTaskStore]]
 
@@ -33,19 +34,14 @@ def namespace() -> str:
 
 @pytest.fixture
 async def open_store(postgres_url: str, namespace: str) -> AsyncIterator[OpenStore]:
-    """Opens new handles (each its own pool) on this test's schema; drops it afterwards."""
-    opened: list[PostgresTaskStore] = []
+    """Opens new handles (each its own pool; keyword arguments go to PostgresTaskStore)
+    on this test's schema; closes them and drops the schema afterwards."""
+    async with UrlStoreFactory(postgres_url) as stores:
+        stores.namespace_url(namespace)  # dropped at the end
 
-    async def open_store(
-        options: StoreOptions | None = None, **kwargs: object
-    ) -> PostgresTaskStore:
-        store = PostgresTaskStore(
-            postgres_url, options or StoreOptions(), schema=namespace, **kwargs
-        )
-        opened.append(store)
-        return store
+        async def open_store(
+            options: StoreOptions | None = None, **kwargs: Any
+        ) -> PostgresTaskStore:
+            return stores.keep(PostgresTaskStore(postgres_url, options, schema=namespace, **kwargs))
 
-    yield open_store
-    for store in opened:
-        await store.close()
-    await drop_namespace(namespaced_url(postgres_url, namespace))
+        yield open_store

@@ -7,14 +7,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mcp_tasks import drop_namespace, namespaced_url
-from mcp_tasks_contract import StoreContract, StoreFactory
-from mcp_tasks_postgres import PostgresTaskStore
+from mcp_tasks.stores.opening import with_query
+from mcp_tasks_contract import StoreContract, UrlStoreFactory
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-
-    from mcp_tasks import Store, StoreOptions
 
 
 class TestPostgresStore(StoreContract):
@@ -23,14 +20,7 @@ class TestPostgresStore(StoreContract):
     stateful_max_examples = 20
 
     @pytest.fixture
-    async def store(self, postgres_url: str) -> AsyncIterator[StoreFactory]:
-        schemas: set[str] = set()
-
-        async def open_store(namespace: str, options: StoreOptions) -> Store:
-            schemas.add(namespace)
-            # One connection per handle: races open dozens of handles on a shared server.
-            return PostgresTaskStore(postgres_url, options, schema=namespace, max_connections=1)
-
-        yield open_store
-        for schema in schemas:
-            await drop_namespace(namespaced_url(postgres_url, schema))
+    async def store(self, postgres_url: str) -> AsyncIterator[UrlStoreFactory]:
+        # One connection per handle: races open dozens of handles on a shared server.
+        async with UrlStoreFactory(with_query(postgres_url, max_connections="1")) as stores:
+            yield stores

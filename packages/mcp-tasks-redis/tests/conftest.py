@@ -4,17 +4,18 @@ fresh key prefix per test, dropped afterwards."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from mcp_tasks import StoreOptions, drop_namespace, namespaced_url
-from mcp_tasks_contract import new_namespace
+from mcp_tasks_contract import UrlStoreFactory, new_namespace
 from mcp_tasks_contract.servers import redis_url
 from mcp_tasks_redis import RedisTaskStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from mcp_tasks import StoreOptions
 
     OpenStore = Callable[..., Awaitable[RedisTaskStore]]
 
@@ -33,15 +34,12 @@ def namespace() -> str:
 
 @pytest.fixture
 async def open_store(redis_url: str, namespace: str) -> AsyncIterator[OpenStore]:
-    """Opens new handles (each its own client) on this test's prefix; drops it afterwards."""
-    opened: list[RedisTaskStore] = []
+    """Opens new handles (each its own client; keyword arguments go to RedisTaskStore)
+    on this test's prefix; closes them and drops the prefix afterwards."""
+    async with UrlStoreFactory(redis_url) as stores:
+        stores.namespace_url(namespace)  # dropped at the end
 
-    async def open_store(options: StoreOptions | None = None, **kwargs: object) -> RedisTaskStore:
-        store = RedisTaskStore(redis_url, options or StoreOptions(), prefix=namespace, **kwargs)
-        opened.append(store)
-        return store
+        async def open_store(options: StoreOptions | None = None, **kwargs: Any) -> RedisTaskStore:
+            return stores.keep(RedisTaskStore(redis_url, options, prefix=namespace, **kwargs))
 
-    yield open_store
-    for store in opened:
-        await store.close()
-    await drop_namespace(namespaced_url(redis_url, namespace))
+        yield open_store

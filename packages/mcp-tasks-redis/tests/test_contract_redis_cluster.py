@@ -26,14 +26,13 @@ from redis.cluster import RedisCluster
 from resend_scenarios import SCENARIOS, DroppingProxy, run_dropped, run_twice
 
 from mcp_tasks import NewTask, drop_namespace, namespaced_url, new_task_id, store_from_url
-from mcp_tasks_contract import StoreContract, StoreFactory
+from mcp_tasks_contract import StoreContract, UrlStoreFactory
 from mcp_tasks_contract.servers import unavailable
 from mcp_tasks_redis import RedisTaskStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
 
-    from mcp_tasks import Store, StoreOptions
 
 NODES = 3
 
@@ -128,17 +127,9 @@ class TestRedisClusterStore(StoreContract):
     stateful_max_examples = 5
 
     @pytest.fixture
-    async def store(self, cluster_url: str) -> AsyncIterator[StoreFactory]:
-        urls: set[str] = set()
-
-        async def open_store(namespace: str, options: StoreOptions) -> Store:
-            url = namespaced_url(cluster_url, namespace)
-            urls.add(url)
-            return store_from_url(url, options)
-
-        yield open_store
-        for url in urls:
-            await drop_namespace(url)
+    async def store(self, cluster_url: str) -> AsyncIterator[UrlStoreFactory]:
+        async with UrlStoreFactory(cluster_url) as stores:
+            yield stores
 
 
 @pytest.mark.anyio

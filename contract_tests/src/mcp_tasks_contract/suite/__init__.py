@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mcp_tasks_contract.suite.agreement import RuleAgreementContract
 from mcp_tasks_contract.suite.caller import CallerContract
 from mcp_tasks_contract.suite.cancel import CancelContract
 from mcp_tasks_contract.suite.claims import ClaimContract
@@ -37,6 +38,7 @@ class StoreContract(
     CloseContract,
     JSONContract,
     DurableContract,
+    RuleAgreementContract,
     RaceContract,
     StatefulContract,
 ):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -16,6 +16,7 @@ from mcp_tasks import (
     Retry,
     StaleLease,
     TaskNotFound,
+    TaskRecord,
     TaskStatus,
     new_task_id,
 )
@@ -59,27 +60,37 @@ class ClaimContract(ContractBase):
 
     @pytest.mark.rule("S-CLAIM.1")
     async def test_claim_skips_ineligible_tasks(self, handles: StoreHandles) -> None:
-        """Terminal, manual (no work), not yet due and claimed tasks are all skipped."""
+        """Terminal, manual (no work), not yet due and claimed tasks are all skipped, though
+        each is older than the one eligible task (every task here has a ``created_at`` of
+        its own, so the oldest-first order alone would take any of them first)."""
         store = await handles.open()
-        completed = await new_task(store, work=job())
+
+        async def older(**fields: Any) -> TaskRecord:
+            record = await new_task(store, **fields)
+            await handles.wait_past(record.created_at)  # the next task is strictly younger
+            return record
+
+        completed = await older(work=job())
         await store.put_status(completed.task_id, Complete({"v": 1}))
-        cancelled = await new_task(store, work=job(), owner="alice")
+        cancelled = await older(work=job(), owner="alice")
         await store.cancel(cancelled.task_id, "alice")
-        failed = await new_task(store, work=job())
+        failed = await older(work=job())
         await store.put_status(failed.task_id, Fail(BOOM))
-        manual = await new_task(store)
-        later = await new_task(store, work=job(3_600_000))
+        manual = await older()
+        later = await older(work=job(3_600_000))
         held = await store.claim("w0", lease_ms=LONG_LEASE_MS, task_id=later.task_id)
         assert held is not None
         await store.put_status(later.task_id, Retry(BOOM), lease=held.lease)
-        busy = await new_task(store, work=job())
+        busy = await older(work=job())
         assert await store.claim("w0", lease_ms=LONG_LEASE_MS, task_id=busy.task_id) is not None
         eligible = await new_task(store, work=job())
+        skipped_records = (completed, cancelled, failed, manual, later, busy)
+        assert all(r.created_at < eligible.created_at for r in skipped_records)
         claimed = await store.claim("w1", lease_ms=LONG_LEASE_MS)
         assert claimed is not None
         assert claimed.record.task_id == eligible.task_id
         assert await store.claim("w1", lease_ms=LONG_LEASE_MS) is None
-        for skipped in (completed, cancelled, failed, manual, later, busy):
+        for skipped in skipped_records:
             assert await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=skipped.task_id) is None
 
     @pytest.mark.rule("S-CLAIM.1", "INV-TERMINAL")
@@ -226,6 +237,35 @@ class ClaimContract(ContractBase):
         assert await store.reap() == len(made)
         with pytest.raises(StaleLease):
             await store.renew(doomed.lease, lease_ms=LONG_LEASE_MS)
+
+    @pytest.mark.rule("S-RENEW", "S-RELEASE", "S-PUT.1")
+    async def test_a_lease_of_another_generation_is_stale_even_with_the_right_token(
+        self, handles: StoreHandles
+    ) -> None:
+        """The generation fences as the token does: a lease with the live claim's token but
+        an older (or a newer) generation renews to StaleLease, writes to StaleLease and
+        releases to nothing; the live claim stays as it was."""
+        store = await handles.open()
+        record = await new_task(store, work=job())
+        first = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+        assert first is not None
+        await store.release(first.lease)
+        live = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+        assert live is not None
+        assert live.lease.generation == 2
+        before = await current(store, record.task_id)
+        for generation in (1, 3):
+            forged = replace(live.lease, generation=generation)
+            with pytest.raises(StaleLease):
+                await store.renew(forged, lease_ms=2 * LONG_LEASE_MS)
+            await assert_unchanged(store, before)
+            with pytest.raises(StaleLease):
+                await store.put_status(record.task_id, Progress("forged"), lease=forged)
+            await assert_unchanged(store, before)
+            await store.release(forged)
+            await assert_unchanged(store, before)
+        renewed = await store.renew(live.lease, lease_ms=2 * LONG_LEASE_MS)
+        assert renewed.generation == 2
 
     @pytest.mark.rule("S-RELEASE", "INV-CLAIM")
     async def test_release_frees_the_claim_and_keeps_the_generation(

@@ -3,8 +3,9 @@
 Each script restates one pure rule of :mod:`mcp_tasks.domain.rules` on the task's hash
 fields (see :mod:`mcp_tasks_redis.store` for the layout) with the server's clock (``TIME``).
 Legality is never restated: the status machine's table is generated into every script from
-:data:`mcp_tasks.domain.states.TRANSITIONS`. The contract suite's stateful test, with the
-memory store as its model, checks that the scripts and the rules agree.
+:data:`mcp_tasks.domain.states.TRANSITIONS`. The contract suite checks that the scripts
+and the rules agree: its rule-agreement part (``mcp_tasks_contract.suite.agreement``)
+case by case, its stateful test (the memory store as the model) at random.
 
 The scripts never parse a payload the user wrote (results, errors, input requests and
 answers): those are JSON texts made by Python, stored and returned as they are. ``cjson`` reads only
@@ -124,7 +125,19 @@ local function set_message(key, text)
     redis.call('HSET', key, 'm', string.sub(text, 2))
   end
 end
--- Every index and the janitor's expiry from the task's fields (module docstring of store)
+-- rules.claim_lane: where a task waits for a claim, from its status, has-work flag,
+-- created_at, retry_at and claim end → 'ready', created_at | 'waiting', the later of a
+-- pending retry and the claim's end | nil (no work, or no claim for its status)
+local function claim_lane(s, w, c, r, ce)
+  if w ~= '1' or not NEXT[s .. ':claim'] then return nil end
+  local wait = nil
+  if r ~= '' then wait = tonumber(r) end
+  if ce ~= '' and (not wait or tonumber(ce) > wait) then wait = tonumber(ce) end
+  if wait then return 'waiting', wait end
+  return 'ready', tonumber(c)
+end
+-- Every index and the janitor's expiry from the task's fields (module docstring of store):
+-- the claim lanes are the ready and delayed sets
 local function reindex(key, id)
   local f = redis.call('HMGET', key, 's', 'w', 'c', 'u', 'e', 'l', 'r', 'ce', 'a')
   local s, e = f[1], f[5]
@@ -136,16 +149,14 @@ local function reindex(key, id)
   else
     redis.call('ZADD', f[9], score, id)
   end
-  local ready, delayed = nil, nil
-  if f[2] == '1' and NEXT[s .. ':claim'] then
-    local wait = nil
-    if f[7] ~= '' then wait = tonumber(f[7]) end
-    if f[8] ~= '' and (not wait or tonumber(f[8]) > wait) then wait = tonumber(f[8]) end
-    if wait then delayed = ms(wait) else ready = f[3] end
+  local lane, at = claim_lane(s, f[2], f[3], f[7], f[8])
+  if lane == 'ready' then
+    redis.call('ZADD', KEYS[3], ms(at), id)
+  else
+    redis.call('ZREM', KEYS[3], id)
   end
-  if ready then redis.call('ZADD', KEYS[3], ready, id) else redis.call('ZREM', KEYS[3], id) end
-  if delayed then
-    redis.call('ZADD', KEYS[4], delayed, id)
+  if lane == 'waiting' then
+    redis.call('ZADD', KEYS[4], ms(at), id)
   else
     redis.call('ZREM', KEYS[4], id)
   end

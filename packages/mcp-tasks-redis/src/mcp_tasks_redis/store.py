@@ -19,9 +19,10 @@ in one cluster slot and every script touches one slot:
   the unexpired ones, ``reap`` takes the expired ones;
 * ``{p}:active:n`` / ``{p}:active:s:<owner>`` — one owner's live tasks by ``expires_at``:
   the per-owner cap;
-* ``{p}:ready`` — live tasks with work, no claim and no pending retry, by ``created_at``
-  (members of one score sort by id: exactly ``rules.claim_order``);
-* ``{p}:delayed`` — live tasks with work waiting for a time (their claim's end or
+* ``{p}:ready`` — live tasks in ``rules.claim_lane``'s ready lane (work, no claim and no
+  pending retry), by ``created_at`` (members of one score sort by id: exactly
+  ``rules.claim_order``);
+* ``{p}:delayed`` — live tasks in its waiting lane (waiting for their claim's end or
   ``retry_at``), by that time; a claim moves the due ones into ``ready``;
 * ``{p}:retain`` — terminal tasks without TTL by ``last_updated_at`` (``S-REAP``);
 * ``{p}:claim:<token>`` — the id of the task a claim without an id took, for the lease's

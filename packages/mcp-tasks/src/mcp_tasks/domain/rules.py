@@ -1,11 +1,18 @@
 """The Store rules as pure functions: old record + request + store time → transition.
 
 Every backend reads a record, asks these functions what the write is, and persists the
-answer atomically (compare-and-set, a transaction). The one exception is a store whose
-writes must be one server-side script (Redis: Lua, one round trip): its scripts restate
-these rules, with the status machine's table generated into them, and the contract
-suite's stateful test (this module through the memory store as the model) proves they
-agree.
+answer atomically (compare-and-set, a transaction). Where a store must decide on the
+server, it restates a rule there as a named piece checked against the rule here
+(docs/store-contract.md, "Building a store on the shared rules"): the SQL stores the
+``WHERE`` clauses of ``mcp_tasks_sql.statements.Predicates`` (claimable, reapable, the
+caps' counts), property-checked by ``mcp_tasks_sql.testing.check_predicates``; Redis
+every write as a Lua script (``mcp_tasks_redis.scripts``, the status machine's table
+generated into them), checked by the contract suite's rule-agreement part and its
+stateful test; MongoDB its query filters and update pipelines (claim, renew, release,
+reap, the TTL hold, the caps' counts) in ``mcp_tasks_mongodb.pipelines``, property-checked
+against these functions on a real server by the MongoDB package's
+``test_mongodb_pipelines.py``. The contract suite's rule-agreement part runs for every
+store.
 
 Legality is the status machine's alone (:mod:`mcp_tasks.domain.states`): each write names
 its :class:`~mcp_tasks.domain.states.Event` and takes the next status from
