@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pty
 import re
+import shlex
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
@@ -78,20 +79,29 @@ async def test_a_tool_error_exits_1(demo_url: str) -> None:
     assert "not confirmed" in out
 
 
-async def test_unanswerable_input_exits_5_and_cancels() -> None:
-    """Without --answer and without a terminal, input cannot be given: exit 5, the task
-    is cancelled, and the last line says so because the task really ended cancelled."""
+async def test_input_nobody_answers_here_exits_5_and_leaves_the_task_waiting() -> None:
+    """Without --answer and without a terminal, nobody here can answer: exit 5, the task
+    is left waiting (not cancelled), and the last lines give the question and the exact
+    `mcp-tasks watch … --answer …` line that answers it; that line completes the task."""
     backend = MemoryBackend()
     server = demo_server(MemoryTaskStore(backend=backend), step_seconds=0.05, log_level="WARNING")
     async with running(server) as url:
-        code, _, err = await call(url, "deploy", "--no-input")
-    [record] = backend.tasks.values()
-    assert code == 5
-    assert record.status is TaskStatus.CANCELLED
-    assert err.splitlines()[-2:] == [
-        "input required for confirm but not answerable (pass --answer confirm=JSON)",
-        "the task was cancelled",
-    ]
+        code, _, err = await call(url, "deploy", "env=qa", "--no-input")
+        [record] = backend.tasks.values()
+        assert code == 5, err
+        assert record.status is TaskStatus.INPUT_REQUIRED
+        task_id = printed_task_id(err)
+        assert err.splitlines()[-2:] == [
+            "mcp-tasks call: the task needs input: confirm: Deploy to qa? (no --answer "
+            "confirm=… and --no-input); it is left waiting",
+            f"answer it with: mcp-tasks watch {url} {task_id} --answer "
+            """'confirm={"confirm": true}'""",
+        ]
+        watch = shlex.split(err.splitlines()[-1].removeprefix("answer it with: "))
+        assert watch[:2] == ["mcp-tasks", "watch"]
+        code, out, err = await cli(*watch[1:])
+    assert (code, out) == (0, "deployed to qa\n"), err
+    assert backend.tasks[task_id].status is TaskStatus.COMPLETED
 
 
 ASK_NAME: dict[str, Any] = {
@@ -124,7 +134,11 @@ async def test_unanswerable_input_before_any_task_claims_no_cancellation() -> No
         code, _, err = await call(url, "greet", "--no-input")
     assert code == 5
     assert backend.tasks == {}
-    assert err == "input required for name but not answerable (pass --answer name=JSON)\n"
+    assert err.splitlines() == [
+        "mcp-tasks call: the tool needs input before it starts: name: Name? (no --answer "
+        "name=… and --no-input)",
+        """call again with --answer 'name={"name": "..."}'""",
+    ]
 
 
 async def test_a_failed_task_exits_3() -> None:
@@ -139,7 +153,7 @@ async def test_a_failed_task_exits_3() -> None:
     async with running(mcp) as url:
         code, _, err = await call(url, "explode")
     assert code == 3
-    assert "error -32000: out of coolant" in err
+    assert err.splitlines()[-1] == "mcp-tasks call: the task failed: error -32000: out of coolant"
 
 
 async def test_a_cancelled_task_exits_4() -> None:
@@ -266,7 +280,12 @@ async def test_watch_follows_a_task_by_id_and_cancel_cancels_it() -> None:
 
 
 async def test_get_of_an_unknown_task_is_one_line_exit_6(demo_url: str) -> None:
-    """An id no task has: the server's not-found error, one line, exit 6."""
-    code, out, err = await cli("get", demo_url, "x" * 43)
-    assert (code, out) == (6, "")
-    assert err == "error -32602: Failed to retrieve task: Task not found\n"
+    """An id no task has: one line naming the command and the server's not-found error,
+    exit 6; the same for watch and cancel."""
+    for command in ("get", "watch", "cancel"):
+        code, out, err = await cli(command, demo_url, "x" * 43)
+        assert (code, out) == (6, "")
+        assert err == (
+            f"mcp-tasks {command}: no such task on {demo_url} "
+            "(error -32602: Failed to retrieve task: Task not found)\n"
+        )
