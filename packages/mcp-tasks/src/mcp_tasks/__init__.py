@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from mcp_tasks.stores.opening import (
         NamespacesNotSupported,
         StoreBackend,
+        StoreNotInstalled,
         UnknownStoreScheme,
         drop_namespace,
         namespaced_url,
@@ -125,6 +126,7 @@ __all__ = [
     "StatusChange",
     "Store",
     "StoreBackend",
+    "StoreNotInstalled",
     "StoreOptions",
     "StorePinned",
     "StoreUnavailable",
@@ -202,6 +204,7 @@ _EXPORTS: dict[str, str] = {
     "StatusChange": "mcp_tasks.domain.models",
     "Store": "mcp_tasks.stores.protocol",
     "StoreBackend": "mcp_tasks.stores.opening",
+    "StoreNotInstalled": "mcp_tasks.stores.opening",
     "StoreOptions": "mcp_tasks.domain.models",
     "StorePinned": "mcp_tasks.tasks",
     "StoreUnavailable": "mcp_tasks.domain.errors",

@@ -45,6 +45,23 @@ CASES: list[tuple[list[str], int, str]] = [
     (["contract", "notaurl"], USAGE, "mcp-tasks contract: 'notaurl' is neither a store URL"),
     *(
         (
+            [*command, "--store", url],
+            USAGE,
+            f"mcp-tasks {command[0]}: bad store URL: No store is registered for {typo}://; "
+            f"did you mean {meant}? (installed: memory://, ",
+        )
+        for command in (["migrate"], ["serve", "--port", "0"])
+        for url, typo, meant in (
+            ("sqllite:///x.db", "sqllite", "sqlite:///x.db"),
+            (
+                "postgres+asyncpg://tasks:s3cret@127.0.0.1:9/none",
+                "postgres+asyncpg",
+                "postgres://tasks:***@127.0.0.1:9/none",
+            ),
+        )
+    ),
+    *(
+        (
             [command, "--store", CLOSED_PG],
             UNREACHABLE,
             f"mcp-tasks {command}: cannot reach the store postgresql://tasks:***@127.0.0.1:9/"
