@@ -60,6 +60,7 @@ async def test_a_completed_task_prints_its_result_and_exits_0(demo_url: str) -> 
     assert TASK_ID_LINE.fullmatch(err.splitlines()[0]).group(2) == demo_url  # type: ignore[union-attr]
     assert err.splitlines()[1] == "task: working"  # the CreateTaskResult's status next
     assert "task: completed" in err
+    assert err.splitlines()[-1] == "task: completed"  # not the last progress message
     code, out, err = await cli("get", demo_url, task_id)
     assert (code, err) == (0, "")
     assert out == "completed — Packaging (4/4)\nbuilt release: 4 steps, all green\n"
@@ -70,6 +71,45 @@ async def test_answer_flag_answers_the_input_request(demo_url: str) -> None:
     code, out, _ = await call(demo_url, "deploy", "env=qa", "--answer", 'confirm={"confirm": true}')
     assert code == 0
     assert out.strip() == "deployed to qa"
+
+
+@pytest.mark.parametrize(
+    ("answer", "accepting"),
+    [
+        ("confirm=true", """'confirm={"confirm": true}'"""),
+        ('confirm="yes"', """'confirm={"confirm": "yes"}'"""),
+        ("confirm={ok:true}", """'confirm={"confirm": true}'"""),
+    ],
+)
+async def test_an_answer_that_cannot_be_sent_is_refused_before_any_task(
+    answer: str, accepting: str
+) -> None:
+    """`--answer confirm=true` (and other answers tasks/update cannot carry): one line
+    saying why, one with answers that can be sent, exit 2, and no task was made."""
+    backend = MemoryBackend()
+    server = demo_server(MemoryTaskStore(backend=backend), step_seconds=0.05, log_level="WARNING")
+    async with running(server) as url:
+        code, out, err = await call(url, "deploy", "env=x", "--answer", answer)
+    assert (code, out) == (2, "")
+    first, hint = err.splitlines()
+    assert first.startswith(f"mcp-tasks call: --answer {answer} cannot be sent: ")
+    assert hint == (
+        f"an answer that can be sent: --answer {accepting} (the form's fields) "
+        """or --answer 'confirm={"action": "decline"}'"""
+    )
+    assert backend.tasks == {}
+
+
+async def test_a_url_without_mcp_that_answers_404_gets_a_hint(demo_url: str) -> None:
+    """The server's root instead of its /mcp endpoint: one line saying what answered,
+    the next step naming the /mcp URL, exit 6."""
+    root = demo_url.removesuffix("/mcp")
+    code, out, err = await call(root, "build")
+    assert (code, out) == (6, "")
+    assert err.splitlines() == [
+        f"mcp-tasks call: {root} answered 404 Not Found: no MCP endpoint there",
+        f"is the MCP endpoint at {root}/mcp? (mcp-tasks serve serves /mcp)",
+    ]
 
 
 async def test_a_tool_error_exits_1(demo_url: str) -> None:

@@ -115,6 +115,22 @@ CASES: list[tuple[list[str], int, str]] = [
         USAGE,
         "mcp-tasks call: --answer must look like key=value, got 'notapair'",
     ),
+    # Answers tasks/update cannot carry: refused before connecting (port 9 would be exit 6).
+    *(
+        (
+            [command, "http://127.0.0.1:9/mcp", second, "--answer", answer],
+            USAGE,
+            f"mcp-tasks {command}: --answer {answer} cannot be sent: {why}",
+        )
+        for command, second in (("call", "deploy"), ("watch", "x" * 43))
+        for answer, why in (
+            ("confirm=true", "an answer is a JSON object: the form's fields, or an elicitation"),
+            ('confirm="yes"', "an answer is a JSON object"),
+            ("confirm={ok:true}", "'{ok:true}' is not JSON"),
+            ('confirm={"action": "ok"}', "the action is one of accept, decline, cancel"),
+            ('confirm={"a": {"b": 1}}', "field 'a' is an object; a form field is a string"),
+        )
+    ),
 ]
 
 

@@ -118,9 +118,6 @@ def _answer_problem(value: Any) -> str | None:
         return _content_problem(value)
     if value["action"] not in ELICIT_ACTIONS:
         return f"the action is one of {', '.join(ELICIT_ACTIONS)}, not {_shown(value['action'])}"
-    unknown = sorted(set(value) - {"action", "content", "_meta"})
-    if unknown:
-        return f"an elicitation result has action, content and _meta only, not {unknown[0]!r}"
     if value.get("content") is not None:
         return _content_problem(value["content"])
     return None
