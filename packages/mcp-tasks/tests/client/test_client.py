@@ -113,8 +113,7 @@ async def test_on_status_and_answer_may_be_plain_functions(demo_url: str) -> Non
         result = await client.call_tool("deploy", {"env": "qa"})
     assert text_of(result) == "deployed to qa"
     assert asked == ["confirm"]
-    assert statuses[0] == "working"
-    assert "input_required" in statuses
+    assert "input_required" in statuses  # told each change, by a plain function
     assert statuses[-1] == "completed"
 
 
