@@ -114,7 +114,10 @@ async def on_a_terminal(
         with anyio.fail_after(60):
             while True:
                 try:
-                    chunk = await anyio.to_thread.run_sync(os.read, master, 4096)
+                    # Abandoned on timeout, so a CLI stuck at its prompt fails the test.
+                    chunk = await anyio.to_thread.run_sync(
+                        os.read, master, 4096, abandon_on_cancel=True
+                    )
                 except OSError:  # EIO: the child closed the terminal
                     break
                 if not chunk:
