@@ -68,7 +68,7 @@ def test_help_and_usage_errors_load_no_sdk(argv: list[str]) -> None:
 @pytest.mark.parametrize("command", ["call", "get", "watch", "cancel"])
 def test_client_commands_load_only_the_client_side(command: str) -> None:
     """A client command against a closed port imports the tasks client, and none of the
-    server side of mcp-tasks."""
+    server side of mcp-tasks; without a terminal, not the progress bar's library either."""
     argv = ["call", "http://127.0.0.1:9/mcp", "build"] if command == "call" else [command]
     if command != "call":
         argv += ["http://127.0.0.1:9/mcp", "x" * 43]
@@ -76,6 +76,7 @@ def test_client_commands_load_only_the_client_side(command: str) -> None:
     assert code == 6
     assert "mcp_tasks.client" in modules
     assert loaded(modules, SERVER_SIDE) == []
+    assert loaded(modules, ("rich",)) == []
 
 
 def test_every_command_is_listed_with_its_own_summary() -> None:

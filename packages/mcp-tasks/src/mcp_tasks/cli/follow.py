@@ -22,9 +22,6 @@ import anyio
 import httpx2 as httpx
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
-from rich.console import Console as RichConsole
-from rich.progress import BarColumn, Progress, ProgressColumn, TaskID, TextColumn
-from rich.text import Text
 
 from mcp_tasks.cli._errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, CLIError, leaves, one_line
 from mcp_tasks.cli.client_args import (
@@ -45,7 +42,7 @@ if TYPE_CHECKING:
 
     from mcp.client.client import Client
     from mcp.client.session import ClientRequestContext
-    from rich.progress import Task
+    from rich.progress import Progress, TaskID
 
 # A status message ending in "3/4" or "(3/4)" carries its progress numbers: the wire has
 # no progress field for a task, so a server puts them in the message.
@@ -71,15 +68,28 @@ def _status_text(state: TaskState | CreateTaskResult) -> str:
     return state.status + (f" — {state.status_message}" if state.status_message else "")
 
 
-class _Elapsed(ProgressColumn):
-    """Time since the command began following the task."""
+def _live_bar(stream: TextIO, since: float) -> Progress:
+    """A rich progress display on `stream`: description, bar, done/total and percentage,
+    time since `since`. Imported here, on a terminal only: the rest of the CLI needs no rich."""
+    from rich.console import Console as RichConsole  # noqa: PLC0415
+    from rich.progress import BarColumn, ProgressColumn, TextColumn  # noqa: PLC0415
+    from rich.progress import Progress as RichProgress  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
 
-    def __init__(self, since: float) -> None:
-        super().__init__()
-        self.since = since
+    class Elapsed(ProgressColumn):
+        def render(self, task: object) -> Text:
+            return Text(_duration(time.monotonic() - since), style="progress.elapsed")
 
-    def render(self, task: Task) -> Text:
-        return Text(_duration(time.monotonic() - self.since), style="progress.elapsed")
+    return RichProgress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[numbers]}"),
+        Elapsed(),
+        console=RichConsole(file=stream, force_terminal=True, highlight=False),
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
 
 
 class Console:
@@ -91,7 +101,6 @@ class Console:
         self.stream = stream
         self.live = stream.isatty()
         self.since = time.monotonic()
-        self._rich = RichConsole(file=stream, force_terminal=True, highlight=False)
         self._progress: Progress | None = None
         self._bar: TaskID | None = None
 
@@ -117,16 +126,7 @@ class Console:
         if self._progress is not None and self._bar is not None:
             self._progress.update(self._bar, **fields)
             return
-        self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[numbers]}"),
-            _Elapsed(self.since),
-            console=self._rich,
-            transient=True,
-            redirect_stdout=False,
-            redirect_stderr=False,
-        )
+        self._progress = _live_bar(self.stream, self.since)
         self._bar = self._progress.add_task(
             fields.pop("description"), numbers=fields.pop("numbers"), **fields
         )
