@@ -19,6 +19,7 @@ answering input requests through the client's own elicitation/sampling callbacks
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
@@ -172,11 +173,20 @@ class _CancelTaskRequest(types.Request[_TaskIdParams, Literal["tasks/cancel"]]):
     name_param = "taskId"
 
 
-InputAnswerer = Callable[[str, dict[str, Any]], Awaitable[Mapping[str, Any] | None]]
+InputAnswerer = Callable[
+    [str, dict[str, Any]], Awaitable[Mapping[str, Any] | None] | Mapping[str, Any] | None
+]
 """Answers one input request: `(key, {"method", "params"})` → the response object, or `None`
-to leave the key unanswered for now."""
+to leave the key unanswered for now. A plain function or a coroutine function."""
 
-StatusCallback = Callable[[TaskState], Awaitable[None]]
+StatusCallback = Callable[[TaskState], Awaitable[None] | None]
+"""Told each change of the task's state; a plain function or a coroutine function."""
+
+
+async def _outcome(value: Awaitable[Any] | Any) -> Any:
+    """What a callback gave: awaited when it is awaitable (a coroutine function's call)."""
+    return await value if inspect.isawaitable(value) else value
+
 
 _INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
 
@@ -263,19 +273,20 @@ class TaskHandle:
         Each key is answered once: `inputRequests` is a snapshot that repeats keys until the
         server has processed their answers. Without `answer`, the session's callbacks
         answer; a callback that returns an error (e.g. the SDK's default when no elicitation
-        callback is set) raises `MCPError` and leaves the task waiting.
+        callback is set) raises `MCPError` and leaves the task waiting. `answer` and
+        `on_status` may each be a plain function or a coroutine function.
         """
         answerer = answer or session_answerer(self.session)
         answered: set[str] = set()
         async for state in self.watch():
             if on_status is not None:
-                await on_status(state)
+                await _outcome(on_status(state))
             if state.status == "input_required":
                 responses: dict[str, Any] = {}
                 for key, request in (state.input_requests or {}).items():
                     if key in answered:
                         continue
-                    response = await answerer(key, request)
+                    response = await _outcome(answerer(key, request))
                     if response is not None:
                         responses[key] = dict(response)
                 if responses:

@@ -10,6 +10,7 @@ import anyio
 from mcp_tasks import MemoryTaskStore, StoreUnavailable
 from mcp_tasks.cli import admin, main
 from mcp_tasks.cli._stores import DEFAULT_STORE_URL, resolve_store_url
+from mcp_tasks.stores import opening
 from mcp_tasks.stores.opening import drop_namespace, with_query
 from mcp_tasks_contract.servers import postgres_url
 
@@ -116,6 +117,22 @@ def test_unknown_scheme_fails_with_the_store_error(capsys: pytest.CaptureFixture
         "mcp-tasks reap: bad store URL: No store is registered for nosuchstore://"
     )
     assert err.count("\n") == 1
+
+
+def test_a_store_not_installed_says_so_with_both_install_routes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One of our stores, not installed: not "bad store URL" (the URL is fine) but that the
+    store is not installed, and a next step with the package-index line and the route from
+    a clone; exit 2. (The entry points are emptied: every store is installed here.)"""
+    monkeypatch.setattr(opening, "entry_points", lambda **_: [])
+    assert main(["migrate", "--store", "postgresql://tasks@db/tasks"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "mcp-tasks migrate: the postgresql:// store is not installed (the URL itself is fine)",
+        'install it: pip install "mcp-tasks[postgres]"; until that is on the package index, '
+        'pip install "./packages/mcp-tasks[postgres]" ./packages/mcp-tasks-* '
+        '(in a clone; README "Installing from a clone")',
+    ]
 
 
 def test_debug_shows_the_traceback_and_keeps_the_exit_code(

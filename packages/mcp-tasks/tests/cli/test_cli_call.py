@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pty
 import re
+import shlex
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,7 @@ async def test_a_completed_task_prints_its_result_and_exits_0(demo_url: str) -> 
     assert TASK_ID_LINE.fullmatch(err.splitlines()[0]).group(2) == demo_url  # type: ignore[union-attr]
     assert err.splitlines()[1] == "task: working"  # the CreateTaskResult's status next
     assert "task: completed" in err
+    assert err.splitlines()[-1] == "task: completed"  # not the last progress message
     code, out, err = await cli("get", demo_url, task_id)
     assert (code, err) == (0, "")
     assert out == "completed — Packaging (4/4)\nbuilt release: 4 steps, all green\n"
@@ -71,6 +73,45 @@ async def test_answer_flag_answers_the_input_request(demo_url: str) -> None:
     assert out.strip() == "deployed to qa"
 
 
+@pytest.mark.parametrize(
+    ("answer", "accepting"),
+    [
+        ("confirm=true", """'confirm={"confirm": true}'"""),
+        ('confirm="yes"', """'confirm={"confirm": "yes"}'"""),
+        ("confirm={ok:true}", """'confirm={"confirm": true}'"""),
+    ],
+)
+async def test_an_answer_that_cannot_be_sent_is_refused_before_any_task(
+    answer: str, accepting: str
+) -> None:
+    """`--answer confirm=true` (and other answers tasks/update cannot carry): one line
+    saying why, one with answers that can be sent, exit 2, and no task was made."""
+    backend = MemoryBackend()
+    server = demo_server(MemoryTaskStore(backend=backend), step_seconds=0.05, log_level="WARNING")
+    async with running(server) as url:
+        code, out, err = await call(url, "deploy", "env=x", "--answer", answer)
+    assert (code, out) == (2, "")
+    first, hint = err.splitlines()
+    assert first.startswith(f"mcp-tasks call: --answer {answer} cannot be sent: ")
+    assert hint == (
+        f"an answer that can be sent: --answer {accepting} (the form's fields) "
+        """or --answer 'confirm={"action": "decline"}'"""
+    )
+    assert backend.tasks == {}
+
+
+async def test_a_url_without_mcp_that_answers_404_gets_a_hint(demo_url: str) -> None:
+    """The server's root instead of its /mcp endpoint: one line saying what answered,
+    the next step naming the /mcp URL, exit 6."""
+    root = demo_url.removesuffix("/mcp")
+    code, out, err = await call(root, "build")
+    assert (code, out) == (6, "")
+    assert err.splitlines() == [
+        f"mcp-tasks call: {root} answered 404 Not Found: no MCP endpoint there",
+        f"is the MCP endpoint at {root}/mcp? (mcp-tasks serve serves /mcp)",
+    ]
+
+
 async def test_a_tool_error_exits_1(demo_url: str) -> None:
     """A declined confirmation is the tool's own error (completed + isError): exit 1."""
     code, out, _ = await call(demo_url, "deploy", "--answer", 'confirm={"action": "decline"}')
@@ -78,20 +119,29 @@ async def test_a_tool_error_exits_1(demo_url: str) -> None:
     assert "not confirmed" in out
 
 
-async def test_unanswerable_input_exits_5_and_cancels() -> None:
-    """Without --answer and without a terminal, input cannot be given: exit 5, the task
-    is cancelled, and the last line says so because the task really ended cancelled."""
+async def test_input_nobody_answers_here_exits_5_and_leaves_the_task_waiting() -> None:
+    """Without --answer and without a terminal, nobody here can answer: exit 5, the task
+    is left waiting (not cancelled), and the last lines give the question and the exact
+    `mcp-tasks watch … --answer …` line that answers it; that line completes the task."""
     backend = MemoryBackend()
     server = demo_server(MemoryTaskStore(backend=backend), step_seconds=0.05, log_level="WARNING")
     async with running(server) as url:
-        code, _, err = await call(url, "deploy", "--no-input")
-    [record] = backend.tasks.values()
-    assert code == 5
-    assert record.status is TaskStatus.CANCELLED
-    assert err.splitlines()[-2:] == [
-        "input required for confirm but not answerable (pass --answer confirm=JSON)",
-        "the task was cancelled",
-    ]
+        code, _, err = await call(url, "deploy", "env=qa", "--no-input")
+        [record] = backend.tasks.values()
+        assert code == 5, err
+        assert record.status is TaskStatus.INPUT_REQUIRED
+        task_id = printed_task_id(err)
+        assert err.splitlines()[-2:] == [
+            "mcp-tasks call: the task needs input: confirm: Deploy to qa? (no --answer "
+            "confirm=… and --no-input); it is left waiting",
+            f"answer it with: mcp-tasks watch {url} {task_id} --answer "
+            """'confirm={"confirm": true}'""",
+        ]
+        watch = shlex.split(err.splitlines()[-1].removeprefix("answer it with: "))
+        assert watch[:2] == ["mcp-tasks", "watch"]
+        code, out, err = await cli(*watch[1:])
+    assert (code, out) == (0, "deployed to qa\n"), err
+    assert backend.tasks[task_id].status is TaskStatus.COMPLETED
 
 
 ASK_NAME: dict[str, Any] = {
@@ -124,7 +174,11 @@ async def test_unanswerable_input_before_any_task_claims_no_cancellation() -> No
         code, _, err = await call(url, "greet", "--no-input")
     assert code == 5
     assert backend.tasks == {}
-    assert err == "input required for name but not answerable (pass --answer name=JSON)\n"
+    assert err.splitlines() == [
+        "mcp-tasks call: the tool needs input before it starts: name: Name? (no --answer "
+        "name=… and --no-input)",
+        """call again with --answer 'name={"name": "..."}'""",
+    ]
 
 
 async def test_a_failed_task_exits_3() -> None:
@@ -139,7 +193,7 @@ async def test_a_failed_task_exits_3() -> None:
     async with running(mcp) as url:
         code, _, err = await call(url, "explode")
     assert code == 3
-    assert "error -32000: out of coolant" in err
+    assert err.splitlines()[-1] == "mcp-tasks call: the task failed: error -32000: out of coolant"
 
 
 async def test_a_cancelled_task_exits_4() -> None:
@@ -266,7 +320,12 @@ async def test_watch_follows_a_task_by_id_and_cancel_cancels_it() -> None:
 
 
 async def test_get_of_an_unknown_task_is_one_line_exit_6(demo_url: str) -> None:
-    """An id no task has: the server's not-found error, one line, exit 6."""
-    code, out, err = await cli("get", demo_url, "x" * 43)
-    assert (code, out) == (6, "")
-    assert err == "error -32602: Failed to retrieve task: Task not found\n"
+    """An id no task has: one line naming the command and the server's not-found error,
+    exit 6; the same for watch and cancel."""
+    for command in ("get", "watch", "cancel"):
+        code, out, err = await cli(command, demo_url, "x" * 43)
+        assert (code, out) == (6, "")
+        assert err == (
+            f"mcp-tasks {command}: no such task on {demo_url} "
+            "(error -32602: Failed to retrieve task: Task not found)\n"
+        )

@@ -45,6 +45,23 @@ CASES: list[tuple[list[str], int, str]] = [
     (["contract", "notaurl"], USAGE, "mcp-tasks contract: 'notaurl' is neither a store URL"),
     *(
         (
+            [*command, "--store", url],
+            USAGE,
+            f"mcp-tasks {command[0]}: bad store URL: No store is registered for {typo}://; "
+            f"did you mean {meant}? (installed: memory://, ",
+        )
+        for command in (["migrate"], ["serve", "--port", "0"])
+        for url, typo, meant in (
+            ("sqllite:///x.db", "sqllite", "sqlite:///x.db"),
+            (
+                "postgres+asyncpg://tasks:s3cret@127.0.0.1:9/none",
+                "postgres+asyncpg",
+                "postgres://tasks:***@127.0.0.1:9/none",
+            ),
+        )
+    ),
+    *(
+        (
             [command, "--store", CLOSED_PG],
             UNREACHABLE,
             f"mcp-tasks {command}: cannot reach the store postgresql://tasks:***@127.0.0.1:9/"
@@ -97,6 +114,22 @@ CASES: list[tuple[list[str], int, str]] = [
         ["call", "http://127.0.0.1:9/mcp", "build", "--answer", "notapair"],
         USAGE,
         "mcp-tasks call: --answer must look like key=value, got 'notapair'",
+    ),
+    # Answers tasks/update cannot carry: refused before connecting (port 9 would be exit 6).
+    *(
+        (
+            [command, "http://127.0.0.1:9/mcp", second, "--answer", answer],
+            USAGE,
+            f"mcp-tasks {command}: --answer {answer} cannot be sent: {why}",
+        )
+        for command, second in (("call", "deploy"), ("watch", "x" * 43))
+        for answer, why in (
+            ("confirm=true", "an answer is a JSON object: the form's fields, or an elicitation"),
+            ('confirm="yes"', "an answer is a JSON object"),
+            ("confirm={ok:true}", "'{ok:true}' is not JSON"),
+            ('confirm={"action": "ok"}', "the action is one of accept, decline, cancel"),
+            ('confirm={"a": {"b": 1}}', "field 'a' is an object; a form field is a string"),
+        )
     ),
 ]
 

@@ -18,6 +18,7 @@ from mcp_tasks.client import (
     TASKS_EXTENSION,
     TaskFailed,
     TaskHandle,
+    TasksClientExtension,
     TaskState,
     TaskWasCancelled,
     start_tool,
@@ -91,6 +92,29 @@ async def test_wait_answers_input_with_a_custom_answerer(demo_url: str) -> None:
     assert state.status == "completed"
     result = state.call_tool_result()
     assert result.is_error, "a declined deploy is the tool's own error: completed + isError"
+
+
+async def test_on_status_and_answer_may_be_plain_functions(demo_url: str) -> None:
+    """`TasksClientExtension(on_status=…, answer=…)` takes plain functions as well as
+    coroutine functions: a plain call_tool runs the deploy to its end through them."""
+    statuses: list[str] = []
+    asked: list[str] = []
+
+    def on_status(state: TaskState) -> None:
+        statuses.append(state.status)
+
+    def answer(key: str, request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(key)
+        return {"action": "accept", "content": {"confirm": True}}
+
+    extension = TasksClientExtension(on_status=on_status, answer=answer)
+    # The callback declares elicitation (deploy asks); `answer` is what answers.
+    async with tasks_client(demo_url, extension=extension, elicitation_callback=say_yes) as client:
+        result = await client.call_tool("deploy", {"env": "qa"})
+    assert text_of(result) == "deployed to qa"
+    assert asked == ["confirm"]
+    assert "input_required" in statuses  # told each change, by a plain function
+    assert statuses[-1] == "completed"
 
 
 async def test_cancel_ends_the_task_cancelled(demo_url: str) -> None:

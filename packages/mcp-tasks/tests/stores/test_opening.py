@@ -9,6 +9,7 @@ from mcp_tasks import (
     MemoryTaskStore,
     NamespacesNotSupported,
     NewTask,
+    StoreNotInstalled,
     StoreOptions,
     TaskNotFound,
     UnknownStoreScheme,
@@ -96,6 +97,36 @@ def test_known_but_missing_store_names_the_exact_install_line(
         store_from_url(url)
     assert str(caught.value).endswith(f'pip install "mcp-tasks[{extra}]"')
     assert url.split("://", 1)[1] not in str(caught.value)
+    assert isinstance(caught.value, StoreNotInstalled)
+    assert str(caught.value).startswith(f"The {url.split(':', 1)[0]}:// store is not installed;")
+    assert (
+        f'from a clone: pip install "./packages/mcp-tasks[{extra}]" ./packages/mcp-tasks-*'
+        in str(caught.value)
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "meant"),
+    [
+        ("sqllite:///x.db", "sqlite:///x.db"),
+        ("SQLLITE:///x.db", "sqlite:///x.db"),
+        ("postgres+asyncpg://tasks:s3cret@db/tasks", "postgres://tasks:***@db/tasks"),
+        ("postgresql+psycopg://db/tasks", "postgresql://db/tasks"),
+        ("sqlite+aiosqlite:///x.db", "sqlite:///x.db"),
+        ("postgress://db/tasks", "postgres://db/tasks"),
+        ("mongo://db/tasks", "mongodb://db/tasks"),
+        ("memroy://", "memory://"),
+    ],
+)
+def test_a_scheme_close_to_an_installed_one_gets_the_url_it_meant(url: str, meant: str) -> None:
+    """A typo or a SQLAlchemy driver suffix: the message names the URL probably meant
+    (password masked) and every installed scheme."""
+    with pytest.raises(UnknownStoreScheme) as caught:
+        store_from_url(url)
+    message = str(caught.value)
+    assert f"; did you mean {meant}? (installed: memory://, " in message
+    assert "s3cret" not in message
+    assert not isinstance(caught.value, StoreNotInstalled)
 
 
 @pytest.mark.parametrize("url", ["nosuchstore://127.0.0.1:27017/db"])

@@ -3,20 +3,66 @@
 `main` is the one error boundary: a failure the user can cause is printed as one line
 (`mcp-tasks COMMAND: what went wrong`) plus at most one line of next step, with the exit
 code docs/cli.md gives; `--debug` prints the traceback first.
+
+Only the module of the command being run is imported (the others are listed by name and
+summary), so `--help` and usage errors answer at once and a client command never loads the
+server side.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import traceback
 from typing import TYPE_CHECKING, NoReturn, cast
 
-from mcp_tasks.cli import admin, call, contract, demo, serve, stress, task, worker
 from mcp_tasks.cli._errors import EXIT_INTERRUPTED, EXIT_USAGE, explain
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+# Every command: the module that defines its parser and runs it, and its one-line summary
+# for `mcp-tasks --help` (the module's own parser repeats it; a test keeps them equal).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": (
+        "mcp_tasks.cli.serve",
+        "serve an app (or the demo tools) with Tasks over Streamable HTTP",
+    ),
+    "worker": ("mcp_tasks.cli.worker", "run an app's task bodies without serving HTTP"),
+    "demo": (
+        "mcp_tasks.cli.demo",
+        "a self-contained tour: progress, an input prompt, a cancellation (exits 0)",
+    ),
+    "call": (
+        "mcp_tasks.cli.call",
+        "call a tool, follow its task, answer input prompts, print the result",
+    ),
+    "get": ("mcp_tasks.cli.task", "print a task's current state (tasks/get)"),
+    "watch": (
+        "mcp_tasks.cli.task",
+        "follow a task to its end, answering input; print its result",
+    ),
+    "cancel": ("mcp_tasks.cli.task", "cancel a task (tasks/cancel) and print what it is then"),
+    "contract": (
+        "mcp_tasks.cli.contract",
+        "run the Store contract suite against a store URL or module:factory",
+    ),
+    "stress": (
+        "mcp_tasks.cli.stress",
+        "run a deterministic concurrent workload on a store; check exact invariants",
+    ),
+    "migrate": (
+        "mcp_tasks.cli.admin",
+        "create the store's schema and indexes if missing; says whether it created them",
+    ),
+    "reap": ("mcp_tasks.cli.admin", "delete expired tasks once and print how many"),
+    "doctor": (
+        "mcp_tasks.cli.admin",
+        "check the store: a read, a write of one probe task, its operations; "
+        "prints what it checked and what it changed",
+    ),
+}
 
 
 class Parser(argparse.ArgumentParser):
@@ -29,7 +75,15 @@ class Parser(argparse.ArgumentParser):
 DEBUG_HELP = "on an error, print the traceback too"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The command `argv` names (its first word that is not an option), if it is one."""
+    word = next((arg for arg in argv if not arg.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with the full grammar of `command` (every command's when `None`); the
+    others are listed by name and summary only, their modules left unimported."""
     parser = Parser(
         prog="mcp-tasks",
         description="Durable MCP Tasks (SEP-2663): serve, try, call and operate task stores.",
@@ -40,14 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         "argparse._SubParsersAction[argparse.ArgumentParser]",
         parser.add_subparsers(dest="command", metavar="COMMAND", required=True),
     )
-    serve.add_parser(commands)
-    worker.add_parser(commands)
-    demo.add_parser(commands)
-    call.add_parser(commands)
-    task.add_parsers(commands)
-    contract.add_parser(commands)
-    stress.add_parser(commands)
-    admin.add_parsers(commands)
+    loaded = COMMANDS[command][0] if command else None
+    for name, (module, summary) in COMMANDS.items():
+        if module == loaded and name not in commands.choices:
+            # It adds all its commands, in this table's order (they are adjacent here).
+            importlib.import_module(module).add_parsers(commands)
+        elif module != loaded:
+            commands.add_parser(name, help=summary, description=summary)
     for sub in commands.choices.values():
         # Also after the command (`mcp-tasks reap --debug`); unset, the global flag stands.
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
@@ -56,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `mcp-tasks` console script; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(chosen_command(words)).parse_args(words)
     try:
         code: int = args.handler(args)
     except KeyboardInterrupt:

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from mcp_tasks.stores.opening import (
     InvalidStoreURL,
+    StoreNotInstalled,
     UnknownStoreScheme,
     describe_store,
     mask_password,
@@ -64,6 +65,12 @@ def explain(error: BaseException) -> CLIError | None:
     for leaf in leaves(error):
         if isinstance(leaf, CLIError):
             return leaf
+        if isinstance(leaf, StoreNotInstalled):
+            return UsageError(
+                f"the {leaf.scheme}:// store is not installed (the URL itself is fine)",
+                hint=f"install it: {leaf.from_index}; until that is on the package index, "
+                f"{leaf.from_clone}",
+            )
         if isinstance(leaf, UnknownStoreScheme | InvalidStoreURL):
             return UsageError(f"bad store URL: {leaf}")
     return None

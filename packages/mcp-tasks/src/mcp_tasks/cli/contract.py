@@ -46,7 +46,7 @@ class TestStoreContract(StoreContract):
 '''
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "contract",
         help="run the Store contract suite against a store URL or module:factory",

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientRequestContext
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     summary = "a self-contained tour: progress, an input prompt, a cancellation (exits 0)"
     parser = commands.add_parser("demo", help=summary, description=summary)
     parser.add_argument(

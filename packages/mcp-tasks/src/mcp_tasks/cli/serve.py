@@ -74,7 +74,7 @@ def app_parser(
     return parser
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = app_parser(
         commands,
         "serve",

@@ -71,7 +71,7 @@ POLL_S = 0.02  # a recovery actor that found nothing to claim tries again after 
 PATIENCE_MS = 30_000  # recovery gives up this long after the crashed leases should run out
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     summary = "run a deterministic concurrent workload on a store; check exact invariants"
     parser = commands.add_parser("stress", help=summary, description=__doc__)
     parser.add_argument("--store", metavar="URL", help="store URL (default as for serve)")

@@ -33,7 +33,7 @@ so another worker or server takes them over at once. A store it cannot reach is 
 (exit 6)."""
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = app_parser(
         commands,
         "worker",

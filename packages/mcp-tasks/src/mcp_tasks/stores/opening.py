@@ -9,6 +9,7 @@ with every task in it (what tests use to clean up).
 
 from __future__ import annotations
 
+import difflib
 import os
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -68,6 +69,27 @@ class UnknownStoreScheme(MCPTasksError, ValueError):
     """No installed Store handles this URL scheme."""
 
 
+class StoreNotInstalled(UnknownStoreScheme):
+    """The URL names one of mcp-tasks' own stores, whose distribution is not installed.
+
+    The message gives both install routes: from the package index, and from a clone of the
+    repository (the route while the distributions are unpublished).
+    """
+
+    def __init__(self, scheme: str, extra: str) -> None:
+        self.scheme = scheme
+        self.extra = extra
+        self.from_index = f'pip install "mcp-tasks[{extra}]"'
+        self.from_clone = (
+            f'pip install "./packages/mcp-tasks[{extra}]" ./packages/mcp-tasks-* '
+            '(in a clone; README "Installing from a clone")'
+        )
+        super().__init__(
+            f"The {scheme}:// store is not installed; from a clone: {self.from_clone}; "
+            f"from the package index: {self.from_index}"
+        )
+
+
 class InvalidStoreURL(MCPTasksError, ValueError):
     """The store URL is not one its backend can read."""
 
@@ -96,8 +118,10 @@ def backend_for(url: str) -> StoreBackend:
     """The installed backend for ``url``'s scheme.
 
     Raises:
-        UnknownStoreScheme: no installed package registers the scheme; for an in-repo
-            backend the message is the exact ``pip install`` line that brings it.
+        StoreNotInstalled: the scheme is one of mcp-tasks' own stores, not installed.
+        UnknownStoreScheme: no installed package registers the scheme; a scheme close to
+            an installed one (a typo, a SQLAlchemy ``+driver`` suffix) gets the URL it
+            probably meant and the installed schemes.
     """
     scheme = urlsplit(url).scheme.lower()
     if not scheme or "://" not in url:
@@ -114,13 +138,35 @@ def backend_for(url: str) -> StoreBackend:
         raise UnknownStoreScheme(f"The {scheme}:// entry point is not a store backend")
     extra = KNOWN_EXTRAS.get(scheme)
     if extra is not None:
+        raise StoreNotInstalled(scheme, extra)
+    installed = installed_schemes()
+    meant = closest_scheme(scheme, installed) or closest_scheme(scheme, list(KNOWN_EXTRAS))
+    if meant is not None:
+        fixed = meant + url[len(scheme) :]
+        known = ", ".join(f"{name}://" for name in installed) or "none"
         raise UnknownStoreScheme(
-            f'The {scheme}:// store is not installed: pip install "mcp-tasks[{extra}]"'
+            f"No store is registered for {scheme}://; did you mean {mask_password(fixed)}? "
+            f"(installed: {known})"
         )
     raise UnknownStoreScheme(
         f"No store is registered for {scheme}://; a third-party store registers its scheme "
         f"in the {ENTRY_POINT_GROUP!r} entry-point group"
     )
+
+
+def installed_schemes() -> list[str]:
+    """The schemes installed packages register in the ``mcp_tasks.stores`` group, sorted."""
+    return sorted({entry.name.lower() for entry in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def closest_scheme(scheme: str, candidates: list[str]) -> str | None:
+    """The candidate ``scheme`` most probably meant: its part before ``+`` (a SQLAlchemy
+    driver suffix, ``postgres+asyncpg``), else the closest spelling, if any is close."""
+    base = scheme.split("+", 1)[0]
+    if base != scheme and base in candidates:
+        return base
+    close = difflib.get_close_matches(scheme, candidates, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def store_from_url(url: str | None = None, options: StoreOptions | None = None) -> Store:
