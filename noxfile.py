@@ -114,8 +114,9 @@ CONTRACT_SESSIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 #: A contract session's xdist options, where they are not PARALLEL's.
 CONTRACT_WORKERS: dict[str, tuple[str, ...]] = {
-    # Fast and busy the whole time: workers would cost more to start than they save.
+    # On a manual clock, busy the whole time: workers cost more to start than they save.
     "memory": ("-n", "0"),
+    "sqlite": ("-n", "0"),
     # One worker per class or module: the cluster (a module fixture) starts at most twice.
     "redis": ("-n", "3", "--dist", "loadscope"),
 }
