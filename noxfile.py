@@ -22,6 +22,10 @@ nox.options.sessions = [
 ]
 
 PYTEST = ("python", "-m", "pytest")
+#: pytest-xdist for the sessions of many tests: most of their time is waiting (processes and
+#: servers starting, leases and TTLs running out), so there are more workers than cores, and
+#: an idle worker takes tests queued on a busy one. `nox -s tests -- -n 0` runs in one process.
+PARALLEL = ("-n", "4", "--dist", "worksteal")
 
 # Each backend runs the shared contract suite from its own package's tests, in a file named
 # test_contract_<backend>.py; the contract-* sessions run those files, and the tests session
@@ -59,6 +63,7 @@ def tests(session: nox.Session) -> None:
         "contract_tests/tests",
         "bench/tests",
         f"--ignore-glob={CONTRACT_RUNS}",
+        *PARALLEL,
         *session.posargs,
     )
 
@@ -107,12 +112,21 @@ CONTRACT_SESSIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 
+#: A contract session's xdist options, where they are not PARALLEL's.
+CONTRACT_WORKERS: dict[str, tuple[str, ...]] = {
+    # On a manual clock, busy the whole time: workers cost more to start than they save.
+    "memory": ("-n", "0"),
+    "sqlite": ("-n", "0"),
+    # One worker per class or module: the cluster (a module fixture) starts at most twice.
+    "redis": ("-n", "3", "--dist", "loadscope"),
+}
+
 
 def _contract_session(backend: str, description: str, files: tuple[str, ...]) -> None:
     """Register the session ``contract-<backend>``: pytest on ``files`` (plus posargs)."""
 
     def contract(session: nox.Session) -> None:
-        session.run(*PYTEST, *files, *session.posargs)
+        session.run(*PYTEST, *files, *CONTRACT_WORKERS.get(backend, PARALLEL), *session.posargs)
 
     contract.__doc__ = description
     contract.__name__ = contract.__qualname__ = f"contract_{backend}"

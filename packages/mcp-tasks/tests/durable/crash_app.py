@@ -4,7 +4,11 @@ Its store (``CRASH_STORE_URL``) is wrapped so that every write that ENDS a task 
 applied is appended to ``CRASH_LOG`` (one line: process id, task id, status, wall time): the test
 counts commits per task across processes. Every start of a body run appends a ``run`` line
 the same way, so the test sees which process ran what (at least once) and that each task
-committed exactly once.
+committed exactly once. An applied retry appends a ``retry`` line with the record's
+``last_updated_at`` and ``retry_at`` (store clock, epoch ms).
+
+``CRASH_LEASE_MS``, ``CRASH_HEARTBEAT_MS`` and ``CRASH_RECOVERY_S`` set the ``Tasks``
+options of the same names (3 s, the default, 1 s when unset).
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ if TYPE_CHECKING:
 
 LOG = os.environ["CRASH_LOG"]
 LEASE_MS = int(os.environ.get("CRASH_LEASE_MS", "3000"))
+#: Unset: the default heartbeat (a third of the lease, at most 10 s).
+HEARTBEAT_MS = int(os.environ["CRASH_HEARTBEAT_MS"]) if "CRASH_HEARTBEAT_MS" in os.environ else None
+RECOVERY_S = float(os.environ.get("CRASH_RECOVERY_S", "1"))
 
 
 def log(kind: str, task_id: str, what: str) -> None:
@@ -53,13 +60,22 @@ class CommitLog:
         transition = await self._store.put_status(
             task_id, change, lease=lease, expected_revision=expected_revision, event_id=event_id
         )
-        if transition.outcome is Outcome.APPLIED and transition.record.status.is_terminal:
-            log("commit", task_id, f"{transition.record.status.value} {time.time():.3f}")
+        record = transition.record
+        if transition.outcome is Outcome.APPLIED and record.status.is_terminal:
+            log("commit", task_id, f"{record.status.value} {time.time():.3f}")
+        elif transition.outcome is Outcome.APPLIED and record.retry_at is not None:
+            log("retry", task_id, f"{record.last_updated_at} {record.retry_at}")
         return transition
 
 
 store: Any = CommitLog(store_from_url(os.environ["CRASH_STORE_URL"]))
-tasks = Tasks(store=store, close_store=True, lease_ms=LEASE_MS)
+tasks = Tasks(
+    store=store,
+    close_store=True,
+    lease_ms=LEASE_MS,
+    heartbeat_ms=HEARTBEAT_MS,
+    recovery_interval_s=RECOVERY_S,
+)
 mcp: MCPServer[Any] = MCPServer("crash", extensions=[tasks.extension()], lifespan=tasks.lifespan)
 
 
@@ -75,9 +91,11 @@ async def slow(seconds: float, ctx: TaskContext) -> str:
 
 @tasks.tool(mcp, mode="required", poll_interval_ms=100, retry_delays_ms=[2_000])
 async def flaky(ctx: TaskContext) -> str:
-    """Ask for one retry on the first run; the retry succeeds."""
+    """Ask for one retry on the first run; the retry succeeds. Each run also logs the wall
+    time it began (a ``began`` line)."""
     assert ctx.idempotency_key is not None
     log("run", ctx.idempotency_key, f"attempt={ctx.attempt}")
+    log("began", ctx.idempotency_key, f"{time.time():.6f}")
     if ctx.attempt == 0:
         ctx.retry("upstream busy")
     return f"done on attempt {ctx.attempt}"

@@ -129,10 +129,12 @@ async def test_sigterm_hands_the_work_over_at_once(processes: Processes) -> None
     """On SIGTERM process A cancels its bodies and releases their leases before it exits
     (uvicorn re-raises the SIGTERM it handled once the lifespan has ended), so B runs every
     task again within 2 s of the signal, long before the lease would have run out, and
-    completes each once."""
+    completes each once. B looks for unheld work on its own only hourly: only the work
+    signal A sends with each release can wake it in time."""
     long_lease = "60000"  # a takeover within 2 s cannot come from an expired lease
-    first = await processes.serve(CRASH_LEASE_MS=long_lease)
-    other = await processes.serve(CRASH_LEASE_MS=long_lease)
+    hourly = "3600"  # nor from B's recovery poll
+    first = await processes.serve(CRASH_LEASE_MS=long_lease, CRASH_RECOVERY_S=hourly)
+    other = await processes.serve(CRASH_LEASE_MS=long_lease, CRASH_RECOVERY_S=hourly)
     assert first.url is not None
     assert other.url is not None
     ids = await create_tasks(first.url, "slow", {"seconds": BODY_S}, TASKS)
@@ -148,22 +150,29 @@ async def test_sigterm_hands_the_work_over_at_once(processes: Processes) -> None
 
 async def test_a_retry_waits_its_delay_across_a_restart(processes: Processes) -> None:
     """``flaky`` asks for one retry (delay 2 s) on its first run. The process that ran it is
-    killed right after; another process runs the retry, not before the delay (store clock),
-    and the task completes on attempt 1."""
+    killed once the retry is written; another process, idle and looking for work every
+    0.2 s, runs the retry, not before the delay has passed on the store's clock (the run
+    begins at or after the record's ``retry_at``, 2 s after the retry's write), and the
+    task completes on attempt 1."""
     first = await processes.serve()
+    other = await processes.serve(CRASH_RECOVERY_S="0.2")
     assert first.url is not None
+    assert other.url is not None
     (task_id,) = await create_tasks(first.url, "flaky", {}, 1)
     with anyio.fail_after(30):
-        while not any(t == task_id for _, t, _ in processes.lines("run")):  # noqa: ASYNC110
+        while not any(t == task_id for _, t, _ in processes.lines("retry")):  # noqa: ASYNC110
             await anyio.sleep(0.02)
-    retried_at = time.monotonic()
     first.kill()
-    other = await processes.serve()
-    assert other.url is not None
     final = await wait_for_states(other.url, [task_id], all_completed, timeout_s=60)
     runs = [(p, what) for p, t, what in processes.lines("run") if t == task_id]
     assert runs == [(first.pid, "attempt=0"), (other.pid, "attempt=1")]
-    assert time.monotonic() - retried_at >= 2.0
+    ((written_ms, retry_at_ms),) = [
+        tuple(map(int, what.split())) for _, t, what in processes.lines("retry") if t == task_id
+    ]
+    assert retry_at_ms - written_ms == 2_000
+    began_s = [float(what) for _, t, what in processes.lines("began") if t == task_id]
+    # One clock: the store's and the app's are this machine's (1 ms of rounding allowed).
+    assert began_s[1] * 1000 >= retry_at_ms - 1, f"{retry_at_ms / 1000 - began_s[1]:.3f}s early"
     text = final[task_id].call_tool_result().content[0].text  # type: ignore[union-attr]
     assert text == "done on attempt 1"
 

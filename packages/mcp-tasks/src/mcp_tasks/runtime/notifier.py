@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
+import os
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, runtime_checkable
@@ -31,9 +33,27 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: The environment variable that sets :data:`POLL_FALLBACK_S` (seconds) for a process.
+POLL_FALLBACK_ENV: Final = "MCP_TASKS_POLL_FALLBACK_S"
+
+
+def _poll_fallback_s() -> float:
+    raw = os.environ.get(POLL_FALLBACK_ENV)
+    if raw is None:
+        return 2.0
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"{POLL_FALLBACK_ENV} must be a positive number of seconds: {raw!r}")
+    return seconds
+
+
 #: How often a waiter re-reads the store when no signal came: the fallback for a signal
 #: lost (a relay reconnecting) or never sent (notifications off, a custom notifier).
-POLL_FALLBACK_S: Final = 2.0
+#: 2 s, or ``$MCP_TASKS_POLL_FALLBACK_S`` when set (read once, at import).
+POLL_FALLBACK_S: Final = _poll_fallback_s()
 
 #: A pseudo task id: "claimable work may exist" (a task created for a worker, a lease
 #: released). Its control character means no task can have it.
