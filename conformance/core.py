@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 import anyio
@@ -25,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     AudioContent,
+    ClientCapabilities,
     Completion,
     CompletionArgument,
     CompletionContext,
@@ -247,143 +249,174 @@ def add_diagnostic_tools(mcp: MCPServer[Any]) -> None:
         return "prompt list changed"
 
 
-def add_input_rounds(mcp: MCPServer[Any]) -> None:
-    """The ``test_input_required_result_*`` tools: synchronous multi-round-trip requests."""
+# The input rounds (multi-round-trip requests), as functions of what the request carries,
+# so the MCPServer and the FastMCP fixture serve the same ones. Each gets the request's
+# input responses, its request state and the client's capabilities.
+def confirm_request() -> ElicitRequest:
+    """A yes/no confirmation form."""
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    return ElicitRequest(
+        params=ElicitRequestFormParams(message="Please confirm", requested_schema=schema)
+    )
 
-    @mcp.tool()
-    async def test_input_required_result_elicitation(ctx: Context) -> str | InputRequiredResult:
-        """Ask a name, then greet it."""
-        answers = ctx.input_responses or {}
-        if "user_name" not in answers:
-            return InputRequiredResult(
-                input_requests={"user_name": form("What is your name?", name="string")}
-            )
-        return f"Hello, {field_of(answers['user_name'], 'name') or 'stranger'}!"
 
-    @mcp.tool()
-    async def test_input_required_result_sampling(ctx: Context) -> str | InputRequiredResult:
-        """Ask the client's model, then repeat its answer."""
-        answers = ctx.input_responses or {}
-        answer = answers.get("capital_question")
-        if answer is None:
-            question = ask_model("What is the capital of France?", 100)
-            return InputRequiredResult(input_requests={"capital_question": question})
-        text = "?"
-        if isinstance(answer, CreateMessageResult) and isinstance(answer.content, TextContent):
-            text = answer.content.text
-        return f"Model said: {text}"
-
-    @mcp.tool()
-    async def test_input_required_result_list_roots(ctx: Context) -> str | InputRequiredResult:
-        """Ask the client's roots, then count them."""
-        answer = (ctx.input_responses or {}).get("client_roots")
-        if answer is None:
-            return InputRequiredResult(input_requests={"client_roots": ListRootsRequest()})
-        count = len(answer.roots) if isinstance(answer, ListRootsResult) else 0
-        return f"Client exposed {count} root(s)."
-
-    @mcp.tool()
-    async def test_input_required_result_request_state(ctx: Context) -> str | InputRequiredResult:
-        """Ask a confirmation with a request state, and check the state comes back."""
-        if "confirm" in (ctx.input_responses or {}) and ctx.request_state == "awaiting-confirm":
-            return "state-ok: the confirmation and its request state arrived"
-        confirm = ElicitRequest(
-            params=ElicitRequestFormParams(
-                message="Please confirm",
-                requested_schema={
-                    "type": "object",
-                    "properties": {"ok": {"type": "boolean"}},
-                    "required": ["ok"],
-                },
-            )
-        )
+def round_elicitation(
+    answers: Mapping[str, Any], state: str | None, caps: ClientCapabilities | None
+) -> str | InputRequiredResult:
+    """Ask a name, then greet it."""
+    if "user_name" not in answers:
         return InputRequiredResult(
-            input_requests={"confirm": confirm}, request_state="awaiting-confirm"
+            input_requests={"user_name": form("What is your name?", name="string")}
         )
+    return f"Hello, {field_of(answers['user_name'], 'name') or 'stranger'}!"
 
-    @mcp.tool()
-    async def test_input_required_result_multiple_inputs(
-        ctx: Context,
-    ) -> str | InputRequiredResult:
-        """Ask an elicitation, a sampling and the roots in one round."""
-        if {"user_name", "greeting", "client_roots"} <= (ctx.input_responses or {}).keys():
-            return "All inputs received."
+
+def round_sampling(
+    answers: Mapping[str, Any], state: str | None, caps: ClientCapabilities | None
+) -> str | InputRequiredResult:
+    """Ask the client's model, then repeat its answer."""
+    answer = answers.get("capital_question")
+    if answer is None:
+        question = ask_model("What is the capital of France?", 100)
+        return InputRequiredResult(input_requests={"capital_question": question})
+    text = "?"
+    if isinstance(answer, CreateMessageResult) and isinstance(answer.content, TextContent):
+        text = answer.content.text
+    return f"Model said: {text}"
+
+
+def round_list_roots(
+    answers: Mapping[str, Any], state: str | None, caps: ClientCapabilities | None
+) -> str | InputRequiredResult:
+    """Ask the client's roots, then count them."""
+    answer = answers.get("client_roots")
+    if answer is None:
+        return InputRequiredResult(input_requests={"client_roots": ListRootsRequest()})
+    count = len(answer.roots) if isinstance(answer, ListRootsResult) else 0
+    return f"Client exposed {count} root(s)."
+
+
+def round_request_state(
+    answers: Mapping[str, Any], state: str | None, caps: ClientCapabilities | None
+) -> str | InputRequiredResult:
+    """Ask a confirmation with a request state, and check the state comes back."""
+    if "confirm" in answers and state == "awaiting-confirm":
+        return "state-ok: the confirmation and its request state arrived"
+    return InputRequiredResult(
+        input_requests={"confirm": confirm_request()}, request_state="awaiting-confirm"
+    )
+
+
+def round_multiple_inputs(
+    answers: Mapping[str, Any], state: str | None, caps: ClientCapabilities | None
+) -> str | InputRequiredResult:
+    """Ask an elicitation, a sampling and the roots in one round."""
+    if {"user_name", "greeting", "client_roots"} <= answers.keys():
+        return "All inputs received."
+    return InputRequiredResult(
+        input_requests={
+            "user_name": form("What is your name?", name="string"),
+            "greeting": ask_model("Generate a greeting", 50),
+            "client_roots": ListRootsRequest(),
+        },
+        request_state="three-questions",
+    )
+
+
+def round_multi_round(
+    answers: Mapping[str, Any], state: str | None, caps: ClientCapabilities | None
+) -> str | InputRequiredResult:
+    """Three rounds: a name, then a colour, then the answer; the state says where."""
+    where = json.loads(state) if state else {}
+    if where.get("round") == 2 and "step2" in answers:
+        return f"{where.get('name')} likes {field_of(answers['step2'], 'color')}."
+    if where.get("round") == 1 and "step1" in answers:
+        return InputRequiredResult(
+            input_requests={"step2": form("Step 2: What is your favorite color?", color="string")},
+            request_state=json.dumps({"round": 2, "name": field_of(answers["step1"], "name")}),
+        )
+    # The first round, or answers out of order: start again.
+    return InputRequiredResult(
+        input_requests={"step1": form("Step 1: What is your name?", name="string")},
+        request_state=json.dumps({"round": 1}),
+    )
+
+
+def round_tampered_state(
+    answers: Mapping[str, Any], state: str | None, caps: ClientCapabilities | None
+) -> str | InputRequiredResult:
+    """Hand out a request state; the SDK refuses one that comes back altered."""
+    if state is not None:
+        return f"state-ok: {state}"
+    return InputRequiredResult(
+        input_requests={"confirm": confirm_request()}, request_state="round-1"
+    )
+
+
+def round_capabilities(
+    answers: Mapping[str, Any], state: str | None, caps: ClientCapabilities | None
+) -> str | InputRequiredResult:
+    """Ask only what the client declared it can answer."""
+    requests: dict[str, InputRequest] = {}
+    if caps is None or caps.sampling is not None:
+        requests["sample"] = ask_model("Say hello", 50)
+    if caps is None or caps.elicitation is not None:
+        requests["ask"] = form("What is your name?", name="string")
+    return InputRequiredResult(input_requests=requests, request_state="declared-only")
+
+
+def round_prompt(answers: Mapping[str, Any]) -> str | InputRequiredResult:
+    """test_input_required_result_prompt: ask for context, then the prompt's text."""
+    answer = answers.get("user_context")
+    if answer is None:
         return InputRequiredResult(
             input_requests={
-                "user_name": form("What is your name?", name="string"),
-                "greeting": ask_model("Generate a greeting", 50),
-                "client_roots": ListRootsRequest(),
-            },
-            request_state="three-questions",
+                "user_context": form("What context should the prompt use?", context="string")
+            }
         )
+    return f"Use the following context: {field_of(answer, 'context') or '?'}"
 
-    @mcp.tool()
-    async def test_input_required_result_multi_round(ctx: Context) -> str | InputRequiredResult:
-        """Three rounds: a name, then a colour, then the answer; the state says where."""
-        state = json.loads(ctx.request_state) if ctx.request_state else {}
-        answers = ctx.input_responses or {}
-        if state.get("round") == 2 and "step2" in answers:
-            return f"{state.get('name')} likes {field_of(answers['step2'], 'color')}."
-        if state.get("round") == 1 and "step1" in answers:
-            return InputRequiredResult(
-                input_requests={
-                    "step2": form("Step 2: What is your favorite color?", color="string")
-                },
-                request_state=json.dumps({"round": 2, "name": field_of(answers["step1"], "name")}),
-            )
-        # The first round, or answers out of order: start again.
-        return InputRequiredResult(
-            input_requests={"step1": form("Step 1: What is your name?", name="string")},
-            request_state=json.dumps({"round": 1}),
-        )
 
-    @mcp.tool()
-    async def test_input_required_result_tampered_state(ctx: Context) -> str | InputRequiredResult:
-        """Hand out a request state; the SDK refuses one that comes back altered."""
-        if ctx.request_state is not None:
-            return f"state-ok: {ctx.request_state}"
-        confirm = ElicitRequest(
-            params=ElicitRequestFormParams(
-                message="Please confirm",
-                requested_schema={
-                    "type": "object",
-                    "properties": {"ok": {"type": "boolean"}},
-                    "required": ["ok"],
-                },
-            )
-        )
-        return InputRequiredResult(input_requests={"confirm": confirm}, request_state="round-1")
+Round = Callable[
+    [Mapping[str, Any], str | None, ClientCapabilities | None], str | InputRequiredResult
+]
 
-    @mcp.tool()
-    async def test_input_required_result_capabilities(ctx: Context) -> InputRequiredResult:
-        """Ask only what the client declared it can answer."""
-        capabilities = ctx.client_capabilities
-        requests: dict[str, InputRequest] = {}
-        if capabilities is None or capabilities.sampling is not None:
-            requests["sample"] = ask_model("Say hello", 50)
-        if capabilities is None or capabilities.elicitation is not None:
-            requests["ask"] = form("What is your name?", name="string")
-        return InputRequiredResult(input_requests=requests, request_state="declared-only")
+#: Tool name → its input round.
+ROUNDS: dict[str, Round] = {
+    "test_input_required_result_elicitation": round_elicitation,
+    "test_input_required_result_sampling": round_sampling,
+    "test_input_required_result_list_roots": round_list_roots,
+    "test_input_required_result_request_state": round_request_state,
+    "test_input_required_result_multiple_inputs": round_multiple_inputs,
+    "test_input_required_result_multi_round": round_multi_round,
+    "test_input_required_result_tampered_state": round_tampered_state,
+    "test_input_required_result_capabilities": round_capabilities,
+}
+
+
+def round_tool(round_: Round) -> Callable[[Context], str | InputRequiredResult]:
+    """An MCPServer tool that runs ``round_`` on what its request carries."""
+
+    def tool(ctx: Context) -> str | InputRequiredResult:
+        return round_(ctx.input_responses or {}, ctx.request_state, ctx.client_capabilities)
+
+    return tool
+
+
+def add_input_rounds(mcp: MCPServer[Any]) -> None:
+    """The ``test_input_required_result_*`` tools and prompt."""
+    for name, round_ in ROUNDS.items():
+        mcp.add_tool(round_tool(round_), name=name, description=round_.__doc__)
 
     @mcp.prompt()
     async def test_input_required_result_prompt(
         ctx: Context,
     ) -> list[UserMessage] | InputRequiredResult:
         """A prompt that asks for context before it is built."""
-        answer = (ctx.input_responses or {}).get("user_context")
-        if answer is None:
-            return InputRequiredResult(
-                input_requests={
-                    "user_context": form("What context should the prompt use?", context="string")
-                }
-            )
-        text = field_of(answer, "context") or "?"
-        return [
-            UserMessage(
-                role="user",
-                content=TextContent(type="text", text=f"Use the following context: {text}"),
-            )
-        ]
+        text = round_prompt(ctx.input_responses or {})
+        if isinstance(text, InputRequiredResult):
+            return text
+        return [UserMessage(role="user", content=TextContent(type="text", text=text))]
 
 
 def add_resources_and_prompts(mcp: MCPServer[Any]) -> None:
