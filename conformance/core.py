@@ -57,6 +57,13 @@ PNG = (
 )
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 
+#: What ``confirm_delete`` asks (a tasks fixture).
+CONFIRM_SCHEMA = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
+
 #: The JSON Schema 2020-12 keywords the ``json-schema-2020-12`` scenario looks for, intact.
 SCHEMA_2020_12: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

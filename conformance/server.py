@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
-from core import add_core
+from core import CONFIRM_SCHEMA, add_core
 from mcp.server.mcpserver import MCPServer, RequestStateSecurity
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
@@ -30,12 +30,6 @@ from mcp_tasks import TaskContext, Tasks, store_from_url
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-CONFIRM_SCHEMA = {
-    "type": "object",
-    "properties": {"confirm": {"type": "boolean"}},
-    "required": ["confirm"],
-}
 
 
 def ask_name(arguments: Mapping[str, Any], answers: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -147,10 +141,21 @@ def main() -> None:
         action="store_true",
         help="serve the SDK's app alone, without the tasks/* fast path (to compare the two)",
     )
+    parser.add_argument(
+        "--fastmcp",
+        action="store_true",
+        help="serve the fixture on FastMCP with our FastMCP extension (fastmcp_server.py)",
+    )
     args = parser.parse_args()
     tasks = Tasks(store=store_from_url(args.store), lease_ms=args.lease_ms)
-    mcp = build(tasks)
-    app = mcp.streamable_http_app() if args.sdk_path else tasks.http_app(mcp)
+    if args.fastmcp:
+        import fastmcp_server  # noqa: PLC0415 (fastmcp is imported only when asked for)
+
+        # FastMCP checks Host and Origin only when asked (the SDK's app always does).
+        app = fastmcp_server.build(tasks).http_app(path="/mcp", host_origin_protection="auto")
+    else:
+        mcp = build(tasks)
+        app = mcp.streamable_http_app() if args.sdk_path else tasks.http_app(mcp)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
