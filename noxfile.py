@@ -139,7 +139,8 @@ for _backend, (_description, _files) in CONTRACT_SESSIONS.items():
 
 @nox.session
 def conformance(session: nox.Session) -> None:
-    """The official MCP conformance runner's tasks-* scenarios, for every available Store.
+    """The official MCP conformance runner: its whole 2026-07-28 server set on memory (fast
+    path, SDK path, FastMCP) and its tasks-* scenarios on every available Store.
 
     Installs Node 22 and the pinned runner from the npm registry into .cache/conformance/
     (once), drives the fixture server conformance/server.py and fails on any FAILURE; see

@@ -1,22 +1,28 @@
-"""The fixture server the official conformance runner's ``tasks-*`` scenarios drive.
+"""The fixture server the official conformance runner drives: its whole 2026-07-28 server
+specification and its ``tasks-*`` scenarios, on one server with the tasks extension installed.
 
     uv run python conformance/server.py --store memory:// --port 8765
 
 Two of them on one durable store (``--store sqlite:///tasks.db``, or Postgres) share the
 tasks: a task whose server dies is finished by the other, ``--lease-ms`` after the death.
 
-Serves Streamable HTTP at ``http://127.0.0.1:PORT/mcp`` with the seven fixture tools of
-the runner's tasks scenarios (see ``docs/architecture.md``, "The conformance runner").
+Serves Streamable HTTP at ``http://127.0.0.1:PORT/mcp``: the seven fixture tools of the
+runner's tasks scenarios (see ``docs/architecture.md``, "The conformance runner") beside the
+core fixtures of ``core.py`` (tools, resources, a template, prompts, completion), as a
+user's server with tasks would serve them. ``--fastmcp`` serves the same on FastMCP with our
+FastMCP extension (``fastmcp_server.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import secrets
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from core import CONFIRM_SCHEMA, add_core
+from mcp.server.mcpserver import MCPServer, RequestStateSecurity
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
@@ -24,12 +30,6 @@ from mcp_tasks import TaskContext, Tasks, store_from_url
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-CONFIRM_SCHEMA = {
-    "type": "object",
-    "properties": {"confirm": {"type": "boolean"}},
-    "required": ["confirm"],
-}
 
 
 def ask_name(arguments: Mapping[str, Any], answers: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -53,10 +53,16 @@ def ask_name(arguments: Mapping[str, Any], answers: Mapping[str, Any]) -> dict[s
 
 
 def build(tasks: Tasks) -> MCPServer[Any]:
-    """The fixture server on ``tasks``."""
+    """The fixture server on ``tasks``: the tasks fixtures and the core ones."""
     mcp: MCPServer[Any] = MCPServer(
-        "mcp-tasks-conformance", extensions=[tasks.extension()], lifespan=tasks.lifespan
+        "mcp-tasks-conformance",
+        version="0.1.0",
+        extensions=[tasks.extension()],
+        lifespan=tasks.lifespan,
+        # Signs the request states the input-round tools hand out (a fresh key per process).
+        request_state_security=RequestStateSecurity(keys=[secrets.token_bytes(32)]),
     )
+    add_core(mcp)
 
     @mcp.tool()
     def greet(name: str) -> str:
@@ -135,10 +141,21 @@ def main() -> None:
         action="store_true",
         help="serve the SDK's app alone, without the tasks/* fast path (to compare the two)",
     )
+    parser.add_argument(
+        "--fastmcp",
+        action="store_true",
+        help="serve the fixture on FastMCP with our FastMCP extension (fastmcp_server.py)",
+    )
     args = parser.parse_args()
     tasks = Tasks(store=store_from_url(args.store), lease_ms=args.lease_ms)
-    mcp = build(tasks)
-    app = mcp.streamable_http_app() if args.sdk_path else tasks.http_app(mcp)
+    if args.fastmcp:
+        import fastmcp_server  # noqa: PLC0415 (fastmcp is imported only when asked for)
+
+        # FastMCP checks Host and Origin only when asked (the SDK's app always does).
+        app = fastmcp_server.build(tasks).http_app(path="/mcp", host_origin_protection="auto")
+    else:
+        mcp = build(tasks)
+        app = mcp.streamable_http_app() if args.sdk_path else tasks.http_app(mcp)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 
-from mcp_tasks import NewTask, Progress, new_task_id
+from mcp_tasks import NewTask, Progress, new_task_id, store_from_url
 from mcp_tasks.runtime.notifier import (
     WORK_SIGNAL,
     RelayNotifier,
@@ -22,6 +23,8 @@ from mcp_tasks_contract.notifiers import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from conftest import OpenStore
 
 pytestmark = pytest.mark.anyio
@@ -127,3 +130,30 @@ async def test_a_task_gone_and_claimable_work_wake_their_subscribers(
         assert await work.wait(SIGNAL_BOUND_S)
         assert await everything.wait(SIGNAL_BOUND_S)
         assert everything.take_changed() is None  # "any task may have changed"
+
+
+async def test_a_change_before_the_tables_exist_is_heard_without_a_relay_failure(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At start-up the watcher may see the file change before the store created its tables
+    (the store's connection switching a new file to WAL is a write). It wakes its
+    subscribers, as for any change it cannot attribute, and keeps listening: no failure."""
+    store = store_from_url(f"sqlite:///{db_path}")  # lazy: no tables yet
+    receiver = notifier_for(store)
+    assert isinstance(receiver, RelayNotifier)
+    try:
+        async with receiver.running(), receiver.subscribe(new_task_id()) as changes:
+            await anyio.to_thread.run_sync(switch_to_wal, db_path)
+            assert await changes.wait(SIGNAL_BOUND_S), "the change was not heard"
+    finally:
+        await store.close()
+    failures = [r.getMessage() for r in caplog.records if "relay failed" in r.getMessage()]
+    assert failures == []
+
+
+def switch_to_wal(path: Path) -> None:
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL").fetchall()
+    finally:
+        connection.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from typing import TYPE_CHECKING
 
 import aiosqlite
@@ -90,7 +91,16 @@ class SQLiteRelay:
                 if everything:
                     deliver(None)
                     continue
-                for key in await _moved(connection, self.versions, watched, last):
+                try:
+                    moved = await _moved(connection, self.versions, watched, last)
+                except sqlite3.OperationalError as error:
+                    if not str(error).startswith("no such table"):
+                        raise
+                    # The file changed before the store created its tables (a new file
+                    # switched to WAL): no row to compare, so wake every subscriber.
+                    deliver(None)
+                    continue
+                for key in moved:
                     deliver(key)
         finally:
             # Shielded: this runs when the notifier stops (a cancellation), and an unclosed

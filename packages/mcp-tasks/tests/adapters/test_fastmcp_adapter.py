@@ -68,6 +68,10 @@ def fastmcp_app() -> tuple[FastMCP, Tasks]:
         content = answer.get("content")
         return f"hello {content['name'] if isinstance(content, dict) else '?'}"
 
+    @mcp.tool(task=True)
+    async def broken() -> str:
+        raise MCPError(code=-32603, message="the job hit an internal error")
+
     @mcp.tool
     def plain(word: str) -> str:
         return word.upper()
@@ -128,6 +132,20 @@ async def test_a_tool_error_completes_with_is_error() -> None:
     result = state.call_tool_result()
     assert result.is_error
     assert "flag was false" in text_of(result)
+
+
+async def test_a_protocol_error_fails_the_task() -> None:
+    """An MCPError a task body raises (FastMCP wraps it in a ToolError) ends the task
+    failed with its code and message, and no result."""
+    mcp, _ = fastmcp_app()
+    async with running(mcp) as url, tasks_client(url) as client:
+        handle = await start_tool(client, "broken", {})
+        assert isinstance(handle, TaskHandle)
+        state = await handle.wait()
+    assert state.status == "failed"
+    assert state.error is not None
+    assert state.error == {"code": -32603, "message": "the job hit an internal error"}
+    assert state.result is None
 
 
 async def test_plain_tools_are_untouched() -> None:

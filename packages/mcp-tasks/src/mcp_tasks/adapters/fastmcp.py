@@ -21,6 +21,7 @@ from fastmcp.exceptions import FastMCPError
 from fastmcp.server.extensions import MethodBinding, ServerExtension
 from fastmcp.tools.base import ToolResult
 from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams
 from pydantic import BaseModel
 
@@ -88,12 +89,15 @@ async def _as_task_outcome(call: Callable[[], Awaitable[object]]) -> object:
     """Run a FastMCP tool inside a task. FastMCP turns a tool's own error into an error
     result only after the interceptors; inside a task it must become `completed` +
     `isError` here. A task error the tool did not handle (e.g. input the client lacks)
-    fails the task as the JSON-RPC error it maps to."""
+    fails the task as the JSON-RPC error it maps to, and so does an `MCPError` the tool
+    raised (FastMCP wraps it in a `ToolError`): a protocol error ends the task `failed`."""
     try:
         return await call()
     except FastMCPError as error:
         if isinstance(error.__cause__, MCPTasksError):
             raise to_jsonrpc_error(error.__cause__) from None
+        if isinstance(error.__cause__, MCPError):
+            raise error.__cause__ from None
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=str(error))], is_error=True
         )
