@@ -205,6 +205,18 @@ def test_serve_without_store_names_the_store_the_app_pins(tmp_path: Path) -> Non
     assert not (tmp_path / "mcp-tasks.db").exists()  # serve's own default was not opened
 
 
+def test_serve_serves_the_http_app_the_readme_builds(tmp_path: Path) -> None:
+    """`app = tasks.http_app(mcp)` (a TasksFastPath) is served as it is, on the --store
+    store handed to its Tasks."""
+    (tmp_path / "http_app.py").write_text(UNPINNED_APP + "\napp = tasks.http_app(mcp)\n")
+    banner, status = _banner_and_status(
+        "http_app:app", "--store", "sqlite:///handed.db", cwd=tmp_path, tool="echo"
+    )
+    assert status == "completed"
+    assert banner.endswith(f"(store: sqlite:///{tmp_path.resolve()}/handed.db)")
+    assert (tmp_path / "handed.db").exists()
+
+
 def test_serve_accepts_the_pinned_store_named_again(tmp_path: Path) -> None:
     """--store naming the very store the app pins is no conflict."""
     (tmp_path / "pinned_app.py").write_text(PINNED_APP)
