@@ -53,6 +53,9 @@ logger = logging.getLogger(__name__)
 #: What the start-up warning of a memory store names as the ways to a durable one.
 DURABLE_HINT: Final = f"Tasks(store=...) in the app, ${URL_ENV}, or mcp-tasks serve --store URL"
 
+#: What ``fastmcp_extension()`` says when fastmcp is not installed.
+FASTMCP_MISSING: Final = 'Tasks.fastmcp_extension() needs fastmcp: pip install "mcp-tasks[fastmcp]"'
+
 #: The task options :meth:`Tasks.register` and :meth:`Tasks.tool` take as keywords: the
 #: fields of ``ToolOptions``, their one definition.
 TOOL_OPTION_FIELDS: Final = frozenset(field.name for field in dataclasses.fields(ToolOptions))
@@ -291,7 +294,12 @@ class Tasks:
         """The FastMCP extension: ``mcp.add_extension(tasks.fastmcp_extension())`` runs
         ``@mcp.tool(task=True)`` tools on this Store (needs the ``fastmcp`` extra)."""
         # Imported here: fastmcp is an optional dependency (the ``fastmcp`` extra).
-        from mcp_tasks.adapters.fastmcp import FastMCPTasksExtension  # noqa: PLC0415
+        try:
+            from mcp_tasks.adapters.fastmcp import FastMCPTasksExtension  # noqa: PLC0415
+        except ModuleNotFoundError as error:
+            if error.name != "fastmcp" and not (error.name or "").startswith("fastmcp."):
+                raise
+            raise ModuleNotFoundError(FASTMCP_MISSING, name=error.name) from None
 
         self.attached = True
         return FastMCPTasksExtension(self.engine, self.running)
