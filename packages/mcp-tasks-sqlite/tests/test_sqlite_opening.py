@@ -46,3 +46,23 @@ async def test_unopenable_file_is_store_unavailable(tmp_path: Path) -> None:
         await store.get(new_task_id(), None)
     assert caught.value.__cause__ is not None
     await store.close()
+
+
+async def test_a_relative_path_is_resolved_when_the_store_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sqlite:///my-tasks.db names my-tasks.db in the directory the store was opened in:
+    the URL it gives is absolute, and a later `cd` does not move the database."""
+    opened_in = tmp_path / "project"
+    opened_in.mkdir()
+    monkeypatch.chdir(opened_in)
+    store = store_from_url("sqlite:///my-tasks.db")
+    assert isinstance(store, SQLiteTaskStore)
+    assert store.url == f"sqlite:///{opened_in.resolve()}/my-tasks.db"
+    monkeypatch.chdir(tmp_path)
+    try:
+        await store.create(NewTask(new_task_id()))
+    finally:
+        await store.close()
+    assert (opened_in / "my-tasks.db").exists()
+    assert not (tmp_path / "my-tasks.db").exists()

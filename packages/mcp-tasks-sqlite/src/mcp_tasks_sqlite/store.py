@@ -8,6 +8,7 @@ busy timeout), and the busy timeout makes other connections and processes wait f
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from functools import partial
@@ -69,7 +70,9 @@ class SQLiteDialect:
             raise ValueError(
                 "SQLiteTaskStore needs a file path; use memory:// for a store in memory"
             )
-        self.path = Path(path)
+        # Resolved now: a relative path names a file in the directory the store was opened
+        # in, not wherever the process is when it first connects.
+        self.path = Path(os.path.abspath(path))
         self.table_prefix = table_prefix
         self._clock = clock
         self._busy_timeout_s = busy_timeout_s

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import logging
 import os
 import typing
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -46,6 +47,14 @@ if TYPE_CHECKING:
     from mcp_tasks.stores.protocol import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+logger = logging.getLogger(__name__)
+
+#: What the start-up warning of a memory store names as the ways to a durable one.
+DURABLE_HINT: Final = f"Tasks(store=...) in the app, ${URL_ENV}, or mcp-tasks serve --store URL"
+
+#: What ``fastmcp_extension()`` says when fastmcp is not installed.
+FASTMCP_MISSING: Final = 'Tasks.fastmcp_extension() needs fastmcp: pip install "mcp-tasks[fastmcp]"'
 
 #: The task options :meth:`Tasks.register` and :meth:`Tasks.tool` take as keywords: the
 #: fields of ``ToolOptions``, their one definition.
@@ -146,6 +155,7 @@ class Tasks:
         self.close_store = isinstance(store, str) if close_store is None else close_store
         #: Whether an adapter serves this Tasks (extension(), install(), tool(), …).
         self.attached = False
+        self._announced = False
         self._notifier_chosen = notifier is not STORE_NOTIFIER
         #: The notifier every part uses, guarded: its failures are logged, never raised.
         self.notifier = GuardedNotifier(self._chosen_notifier(notifier))
@@ -214,6 +224,9 @@ class Tasks:
         """Run the task runner and reaper while the context is open; then, if this Tasks
         owns its store (``close_store``), close it when the outermost entry exits."""
         outermost = not self.runner.running
+        if outermost and not self._announced:
+            self._announced = True
+            self._announce_store()
         try:
             # The notifier listens before the runner starts and after it stops: the runner
             # publishes the leases it releases at shutdown.
@@ -224,6 +237,18 @@ class Tasks:
                 # Shielded: a shutdown that is being cancelled must still free connections.
                 with anyio.CancelScope(shield=True):
                     await self.store.close()
+
+    def _announce_store(self) -> None:
+        """Name the store at start-up (once per Tasks), and warn when it is in memory."""
+        where = self.store_description
+        logger.info("mcp-tasks: tasks are stored in %s", where)
+        if isinstance(self.store, MemoryTaskStore):
+            logger.warning(
+                "mcp-tasks: tasks are kept in memory (%s) and are lost when this process "
+                "exits; for a durable store use %s",
+                where,
+                DURABLE_HINT,
+            )
 
     @asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[dict[str, Any]]:
@@ -269,7 +294,12 @@ class Tasks:
         """The FastMCP extension: ``mcp.add_extension(tasks.fastmcp_extension())`` runs
         ``@mcp.tool(task=True)`` tools on this Store (needs the ``fastmcp`` extra)."""
         # Imported here: fastmcp is an optional dependency (the ``fastmcp`` extra).
-        from mcp_tasks.adapters.fastmcp import FastMCPTasksExtension  # noqa: PLC0415
+        try:
+            from mcp_tasks.adapters.fastmcp import FastMCPTasksExtension  # noqa: PLC0415
+        except ModuleNotFoundError as error:
+            if error.name != "fastmcp" and not (error.name or "").startswith("fastmcp."):
+                raise
+            raise ModuleNotFoundError(FASTMCP_MISSING, name=error.name) from None
 
         self.attached = True
         return FastMCPTasksExtension(self.engine, self.running)

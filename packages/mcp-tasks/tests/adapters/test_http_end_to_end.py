@@ -106,7 +106,7 @@ async def test_create_then_poll_to_completion() -> None:
         assert done["resultType"] == "complete"
         assert done["result"]["content"] == [{"type": "text", "text": "hi"}]
         assert done["result"]["isError"] is False
-        assert done["statusMessage"] == "echoing"
+        assert done["statusMessage"] == "echoing (1/1)"
 
 
 async def test_undeclared_call_runs_synchronously() -> None:

@@ -184,7 +184,7 @@ async def test_the_owner_hears_every_change_after_the_ack_and_the_stream_ends(ki
                 assert message is not None
                 seen.append(message["params"])
             assert seen[-1]["inputRequests"]["ok"]["method"] == "elicitation/create"
-            assert "halfway" in [s.get("statusMessage") for s in seen]
+            assert "halfway (1/2)" in [s.get("statusMessage") for s in seen]
             answer = {"ok": {"action": "accept", "content": {}}}
             await alice.call("tasks/update", {"taskId": mine, "inputResponses": answer})
             while seen[-1]["status"] != "completed":
@@ -417,7 +417,7 @@ async def test_a_custom_notifier_can_wrap_the_default_one(kind: str) -> None:
             gate.go.set()
             message = await stream.next()
             assert message is not None
-            assert message["params"]["statusMessage"] == "halfway"
+            assert message["params"]["statusMessage"] == "halfway (1/2)"
     assert counting.published >= 1
 
 

@@ -59,7 +59,7 @@ async def test_install_serves_the_extension_on_a_lowlevel_server() -> None:
                     break
                 await anyio.sleep(0.05)
         assert got["result"]["content"][0]["text"] == "shout:1"
-        assert got["statusMessage"] == "lowlevel"
+        assert got["statusMessage"] == "lowlevel (1/1)"
 
         sync = await client.call(
             "tools/call", {"name": "shout", "arguments": {"x": 2}}, capabilities={}

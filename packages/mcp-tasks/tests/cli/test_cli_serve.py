@@ -156,7 +156,7 @@ def test_serve_refuses_a_store_other_than_the_one_the_app_pins(tmp_path: Path) -
     assert run.returncode == 2
     assert run.stderr.count("\n") == 1
     assert run.stderr.startswith("mcp-tasks serve: pinned_app:mcp pins its task store to ")
-    assert "sqlite:///pinned.db" in run.stderr
+    assert f"sqlite:///{tmp_path.resolve()}/pinned.db" in run.stderr
     assert not (tmp_path / "other.db").exists()
     assert not (tmp_path / "pinned.db").exists()
 
@@ -191,7 +191,7 @@ def test_serve_hands_its_store_to_an_app_that_pins_none(tmp_path: Path) -> None:
         "unpinned_app:mcp", "--store", "sqlite:///handed.db", cwd=tmp_path, tool="echo"
     )
     assert status == "completed"
-    assert banner.endswith("(store: sqlite:///handed.db)")
+    assert banner.endswith(f"(store: sqlite:///{tmp_path.resolve()}/handed.db)")
     assert (tmp_path / "handed.db").exists()
 
 
@@ -200,9 +200,21 @@ def test_serve_without_store_names_the_store_the_app_pins(tmp_path: Path) -> Non
     (tmp_path / "pinned_app.py").write_text(PINNED_APP)
     banner, status = _banner_and_status("pinned_app:mcp", cwd=tmp_path, tool="echo")
     assert status == "completed"
-    assert banner.endswith("(store: sqlite:///pinned.db)")
+    assert banner.endswith(f"(store: sqlite:///{tmp_path.resolve()}/pinned.db)")
     assert (tmp_path / "pinned.db").exists()
     assert not (tmp_path / "mcp-tasks.db").exists()  # serve's own default was not opened
+
+
+def test_serve_serves_the_http_app_the_readme_builds(tmp_path: Path) -> None:
+    """`app = tasks.http_app(mcp)` (a TasksFastPath) is served as it is, on the --store
+    store handed to its Tasks."""
+    (tmp_path / "http_app.py").write_text(UNPINNED_APP + "\napp = tasks.http_app(mcp)\n")
+    banner, status = _banner_and_status(
+        "http_app:app", "--store", "sqlite:///handed.db", cwd=tmp_path, tool="echo"
+    )
+    assert status == "completed"
+    assert banner.endswith(f"(store: sqlite:///{tmp_path.resolve()}/handed.db)")
+    assert (tmp_path / "handed.db").exists()
 
 
 def test_serve_accepts_the_pinned_store_named_again(tmp_path: Path) -> None:
@@ -212,4 +224,4 @@ def test_serve_accepts_the_pinned_store_named_again(tmp_path: Path) -> None:
         "pinned_app:mcp", "--store", "sqlite:///pinned.db", cwd=tmp_path, tool="echo"
     )
     assert status == "completed"
-    assert banner.endswith("(store: sqlite:///pinned.db)")
+    assert banner.endswith(f"(store: sqlite:///{tmp_path.resolve()}/pinned.db)")

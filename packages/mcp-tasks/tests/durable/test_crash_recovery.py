@@ -64,7 +64,9 @@ async def wait_for_states(
 
 
 def all_running_in(pid: int) -> Any:
-    return lambda seen: all(s.status_message == f"running in {pid}" for s in seen.values())
+    return lambda seen: all(
+        (s.status_message or "").startswith(f"running in {pid} (") for s in seen.values()
+    )
 
 
 def all_completed(seen: dict[str, TaskState]) -> bool:

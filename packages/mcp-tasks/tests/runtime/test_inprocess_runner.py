@@ -101,7 +101,7 @@ async def test_progress_and_outcome_are_recorded_with_the_lease() -> None:
             while not (await store.get("p", ANY_OWNER)).status.is_terminal:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
     record = await store.get("p", ANY_OWNER)
-    assert messages == ["2/4", "almost"]
+    assert messages == ["2/4", "almost (3/4)"]
     assert record.status is TaskStatus.COMPLETED
     assert store.releases == 0
     assert record.claim is not None

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
+from starlette.applications import Starlette
 
-from mcp_tasks.adapters.fast_path import with_fast_path
+from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
 
 if TYPE_CHECKING:
     from mcp_tasks.engine import TaskEngine
@@ -28,10 +29,16 @@ def asgi_app(app: object, *, engine: TaskEngine | None = None, fast_path: bool =
     An SDK server's app answers plain ``tasks/*`` requests of ``engine`` (``None``: the one
     serving the server, see :class:`~mcp_tasks.adapters.fast_path.TasksFastPath`) on the fast
     path; ``fast_path=False`` is the SDK's app alone, for the tests and tools that compare
-    the two."""
+    the two. An ASGI app already built for a server (``tasks.http_app(server)``, a
+    ``TasksFastPath`` or, with authentication, the SDK's Starlette app) is served as it is."""
+    if isinstance(app, TasksFastPath | Starlette):
+        return app
     if isinstance(app, MCPServer | Server):
         sdk_app = app.streamable_http_app(streamable_http_path=MCP_PATH)
         return with_fast_path(sdk_app, engine) if fast_path else sdk_app
     if is_fastmcp(app):
         return app.http_app(path=MCP_PATH)  # type: ignore[attr-defined]
-    raise TypeError(f"cannot serve {type(app).__name__}: expected MCPServer, Server or FastMCP")
+    raise TypeError(
+        f"cannot serve {type(app).__name__}: expected MCPServer, Server, FastMCP or "
+        "tasks.http_app(server)"
+    )

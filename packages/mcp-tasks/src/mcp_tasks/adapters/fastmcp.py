@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
@@ -39,7 +40,6 @@ from mcp_tasks.engine import (
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-    from contextlib import AbstractAsyncContextManager
 
     from fastmcp import FastMCP
     from fastmcp.server.context import Context
@@ -61,10 +61,33 @@ logger = logging.getLogger(__name__)
 def tool_options(tool: Tool) -> ToolOptions | None:
     """Our options for a FastMCP tool from its `TaskConfig`; `None` when it is not a task tool."""
     config = tool.task_config
+    if config.mode not in ("forbidden", "optional", "required"):
+        raise TypeError(
+            f"Tool {tool.name!r}: TaskConfig.mode must be 'forbidden', 'optional' or "
+            f"'required', got {config.mode!r}"
+        )
     if not config.supports_tasks():
         return None
+    if not isinstance(config.poll_interval, timedelta):
+        raise TypeError(
+            f"Tool {tool.name!r}: TaskConfig.poll_interval must be a datetime.timedelta "
+            f"(e.g. timedelta(seconds=0.5)), got {type(config.poll_interval).__name__} "
+            f"{config.poll_interval!r}"
+        )
     interval_ms = int(config.poll_interval.total_seconds() * 1000)
     return ToolOptions(mode=TaskMode(config.mode), poll_interval_ms=max(interval_ms, 1))
+
+
+@asynccontextmanager
+async def _checked_then(
+    server: FastMCP | None, running: AbstractAsyncContextManager[None]
+) -> AsyncIterator[None]:
+    """Check every tool's task options before the server starts, then run ``running``."""
+    if server is not None:
+        for tool in await server.list_tools(run_middleware=False):
+            tool_options(tool)  # raises TypeError naming the tool and the field
+    async with running:
+        yield
 
 
 def _as_call_tool_result(outcome: object) -> object:
@@ -152,7 +175,7 @@ class FastMCPTasksExtension(ServerExtension):
         server = ref() if ref is not None else None
         if server is not None:  # unbound (entered by hand): there is no listen to serve
             serve_task_notifications(self._engine, sdk_server_of(server), view_of)
-        return _running_in_own_task(self._running)
+        return _checked_then(server, _running_in_own_task(self._running))
 
     def methods(self) -> Sequence[MethodBinding]:
         return tasks_method_bindings(self._engine, MethodBinding)

@@ -24,8 +24,9 @@ from mcp_tasks.tasks import Tasks, collect_tasks
 if TYPE_CHECKING:
     from mcp_tasks.stores.protocol import Store
 
-DESCRIPTION = """Serve APP (module:attr naming an MCPServer, a low-level Server or a FastMCP server)
-or, with no APP, the built-in demo tools (build, deploy, sleep), over Streamable HTTP at /mcp.
+DESCRIPTION = """Serve APP (module:attr naming an MCPServer, a low-level Server, a FastMCP server,
+or the app `tasks.http_app(server)` returns) or, with no APP, the built-in demo tools (build,
+deploy, sleep), over Streamable HTTP at /mcp.
 
 The store: an app whose Tasks has no store of its own (`Tasks()`) is handed the --store
 store (default: $MCP_TASKS_STORE_URL, else sqlite:///./mcp-tasks.db). An app that pins its

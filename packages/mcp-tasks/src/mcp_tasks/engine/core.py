@@ -55,6 +55,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: What a task call answers while no lifespan runs the runner: what to add, exactly.
+NOT_RUNNING_MESSAGE: Final = (
+    "The task runner is not running: pass lifespan=tasks.lifespan to the server "
+    "(MCPServer(..., lifespan=tasks.lifespan)), or enter `async with tasks.running():` in "
+    "a lifespan of your own"
+)
+
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 REMOVED_METHODS: Final = frozenset({"tasks/list", "tasks/result"})
 
@@ -178,6 +185,7 @@ class TaskEngine:
     ) -> None:
         self.store = store
         self.runner = runner
+        self._said_not_running = False
         self.notifier = notifier
         self.default_ttl_ms = default_ttl_ms
         self.default_poll_interval_ms = default_poll_interval_ms
@@ -372,7 +380,7 @@ class TaskEngine:
         if not self.runner.running:
             # Before the task is built: with no lifespan running, that is the answer,
             # whatever the arguments.
-            raise errors.internal_error("The task runner is not running")
+            raise self._not_running(name)
         task_id = new_task_id()
         try:
             task = NewTask(
@@ -400,9 +408,16 @@ class TaskEngine:
         try:
             record = await self.runner.create_and_run(task, first_run, self._create)
         except RunnerNotStarted:
-            raise errors.internal_error("The task runner is not running") from None
+            raise self._not_running(name) from None
         # The create was durable before we answer: a tasks/get on any node resolves it now.
         return create_task_result(record, self.clock())
+
+    def _not_running(self, name: str) -> MCPError:
+        """The answer to a task call with no runner; the first one is also logged."""
+        if not self._said_not_running:
+            self._said_not_running = True
+            logger.error("A call of tool %r cannot become a task. %s", name, NOT_RUNNING_MESSAGE)
+        return errors.internal_error(NOT_RUNNING_MESSAGE)
 
     async def _manual(
         self,

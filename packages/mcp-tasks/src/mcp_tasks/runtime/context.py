@@ -303,10 +303,13 @@ class InlineTaskContext(TaskContext):
 
 
 def progress_message(progress: float, total: float | None, message: str | None) -> str:
-    """The statusMessage a progress report becomes."""
+    """The statusMessage a progress report becomes: the message, with ``(progress/total)``
+    appended when there is a total (``"Fetching (1/3)"``), so a client can show the numbers
+    (the wire has no progress field for a task); without a message, the numbers alone."""
+    numbers = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
     if message:
-        return message
-    return f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
+        return f"{message} ({numbers})" if total is not None else message
+    return numbers
 
 
 class RunningTaskContext(TaskContext):
