@@ -7,6 +7,7 @@ import os
 import pty
 import re
 import sys
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -52,18 +53,22 @@ async def test_call_reconnects_when_the_server_restarts(tmp_path: Path) -> None:
     store_url = f"sqlite:///{tmp_path / 'tasks.db'}"
     port = a_free_port()
     seen = bytearray()
-    with anyio.fail_after(120):
-        async with running(demo_server(store_url, log_level="WARNING"), port=port) as url:
-            process = await cli_process("call", url, "sleep", "seconds=1")
-            await read_until(process, seen, b"task: working")
-        await read_until(process, seen, b"reconnecting for up to 60 s")
-        async with running(demo_server(store_url, log_level="WARNING"), port=port):
-            assert process.stdout is not None
-            out = await process.stdout.receive()
-            code = await process.wait()
-            assert process.stderr is not None
-            async for chunk in process.stderr:
-                seen += chunk
+    # the stack closes the process's pipes once it is done (unclosed, they warn at GC)
+    async with AsyncExitStack() as stack:
+        with anyio.fail_after(120):
+            async with running(demo_server(store_url, log_level="WARNING"), port=port) as url:
+                process = await stack.enter_async_context(
+                    await cli_process("call", url, "sleep", "seconds=1")
+                )
+                await read_until(process, seen, b"task: working")
+            await read_until(process, seen, b"reconnecting for up to 60 s")
+            async with running(demo_server(store_url, log_level="WARNING"), port=port):
+                assert process.stdout is not None
+                out = await process.stdout.receive()
+                code = await process.wait()
+                assert process.stderr is not None
+                async for chunk in process.stderr:
+                    seen += chunk
     err = seen.decode()
     assert code == 0, err
     assert out == b"slept 1s\n"
@@ -79,14 +84,17 @@ async def test_call_gives_up_after_reconnect_for_and_prints_the_watch_line(
     and the exact `mcp-tasks watch` line that finds the task later; the task goes on."""
     store_url = f"sqlite:///{tmp_path / 'tasks.db'}"
     seen = bytearray()
-    with anyio.fail_after(120):
-        async with running(demo_server(store_url, log_level="WARNING")) as url:
-            process = await cli_process("call", url, "sleep", "seconds=600", "--reconnect-for", "1")
-            await read_until(process, seen, b"task: working")
-        code = await process.wait()
-        assert process.stderr is not None
-        async for chunk in process.stderr:
-            seen += chunk
+    async with AsyncExitStack() as stack:
+        with anyio.fail_after(120):
+            async with running(demo_server(store_url, log_level="WARNING")) as url:
+                process = await stack.enter_async_context(
+                    await cli_process("call", url, "sleep", "seconds=600", "--reconnect-for", "1")
+                )
+                await read_until(process, seen, b"task: working")
+            code = await process.wait()
+            assert process.stderr is not None
+            async for chunk in process.stderr:
+                seen += chunk
     err = seen.decode()
     found = TASK_ID.search(seen)
     assert found is not None, err

@@ -39,7 +39,9 @@ def test_sigterm_stops_the_worker_cleanly(tmp_path: Path) -> None:
     )
     try:
         assert process.stderr is not None
-        banner = process.stderr.readline()
+        # log lines of the server's own logging (the store named at start-up) may come first
+        lines = iter(process.stderr.readline, "")
+        banner = next((line for line in lines if "mcp-tasks: worker" in line), "")
         assert banner.startswith("mcp-tasks: worker inproc-")
         assert f"(store: sqlite:///{tmp_path}/t.db)" in banner
         process.send_signal(signal.SIGTERM)
@@ -48,5 +50,7 @@ def test_sigterm_stops_the_worker_cleanly(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+        if process.stderr is not None:
+            process.stderr.close()  # a failed assertion above leaves it open to warn at GC
     assert process.returncode == 0
     assert "SIGTERM: releasing tasks and stopping" in rest

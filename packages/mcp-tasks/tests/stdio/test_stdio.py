@@ -61,7 +61,7 @@ async def test_a_task_over_stdio_reports_progress_asks_and_completes(store_url: 
             assert isinstance(handle, TaskHandle)
             parked = await poll_until(handle, lambda s: s.status == "input_required")
             final = await handle.wait()
-    assert parked.status_message == "prepared vase"
+    assert parked.status_message == "prepared vase (1/2)"  # ctx.progress(1, 2, …)
     assert list(parked.input_requests or {}) == ["note"]
     assert asked == ["A note for vase?"]
     assert final.status == "completed"

@@ -45,7 +45,7 @@ def demo_server(
     async def build(ctx: TaskContext, ref: str = "main") -> str:
         """Build a git ref, reporting each step as progress."""
         for number, step in enumerate(BUILD_STEPS, start=1):
-            await ctx.progress(number, len(BUILD_STEPS), f"{step} ({number}/{len(BUILD_STEPS)})")
+            await ctx.progress(number, len(BUILD_STEPS), step)  # shown as "step (n/4)"
             await anyio.sleep(step_seconds)
         return f"built {ref}: 4 steps, all green"
 
