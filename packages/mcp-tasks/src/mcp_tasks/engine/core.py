@@ -279,12 +279,6 @@ class TaskEngine:
             )
         if not as_task:
             return await self._inline(request, args, answers, call_next)
-        fits = arguments_fit if arguments_fit is not None else self.argument_checks.get(name)
-        if fits is not None and not _fit(fits, args):
-            # The SDK validates before the body runs: its chain answers exactly as it
-            # answers the same call without a task, and no task is written.
-            logger.debug("tool %r: the arguments fail validation; answered without a task", name)
-            return await self._inline(request, args, answers, call_next)
         return await self._create_and_run(
             request,
             name=name,
@@ -293,6 +287,7 @@ class TaskEngine:
             call_next=call_next,
             options=options,
             to_change=to_change,
+            fits=arguments_fit if arguments_fit is not None else self.argument_checks.get(name),
         )
 
     async def _preflight(
@@ -398,7 +393,8 @@ class TaskEngine:
         call_next: CallNext,
         options: ToolOptions,
         to_change: ResultConverter,
-    ) -> dict[str, Any]:
+        fits: ArgumentsCheck | None,
+    ) -> Any:
         if not self.runner.running:
             # Before the task is built: with no lifespan running, that is the answer,
             # whatever the arguments.
@@ -421,6 +417,11 @@ class TaskEngine:
             )
         except NotJSONSafe:
             raise errors.invalid_params("Tool arguments are not JSON-safe") from None
+        if fits is not None and not _fit(fits, arguments):
+            # The SDK validates before the body runs: its chain answers exactly as it
+            # answers the same call without a task, and no task is written.
+            logger.debug("tool %r: the arguments fail validation; answered without a task", name)
+            return await self._inline(request, arguments, answers, call_next)
 
         async def first_run(context: RunningTaskContext) -> StatusChange:
             # The first run goes through the request's own chain (middleware, other
