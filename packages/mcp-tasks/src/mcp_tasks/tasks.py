@@ -16,7 +16,13 @@ import anyio
 import anyio.to_thread
 
 from mcp_tasks.adapters.fast_path import with_fast_path
-from mcp_tasks.adapters.sdk import TasksExtension, install, mcpserver_tool_call, serve_listen
+from mcp_tasks.adapters.sdk import (
+    TasksExtension,
+    install,
+    mcpserver_arguments_check,
+    mcpserver_tool_call,
+    serve_listen,
+)
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import MCPTasksError
 from mcp_tasks.engine import (
@@ -354,11 +360,11 @@ class Tasks:
 
         def decorator(fn: F) -> F:
             tool_name = name or fn.__name__
-            server.add_tool(
-                with_task_context(fn, manual=options.manual), name=tool_name, **tool_kwargs
-            )
+            body = with_task_context(fn, manual=options.manual)
+            server.add_tool(body, name=tool_name, **tool_kwargs)
             run = None if options.manual else mcpserver_tool_call(server, tool_name)
             self._register(tool_name, options, run)
+            self.engine.argument_checks[tool_name] = mcpserver_arguments_check(body, tool_name)
             return fn
 
         return decorator

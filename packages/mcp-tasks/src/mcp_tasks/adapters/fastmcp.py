@@ -12,6 +12,8 @@ Importing this module imports `fastmcp` (the `mcp-tasks[fastmcp]` extra).
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
@@ -19,18 +21,23 @@ from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
 from fastmcp.exceptions import FastMCPError
+from fastmcp.server.dependencies import without_injected_parameters
 from fastmcp.server.extensions import MethodBinding, ServerExtension
 from fastmcp.tools.base import ToolResult
+from fastmcp.tools.function_tool import FunctionTool
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams
 from pydantic import BaseModel
+from pydantic.experimental.arguments_schema import generate_arguments_schema
+from pydantic_core import ArgsKwargs, SchemaValidator, to_json
 
 from mcp_tasks.adapters.listen import serve_task_notifications
 from mcp_tasks.adapters.request import http_headers, request_view, tasks_method_bindings, view_of
 from mcp_tasks.domain.errors import MCPTasksError
 from mcp_tasks.engine import (
     EXTENSION_ID,
+    ArgumentsCheck,
     TaskMode,
     ToolOptions,
     result_to_change,
@@ -76,6 +83,44 @@ def tool_options(tool: Tool) -> ToolOptions | None:
         )
     interval_ms = int(config.poll_interval.total_seconds() * 1000)
     return ToolOptions(mode=TaskMode(config.mode), poll_interval_ms=max(interval_ms, 1))
+
+
+@functools.lru_cache(maxsize=1024)
+def _arguments_validator(fn: Callable[..., Any]) -> SchemaValidator:
+    """What FastMCP's run of ``fn`` validates its arguments with (the parameters it does not
+    inject), without the call it makes once they pass."""
+    supplied = set(inspect.signature(without_injected_parameters(fn)).parameters)
+    return SchemaValidator(
+        generate_arguments_schema(
+            fn,
+            schema_type="arguments",
+            parameters_callback=lambda _i, name, _a: None if name in supplied else "skip",
+        )
+    )
+
+
+def arguments_check(tool: Tool, *, strict: bool) -> ArgumentsCheck | None:
+    """FastMCP's own validation of ``tool``'s arguments, run before a task is created;
+    ``None`` for a tool that is not a plain function (its run validates as it goes)."""
+    if not isinstance(tool, FunctionTool):
+        return None
+    try:
+        validator = _arguments_validator(tool.fn)
+    except Exception:  # a callable pydantic cannot read: FastMCP's run decides as it goes
+        logger.debug("tool %r: no argument check before its tasks", tool.name, exc_info=True)
+        return None
+
+    def fits(arguments: Mapping[str, Any]) -> bool:
+        try:
+            if strict:  # as FastMCP: strict JSON-mode validation of JSON arguments
+                validator.validate_json(to_json(dict(arguments)), strict=True)
+            else:
+                validator.validate_python(ArgsKwargs((), dict(arguments)))
+        except ValueError:  # pydantic's ValidationError
+            return False
+        return True
+
+    return fits
 
 
 @asynccontextmanager
@@ -189,7 +234,7 @@ class FastMCPTasksExtension(ServerExtension):
         rc = context.request_context
         tool = await context.fastmcp.get_tool(params.name)
         options = tool_options(tool) if tool is not None else None
-        if rc is None or options is None:
+        if rc is None or tool is None or options is None:
             return await call_next()
 
         async def run_tool() -> object:
@@ -203,6 +248,7 @@ class FastMCPTasksExtension(ServerExtension):
             call_next=run_tool,
             options=options,
             to_change=fastmcp_result_to_change,
+            arguments_fit=arguments_check(tool, strict=context.fastmcp.strict_input_validation),
         )
         if isinstance(result, dict):
             # A CreateTaskResult. The SDK runner serializes a dict as is: a model would be

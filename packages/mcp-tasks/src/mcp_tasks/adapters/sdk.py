@@ -22,9 +22,11 @@ from mcp_tasks.adapters.request import (
     tasks_method_handler,
     view_of,
 )
-from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, ToolCall
+from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, ArgumentsCheck, ToolCall
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.lowlevel.server import Server
     from mcp.server.mcpserver import MCPServer
@@ -127,3 +129,21 @@ def mcpserver_tool_call(server: MCPServer[Any], name: str) -> ToolCall:
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
 
     return call
+
+
+def mcpserver_arguments_check(fn: Callable[..., Any], name: str) -> ArgumentsCheck:
+    """The ``MCPServer``'s own validation of ``fn``'s arguments, as its tool ``name``
+    (``fn`` as added to the server): the SDK's ``Tool`` built from it validates them the
+    way the server's ``tools/call`` does before the body runs, without running it."""
+    from mcp.server.mcpserver.tools import Tool  # noqa: PLC0415 (the server side only)
+
+    metadata = Tool.from_function(fn, name=name).fn_metadata
+
+    def fits(arguments: Mapping[str, Any]) -> bool:
+        try:
+            metadata.validate_arguments(dict(arguments))
+        except Exception:  # whatever it raises, the SDK's own run answers the call
+            return False
+        return True
+
+    return fits

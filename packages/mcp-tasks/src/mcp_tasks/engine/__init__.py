@@ -3,6 +3,7 @@
 from mcp_tasks.engine.core import (
     REMOVED_METHODS,
     TASK_METHODS,
+    ArgumentsCheck,
     Preflight,
     TaskEngine,
     ToolCall,
@@ -21,6 +22,7 @@ __all__ = [
     "EXTENSION_ID",
     "REMOVED_METHODS",
     "TASK_METHODS",
+    "ArgumentsCheck",
     "Policy",
     "Preflight",
     "RequestView",

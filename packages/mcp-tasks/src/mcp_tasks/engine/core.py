@@ -84,6 +84,8 @@ CallNext: TypeAlias = Callable[[], Awaitable[Any]]
 ResultConverter: TypeAlias = Callable[[Any], StatusChange]
 ToolCall: TypeAlias = Callable[[Mapping[str, Any]], Awaitable[Any]]
 """Runs a tool with these arguments and returns what it returns (its result)."""
+ArgumentsCheck: TypeAlias = Callable[[Mapping[str, Any]], bool]
+"""Whether these arguments pass the tool's own input validation (its SDK's, not ours)."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,15 @@ def tool_executor(call: ToolCall, to_change: ResultConverter = result_to_change)
     return execute
 
 
+def _fit(check: ArgumentsCheck, arguments: Mapping[str, Any]) -> bool:
+    """``check``'s verdict; a check that cannot decide leaves the call to the SDK's run."""
+    try:
+        return check(arguments)
+    except Exception:
+        logger.debug("an argument check failed to decide", exc_info=True)
+        return True
+
+
 def _capabilities_of(request: RequestView) -> dict[str, Any]:
     """The client capabilities a task keeps: those of the request that creates it."""
     return dict(request.client_capabilities or {})
@@ -192,6 +203,8 @@ class TaskEngine:
         #: Refuse ``tasks/*`` over HTTP without ``Mcp-Name`` (a mismatch is refused either way).
         self.require_name_header = require_name_header
         self.tools: dict[str, ToolOptions] = {}
+        #: Per tool, the SDK's own argument validation, run before a task is created.
+        self.argument_checks: dict[str, ArgumentsCheck] = {}
         # Record times are on the store's clock (the database server's, on Postgres) and
         # the wire's poll hints compare them with "now", so "now" is the store's clock as
         # estimated here: ours plus the offset learned from each create (zero until this
@@ -224,6 +237,7 @@ class TaskEngine:
         call_next: CallNext,
         options: ToolOptions | None = None,
         to_change: ResultConverter = result_to_change,
+        arguments_fit: ArgumentsCheck | None = None,
     ) -> Any:
         """Answer a ``tools/call``: synchronously through ``call_next``, an
         ``InputRequiredResult`` (preflight), or a ``CreateTaskResult`` dict.
@@ -231,6 +245,8 @@ class TaskEngine:
         ``call_next`` runs the tool; for a task it runs later under the runner (outside
         this request) with the task's :class:`TaskContext` bound. ``to_change`` turns its
         return value into the task's outcome; an :class:`MCPError` it raises fails the task.
+        ``arguments_fit`` (else the tool's entry in :attr:`argument_checks`) is the SDK's
+        own argument validation: arguments it refuses never become a task.
         """
         options = options if options is not None else self.tools.get(name)
         if options is None:
@@ -271,6 +287,7 @@ class TaskEngine:
             call_next=call_next,
             options=options,
             to_change=to_change,
+            fits=arguments_fit if arguments_fit is not None else self.argument_checks.get(name),
         )
 
     async def _preflight(
@@ -376,7 +393,8 @@ class TaskEngine:
         call_next: CallNext,
         options: ToolOptions,
         to_change: ResultConverter,
-    ) -> dict[str, Any]:
+        fits: ArgumentsCheck | None,
+    ) -> Any:
         if not self.runner.running:
             # Before the task is built: with no lifespan running, that is the answer,
             # whatever the arguments.
@@ -399,6 +417,11 @@ class TaskEngine:
             )
         except NotJSONSafe:
             raise errors.invalid_params("Tool arguments are not JSON-safe") from None
+        if fits is not None and not _fit(fits, arguments):
+            # The SDK validates before the body runs: its chain answers exactly as it
+            # answers the same call without a task, and no task is written.
+            logger.debug("tool %r: the arguments fail validation; answered without a task", name)
+            return await self._inline(request, arguments, answers, call_next)
 
         async def first_run(context: RunningTaskContext) -> StatusChange:
             # The first run goes through the request's own chain (middleware, other

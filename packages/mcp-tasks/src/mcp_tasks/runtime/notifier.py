@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 
-from mcp_tasks.runtime.logs import log_failure
+from mcp_tasks.runtime.logs import Outage, log_failure
+from mcp_tasks.stores.opening import describe_store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -221,9 +222,11 @@ class RelayNotifier(LocalNotifier):
     only.
     """
 
-    def __init__(self, relay: Relay) -> None:
+    def __init__(self, relay: Relay, *, store_name: str | None = None) -> None:
         super().__init__()
         self.relay = relay
+        #: How the relay's store is named in logs (its masked URL; see :func:`notifier_for`).
+        self.store_name = store_name if store_name is not None else repr(relay)
         self._running_depth = 0
 
     def __repr__(self) -> str:
@@ -263,10 +266,10 @@ class RelayNotifier(LocalNotifier):
             return
         try:
             async with anyio.create_task_group() as tg:
-                ready = anyio.Event()
-                tg.start_soon(self._receive_forever, ready)
+                ready, settled = anyio.Event(), anyio.Event()
+                tg.start_soon(self._receive_forever, ready, settled)
                 with anyio.move_on_after(RELAY_START_TIMEOUT_S):
-                    await ready.wait()
+                    await settled.wait()  # listening, or failed once (said and retrying)
                 if not ready.is_set():
                     logger.warning("the change relay is not listening yet; polling meanwhile")
                 try:
@@ -278,14 +281,24 @@ class RelayNotifier(LocalNotifier):
             with anyio.CancelScope(shield=True):
                 await self.close_relay()
 
-    async def _receive_forever(self, ready: anyio.Event) -> None:
-        """Run the relay's receiver; one that fails is logged and started again (signals
-        are missed meanwhile, so every subscriber is woken to re-read)."""
+    async def _receive_forever(self, ready: anyio.Event, settled: anyio.Event) -> None:
+        """Run the relay's receiver; one that fails is started again (signals are missed
+        meanwhile, so every subscriber is woken to re-read). Its failures are said as one
+        outage of the store (:class:`~mcp_tasks.runtime.logs.Outage`), its return to
+        listening too. ``settled`` is set once it listens or has failed once."""
+        outage = Outage(logger, "the change relay", self.store_name)
+
+        def listening() -> None:
+            ready.set()
+            settled.set()
+            outage.recovered()
+
         while True:
             try:
-                await self.relay.receive(self.deliver, ready.set)
+                await self.relay.receive(self.deliver, listening)
             except Exception as exc:
-                logger.warning("the change relay failed (%s); listening again", type(exc).__name__)
+                outage.failed(exc)
+            settled.set()
             self.deliver(None)
             await anyio.sleep(RELAY_RETRY_S)
 
@@ -380,6 +393,8 @@ def notifier_for(store: Store) -> Notifier:
             except Exception:
                 logger.warning("the %s:// notifier could not be built", scheme, exc_info=True)
                 continue
+            if isinstance(offered, RelayNotifier) and offered.store_name == repr(offered.relay):
+                offered.store_name = describe_store(store)
             if isinstance(offered, Notifier):
                 return offered
     return LocalNotifier()

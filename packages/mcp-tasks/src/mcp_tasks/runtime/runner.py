@@ -38,8 +38,9 @@ from mcp_tasks.domain.models import (
 )
 from mcp_tasks.domain.rules import ANY_OWNER, lease_of
 from mcp_tasks.runtime.context import RetryRequested, RunningTaskContext, TaskCancelled
-from mcp_tasks.runtime.logs import log_failure
+from mcp_tasks.runtime.logs import Outage, log_failure
 from mcp_tasks.runtime.notifier import POLL_FALLBACK_S, WORK_SIGNAL
+from mcp_tasks.stores.opening import describe_store
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject
@@ -273,14 +274,17 @@ class Runner:
         """Claim work with no live lease (oldest first) and run it through its executor.
         Claims back to back while there is work and room; otherwise waits ``interval_s``, or
         less when any process signals work (a task created for workers, a lease released)."""
+        outage = Outage(logger, "claiming unheld tasks", describe_store(self.store))
         async with self.notifier.subscribe(WORK_SIGNAL) as work:
             while True:
                 claimed: Claimed | None = None
                 if self._adopted < self.max_adopted:
                     try:
                         claimed = await self.store.claim(self.worker_id, lease_ms=self.lease_ms)
-                    except MCPTasksError:
-                        logger.warning("claiming unheld tasks failed; will retry")
+                    except MCPTasksError as exc:
+                        outage.failed(exc)
+                    else:
+                        outage.recovered()
                 if claimed is None:
                     tried_at = anyio.current_time()
                     if await work.wait(interval_s):
@@ -473,13 +477,15 @@ class Runner:
             return
 
     async def _reap_forever(self, interval_s: float) -> None:
+        outage = Outage(logger, "reaping expired tasks", describe_store(self.store))
         while True:
             await anyio.sleep(interval_s)
             try:
                 removed = await self.store.reap()
-            except MCPTasksError:
-                logger.warning("reaping expired tasks failed; will retry")
+            except MCPTasksError as exc:
+                outage.failed(exc)
                 continue
+            outage.recovered()
             if removed:
                 logger.info("reaped %d expired tasks", removed)
 

@@ -1,0 +1,152 @@
+"""A task store that goes down is said in the log once per kind of work, naming the store
+and the cause, and said again when it is back: the runner's claims and the change relay,
+against a real Redis behind a TCP proxy the test stops and starts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import anyio
+import pytest
+
+from mcp_tasks import StoreOptions
+from mcp_tasks.runtime.notifier import notifier_for
+from mcp_tasks.runtime.runner import Runner
+from mcp_tasks.stores.opening import describe_store
+from mcp_tasks_redis import RedisTaskStore
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+pytestmark = pytest.mark.anyio
+
+#: Generous: only there so that a broken build fails instead of hanging.
+DEADLINE_S = 60.0
+
+
+class Proxy:
+    """A TCP forwarder to a real server that can be stopped (connections dropped, port
+    closed) and started again on the same port."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.listen_port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.listen_port)
+        self.listen_port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for writer in list(self._writers):
+                writer.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        try:
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        finally:
+            self._writers -= {writer, up_writer}
+
+
+@pytest.fixture
+async def proxy(redis_url: str) -> AsyncIterator[Proxy]:
+    parts = urlsplit(redis_url)
+    assert parts.hostname is not None
+    proxy = Proxy(parts.hostname, parts.port or 6379)
+    await proxy.start()
+    yield proxy
+    await proxy.stop()
+
+
+def through(url: str, proxy: Proxy) -> str:
+    parts = urlsplit(url)
+    userinfo, _, _ = parts.netloc.rpartition("@")
+    address = f"127.0.0.1:{proxy.listen_port}"
+    return parts._replace(netloc=f"{userinfo}@{address}" if userinfo else address).geturl()
+
+
+def said(caplog: pytest.LogCaptureFixture, start: str, level: int) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == level and r.getMessage().startswith(start)
+    ]
+
+
+async def until(caplog: pytest.LogCaptureFixture, start: str, level: int) -> None:
+    with anyio.fail_after(DEADLINE_S):  # log records come with no event to wait on
+        while not said(caplog, start, level):  # noqa: ASYNC110
+            await anyio.sleep(0.05)
+
+
+async def test_a_store_outage_is_named_once_and_its_end_said(
+    redis_url: str, namespace: str, proxy: Proxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis goes away while a runner and its change relay run: each says once (WARNING)
+    that its work failed, naming the store by its URL and the cause; failures go on
+    without a line each; once Redis is back each says so (INFO)."""
+    caplog.set_level(logging.INFO, logger="mcp_tasks")
+    store = RedisTaskStore(through(redis_url, proxy), StoreOptions(), prefix=namespace)
+    name = describe_store(store)
+    notifier = notifier_for(store)
+    runner = Runner(store, notifier, recovery_interval_s=0.05, reap_interval_s=None)
+    try:
+        async with notifier.running(), runner.run():
+            await proxy.stop()
+            await until(caplog, "claiming unheld tasks failed", logging.WARNING)
+            await until(caplog, "the change relay failed", logging.WARNING)
+            await anyio.sleep(1.5)  # more failed claims (every 0.05 s) and relay retries
+            await proxy.start()
+            await until(caplog, "claiming unheld tasks works again", logging.INFO)
+            await until(caplog, "the change relay works again", logging.INFO)
+    finally:
+        await store.close()
+    for work in ("claiming unheld tasks", "the change relay"):
+        (first,) = said(caplog, f"{work} failed", logging.WARNING)
+        assert f"the task store {name} is unavailable (" in first
+        assert "Error" in first.partition("(")[2], "the cause is named"
+        (back,) = said(caplog, f"{work} works again", logging.INFO)
+        assert f"the task store {name} is back after " in back
+    assert not said(caplog, "claiming unheld tasks failed; will retry", logging.WARNING)
+    assert not said(caplog, "the change relay failed (", logging.WARNING)
+
+
+async def test_a_store_on_a_closed_port_is_named_with_its_cause(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A runner on a Redis URL nobody listens on says once which store it cannot reach
+    and why, however many claims fail."""
+    caplog.set_level(logging.INFO, logger="mcp_tasks")
+    store = RedisTaskStore("redis://127.0.0.1:1/0", StoreOptions())
+    runner = Runner(store, notifier_for(store), recovery_interval_s=0.05, reap_interval_s=None)
+    try:
+        async with runner.run():
+            await until(caplog, "claiming unheld tasks failed", logging.WARNING)
+            await anyio.sleep(0.5)
+    finally:
+        await store.close()
+    (line,) = said(caplog, "claiming unheld tasks failed", logging.WARNING)
+    assert line.startswith(
+        f"claiming unheld tasks failed: the task store {describe_store(store)} is unavailable ("
+    )
+    assert describe_store(store).startswith("redis://127.0.0.1:1/0")
+    assert "Error" in line

@@ -1,0 +1,202 @@
+"""A task call answers as the same synchronous call would, on both SDKs: arguments the
+tool's input validation refuses never become a task (the SDK's own answer, no row), and a
+tool's error reads in the task exactly as it reads without a task. "The SDK's own answer"
+is a server of the same tools without mcp-tasks (the extension's interceptor also sits in
+the synchronous path of a task tool, so that alone proves nothing)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
+
+import mcp_types as types
+import pytest
+from fastmcp import FastMCP
+from mcp.client.client import Client
+from mcp.server.mcpserver import MCPServer
+
+from mcp_tasks import MemoryBackend, MemoryTaskStore, TaskContext, Tasks
+from mcp_tasks.adapters.sdk import mcpserver_tool_call
+from mcp_tasks.client import TaskHandle, start_tool, tasks_client
+from mcp_tasks.domain.models import Complete
+from mcp_tasks.testing import running
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mcp_tasks.runtime.context import RunningTaskContext
+
+pytestmark = pytest.mark.anyio
+
+#: Arguments the tool ``crunch(steps: int)`` refuses: not an integer, missing, unknown type.
+BAD_ARGUMENTS = [{"steps": "abc"}, {}, {"steps": {"ok": True}}]
+
+
+def sdk_app(backend: MemoryBackend) -> MCPServer[Any]:
+    tasks = Tasks(store=MemoryTaskStore(backend=backend))
+    mcp: MCPServer[Any] = MCPServer(
+        "answers", extensions=[tasks.extension()], lifespan=tasks.lifespan
+    )
+
+    @tasks.tool(mcp, mode="optional")
+    async def crunch(steps: int, ctx: TaskContext) -> str:
+        return f"crunched {steps}"
+
+    @tasks.tool(mcp, mode="optional")
+    async def boom() -> str:
+        raise ValueError("the disk is full")
+
+    return mcp
+
+
+def fastmcp_app(backend: MemoryBackend) -> FastMCP:
+    return fastmcp_parts(backend)[0]
+
+
+def fastmcp_parts(backend: MemoryBackend) -> tuple[FastMCP, Tasks]:
+    tasks = Tasks(store=MemoryTaskStore(backend=backend))
+    mcp = FastMCP("answers")
+    mcp.add_extension(tasks.fastmcp_extension())
+
+    @mcp.tool(task=True)
+    async def crunch(steps: int) -> str:
+        return f"crunched {steps}"
+
+    @mcp.tool(task=True)
+    async def boom() -> str:
+        raise ValueError("the disk is full")
+
+    return mcp, tasks
+
+
+def sdk_reference() -> MCPServer[Any]:
+    """The same tools on a plain MCPServer, no tasks: the SDK's own synchronous answers."""
+    mcp: MCPServer[Any] = MCPServer("answers")
+
+    @mcp.tool()
+    async def crunch(steps: int) -> str:
+        return f"crunched {steps}"
+
+    @mcp.tool()
+    async def boom() -> str:
+        raise ValueError("the disk is full")
+
+    return mcp
+
+
+def fastmcp_reference() -> FastMCP:
+    """The same tools on a plain FastMCP server, no tasks: FastMCP's own answers."""
+    mcp = FastMCP("answers")
+
+    @mcp.tool
+    async def crunch(steps: int) -> str:
+        return f"crunched {steps}"
+
+    @mcp.tool
+    async def boom() -> str:
+        raise ValueError("the disk is full")
+
+    return mcp
+
+
+APPS: list[Callable[[MemoryBackend], object]] = [sdk_app, fastmcp_app]
+REFERENCES: dict[Callable[[MemoryBackend], object], Callable[[], object]] = {
+    sdk_app: sdk_reference,
+    fastmcp_app: fastmcp_reference,
+}
+
+
+async def reference_answer(
+    app: Callable[[MemoryBackend], object], name: str, arguments: dict[str, Any]
+) -> types.CallToolResult:
+    """What the SDK alone answers this call (a server without mcp-tasks)."""
+    async with running(REFERENCES[app]()) as url, Client(url) as plain:
+        return await plain.call_tool(name, arguments)
+
+
+def dumped(result: types.CallToolResult) -> dict[str, Any]:
+    """The result as the client reads it, without the ``_meta`` the server's wire adds to
+    every answer (its serverInfo), which a task's stored result does not carry."""
+    raw = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return {key: value for key, value in raw.items() if key != "_meta"}
+
+
+@pytest.mark.parametrize("app", APPS, ids=["sdk", "fastmcp"])
+@pytest.mark.parametrize("arguments", BAD_ARGUMENTS, ids=["not-int", "missing", "object"])
+async def test_refused_arguments_get_the_sync_answer_and_no_task(
+    app: Callable[[MemoryBackend], object], arguments: dict[str, Any]
+) -> None:
+    """Arguments the tool's input validation refuses answer a task call exactly as they
+    answer the same call without a task (an error result), and no task is written."""
+    backend = MemoryBackend()
+    sync = await reference_answer(app, "crunch", arguments)
+    async with running(app(backend)) as url:
+        async with Client(url) as plain:
+            assert dumped(await plain.call_tool("crunch", arguments)) == dumped(sync)
+        async with tasks_client(url) as client:
+            as_task = await start_tool(client, "crunch", arguments)
+    assert sync.is_error, "the SDK itself refuses these arguments"
+    assert not isinstance(as_task, TaskHandle), "refused arguments must not become a task"
+    assert dumped(as_task) == dumped(sync)
+    assert backend.tasks == {}, "no task row is written"
+
+
+@pytest.mark.parametrize("app", APPS, ids=["sdk", "fastmcp"])
+async def test_arguments_the_sdk_coerces_still_make_a_task(
+    app: Callable[[MemoryBackend], object],
+) -> None:
+    """The check is the SDK's own: what it accepts (a numeric string for an int, lax mode)
+    still becomes a task and completes with the tool's result."""
+    backend = MemoryBackend()
+    async with running(app(backend)) as url, tasks_client(url) as client:
+        handle = await start_tool(client, "crunch", {"steps": "7"})
+        assert isinstance(handle, TaskHandle)
+        state = await handle.wait()
+    assert state.status == "completed"
+    assert dumped(state.call_tool_result())["content"][0]["text"] == "crunched 7"
+    assert len(backend.tasks) == 1
+
+
+@pytest.mark.parametrize("app", APPS, ids=["sdk", "fastmcp"])
+async def test_a_tool_error_reads_in_the_task_as_without_one(
+    app: Callable[[MemoryBackend], object],
+) -> None:
+    """A tool raising ValueError: the task completes with the error result the same
+    synchronous call answers (the SDK's own wording, whatever it shows of the message)."""
+    backend = MemoryBackend()
+    sync = await reference_answer(app, "boom", {})
+    async with running(app(backend)) as url:
+        async with Client(url) as plain:
+            assert dumped(await plain.call_tool("boom", {})) == dumped(sync)
+        async with tasks_client(url) as client:
+            handle = await start_tool(client, "boom", {})
+            assert isinstance(handle, TaskHandle)
+            state = await handle.wait()
+    assert sync.is_error
+    assert state.status == "completed"
+    assert dumped(state.call_tool_result()) == dumped(sync)
+
+
+async def test_a_tool_error_reads_the_same_when_the_task_runs_again() -> None:
+    """The official SDK's executor (a task run again after a crash or for a retry) answers a
+    tool's error as the server's own tools/call does."""
+    sync = await reference_answer(sdk_app, "boom", {})
+    mcp = sdk_app(MemoryBackend())
+    again = await mcpserver_tool_call(mcp, "boom")({})
+    assert isinstance(again, types.CallToolResult)
+    assert dumped(again) == dumped(sync)
+
+
+async def test_a_fastmcp_tool_error_reads_the_same_when_the_task_runs_again() -> None:
+    """FastMCP's executor (a task run again after a crash or for a retry, outside any
+    request) ends the task with the error result the server's own tools/call answers."""
+    sync = await reference_answer(fastmcp_app, "boom", {})
+    mcp, tasks = fastmcp_parts(MemoryBackend())
+    async with running(mcp):
+        execute = await tasks.runner.executor_for("boom")
+        assert execute is not None
+        # The executor reads only the task's arguments from its context.
+        change = await execute(cast("RunningTaskContext", SimpleNamespace(arguments={})))
+    assert isinstance(change, Complete)
+    # A task keeps the result without its wire envelope (resultType), as any task result.
+    assert change.result == {k: v for k, v in dumped(sync).items() if k != "resultType"}
