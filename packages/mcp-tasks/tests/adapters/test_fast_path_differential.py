@@ -11,22 +11,23 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import httpx2 as httpx
 import pytest
-from mcp.server.mcpserver import MCPServer
+from fast_path_servers import build_server, start
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.applications import Starlette
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.routing import Mount, Route
 
-from mcp_tasks import MemoryTaskStore, TaskContext, Tasks
+from mcp_tasks import MemoryTaskStore, Tasks
 from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
 from mcp_tasks.domain.clock import ManualClock
 from mcp_tasks.testing import PROTOCOL, WITH_TASKS, RawClient, running_asgi, static_auth
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+    from mcp.server.mcpserver import MCPServer
 
 pytestmark = pytest.mark.anyio
 
@@ -430,35 +431,9 @@ def corpus(done: str, parked: str, *, json_response: bool, authenticated: bool) 
     return cases
 
 
-def build_server(tasks: Tasks, *, authenticated: bool) -> MCPServer[Any]:
-    auth: dict[str, Any] = {}
-    if authenticated:
-        auth = static_auth("alice", "bob")
-    mcp: MCPServer[Any] = MCPServer(
-        "differential", extensions=[tasks.extension()], lifespan=tasks.lifespan, **auth
-    )
-
-    @tasks.tool(mcp, mode="required")
-    async def ask(ctx: TaskContext) -> str:
-        return json.dumps(await ctx.elicit("name", "Name?"))
-
-    @tasks.tool(mcp, mode="required")
-    async def echo(text: str) -> str:
-        return text
-
-    return mcp
-
-
-async def start(client: RawClient, tool: str, arguments: dict[str, Any], status: str) -> str:
-    task_id: str = (await client.call("tools/call", {"name": tool, "arguments": arguments}))[
-        "result"
-    ]["taskId"]
-    with anyio.fail_after(10):
-        while True:
-            got = await client.call("tasks/get", {"taskId": task_id})
-            if got["result"]["status"] == status:
-                return task_id
-            await anyio.sleep(0.02)
+def differential_server(tasks: Tasks, *, authenticated: bool) -> MCPServer[Any]:
+    auth: dict[str, Any] = static_auth("alice", "bob") if authenticated else {}
+    return build_server(tasks, "differential", **auth)
 
 
 async def send(
@@ -496,7 +471,7 @@ async def test_the_fast_path_answers_every_request_as_the_sdk_does(
 ) -> None:
     clock = ManualClock(1_800_000_000_000)
     tasks = Tasks(store=MemoryTaskStore(clock=clock), clock=clock)
-    mcp = build_server(tasks, authenticated=authenticated)
+    mcp = differential_server(tasks, authenticated=authenticated)
     sdk_app = mcp.streamable_http_app(json_response=json_response)
     fast_app = with_fast_path(mcp.streamable_http_app(json_response=json_response))
     if authenticated:  # the fast path sits behind the auth check, in place of the endpoint
@@ -539,7 +514,7 @@ async def test_a_mounted_app_answers_tasks_on_the_fast_path() -> None:
     """Mounted under a prefix (the lifespan composed as docs/serving-tasks.md shows), the
     fast path still finds its path, answers tasks/get there, and leaves the rest."""
     tasks = Tasks(store=MemoryTaskStore())
-    mcp = build_server(tasks, authenticated=False)
+    mcp = differential_server(tasks, authenticated=False)
     fast = tasks.http_app(mcp)
     assert isinstance(fast, TasksFastPath)
 
@@ -565,7 +540,7 @@ async def test_a_mounted_app_answers_tasks_on_the_fast_path() -> None:
 def test_with_fast_path_takes_the_sdk_endpoint_only() -> None:
     """In front of a bare SDK app; in the endpoint's place when middleware runs first (once,
     however often it is applied); any other app is left as it is."""
-    mcp = build_server(Tasks(store=MemoryTaskStore()), authenticated=False)
+    mcp = differential_server(Tasks(store=MemoryTaskStore()), authenticated=False)
     bare = mcp.streamable_http_app()
     fast = with_fast_path(bare)
     assert isinstance(fast, TasksFastPath)

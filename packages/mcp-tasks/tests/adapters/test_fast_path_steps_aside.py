@@ -19,13 +19,13 @@ import anyio
 import httpx2 as httpx
 import pytest
 import uvicorn
+from fast_path_servers import build_server, start
 from mcp.server.caching import CacheHint
 from mcp.server.lowlevel.server import Server
-from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams, CallToolResult, RequestParams, TextContent
 
-from mcp_tasks import MemoryTaskStore, TaskContext, Tasks
+from mcp_tasks import MemoryTaskStore, Tasks
 from mcp_tasks.adapters.fast_path import TasksFastPath
 from mcp_tasks.domain.models import NewTask
 from mcp_tasks.testing import RawClient, free_socket, running_asgi
@@ -36,33 +36,6 @@ if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 pytestmark = pytest.mark.anyio
-
-
-def build_server(tasks: Tasks, **options: Any) -> MCPServer[Any]:
-    mcp: MCPServer[Any] = MCPServer(
-        "steps-aside", extensions=[tasks.extension()], lifespan=tasks.lifespan, **options
-    )
-
-    @tasks.tool(mcp, mode="required")
-    async def ask(ctx: TaskContext) -> str:
-        return json.dumps(await ctx.elicit("name", "Name?"))
-
-    @tasks.tool(mcp, mode="required")
-    async def echo(text: str) -> str:
-        return text
-
-    return mcp
-
-
-async def start(client: RawClient, tool: str, arguments: dict[str, Any], status: str) -> str:
-    created = await client.call("tools/call", {"name": tool, "arguments": arguments})
-    task_id: str = created["result"]["taskId"]
-    with anyio.fail_after(10):
-        while True:
-            got = await client.call("tasks/get", {"taskId": task_id})
-            if got["result"]["status"] == status:
-                return task_id
-            await anyio.sleep(0.02)
 
 
 @asynccontextmanager
@@ -86,7 +59,7 @@ async def test_a_users_server_middleware_sees_and_may_refuse_every_tasks_request
         return await call_next(ctx)
 
     tasks = Tasks(store=MemoryTaskStore())
-    mcp = build_server(tasks, middleware=[audit_and_refuse_cancel])
+    mcp = build_server(tasks, "steps-aside", middleware=[audit_and_refuse_cancel])
     app = tasks.http_app(mcp)
     assert isinstance(app, TasksFastPath)
     async with client_of(app) as client:
@@ -129,7 +102,7 @@ async def test_before_the_lifespan_runs_tasks_requests_get_the_sdks_answer() -> 
     store = MemoryTaskStore()
     tasks = Tasks(store=store)
     await store.create(NewTask(task_id="in-the-store", ttl_ms=None))
-    mcp = build_server(tasks)
+    mcp = build_server(tasks, "steps-aside")
     answers = []
     for app in (mcp.streamable_http_app(), tasks.http_app(mcp)):
         async with serving_without_lifespan(app) as client:
@@ -143,7 +116,7 @@ async def test_a_cache_hint_for_tasks_get_reaches_the_answer() -> None:
     """A server whose cache hints cover tasks/get: the SDK adds the hint's fields the
     handler left unset (``cacheScope``) to the result, so the answer carries them."""
     tasks = Tasks(store=MemoryTaskStore())
-    mcp = build_server(tasks)
+    mcp = build_server(tasks, "steps-aside")
     app = tasks.http_app(mcp)
     mcp.session_manager.app.cache_hints["tasks/get"] = CacheHint(ttl_ms=0, scope="public")
     async with client_of(app) as client:
@@ -187,7 +160,7 @@ async def test_the_fast_path_of_another_tasks_than_the_servers_steps_aside() -> 
     (its store), not by the other Tasks's."""
     served_by = Tasks(store=MemoryTaskStore())
     other = Tasks(store=MemoryTaskStore())
-    mcp = build_server(served_by)
+    mcp = build_server(served_by, "steps-aside")
     app = other.http_app(mcp)
     async with other.running(), client_of(app) as client:
         task_id = await start(client, "echo", {"text": "hi"}, "completed")
