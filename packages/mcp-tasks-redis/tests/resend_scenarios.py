@@ -8,6 +8,7 @@ import asyncio
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from mcp_tasks import (
     ANY_OWNER,
@@ -37,7 +38,9 @@ ELICIT: dict[str, Any] = {
 class DroppingProxy:
     """A TCP proxy to a Redis server that, once armed with a marker (a script's SHA), lets
     the next request holding it through and drops the reply: it closes the client's side
-    as the server's answer arrives (the server has run the command by then)."""
+    as the server's answer arrives (the server has run the command by then). Unarmed it
+    only forwards; closed, it can be started again on the same port (a server that went
+    away and came back)."""
 
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
@@ -49,7 +52,7 @@ class DroppingProxy:
         self._writers: list[asyncio.StreamWriter] = []
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.listen_port)
         self.listen_port = self._server.sockets[0].getsockname()[1]
 
     def drop_reply_to(self, marker: bytes) -> None:
@@ -59,11 +62,14 @@ class DroppingProxy:
         return sum(request.count(marker) for request in self.requests)
 
     async def close(self) -> None:
+        """Drop every connection and stop listening."""
         for writer in self._writers:
             writer.close()
+        self._writers.clear()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+            self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
@@ -95,6 +101,14 @@ class DroppingProxy:
         except (ConnectionError, OSError):
             writer.close()
             up_writer.close()
+
+
+def through(url: str, proxy: DroppingProxy) -> str:
+    """``url`` (a Redis URL) by way of ``proxy``."""
+    parts = urlsplit(url)
+    userinfo, _, _ = parts.netloc.rpartition("@")
+    address = f"127.0.0.1:{proxy.listen_port}"
+    return parts._replace(netloc=f"{userinfo}@{address}" if userinfo else address).geturl()
 
 
 def normalized(reply: Any) -> Any:

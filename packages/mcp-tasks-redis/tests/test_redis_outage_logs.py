@@ -4,14 +4,13 @@ against a real Redis behind a TCP proxy the test stops and starts."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import anyio
 import pytest
+from resend_scenarios import DroppingProxy, through
 
 from mcp_tasks import StoreOptions
 from mcp_tasks.runtime.notifier import notifier_for
@@ -28,60 +27,14 @@ pytestmark = pytest.mark.anyio
 DEADLINE_S = 60.0
 
 
-class Proxy:
-    """A TCP forwarder to a real server that can be stopped (connections dropped, port
-    closed) and started again on the same port."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.listen_port = 0
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.listen_port)
-        self.listen_port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            for writer in list(self._writers):
-                writer.close()
-            await self._server.wait_closed()
-            self._server = None
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
-        self._writers |= {writer, up_writer}
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(OSError):
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
-
-        try:
-            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-        finally:
-            self._writers -= {writer, up_writer}
-
-
 @pytest.fixture
-async def proxy(redis_url: str) -> AsyncIterator[Proxy]:
+async def proxy(redis_url: str) -> AsyncIterator[DroppingProxy]:
     parts = urlsplit(redis_url)
     assert parts.hostname is not None
-    proxy = Proxy(parts.hostname, parts.port or 6379)
+    proxy = DroppingProxy(parts.hostname, parts.port or 6379)  # never armed: it forwards
     await proxy.start()
     yield proxy
-    await proxy.stop()
-
-
-def through(url: str, proxy: Proxy) -> str:
-    parts = urlsplit(url)
-    userinfo, _, _ = parts.netloc.rpartition("@")
-    address = f"127.0.0.1:{proxy.listen_port}"
-    return parts._replace(netloc=f"{userinfo}@{address}" if userinfo else address).geturl()
+    await proxy.close()
 
 
 def said(caplog: pytest.LogCaptureFixture, start: str, level: int) -> list[str]:
@@ -99,7 +52,7 @@ async def until(caplog: pytest.LogCaptureFixture, start: str, level: int) -> Non
 
 
 async def test_a_store_outage_is_named_once_and_its_end_said(
-    redis_url: str, namespace: str, proxy: Proxy, caplog: pytest.LogCaptureFixture
+    redis_url: str, namespace: str, proxy: DroppingProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Redis goes away while a runner and its change relay run: each says once (WARNING)
     that its work failed, naming the store by its URL and the cause; failures go on
@@ -111,7 +64,7 @@ async def test_a_store_outage_is_named_once_and_its_end_said(
     runner = Runner(store, notifier, recovery_interval_s=0.05, reap_interval_s=None)
     try:
         async with notifier.running(), runner.run():
-            await proxy.stop()
+            await proxy.close()
             await until(caplog, "claiming unheld tasks failed", logging.WARNING)
             await until(caplog, "the change relay failed", logging.WARNING)
             await anyio.sleep(1.5)  # more failed claims (every 0.05 s) and relay retries

@@ -27,7 +27,14 @@ from urllib.parse import urlsplit
 import pytest
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from resend_scenarios import LEASE_MS, SCENARIOS, DroppingProxy, run_dropped, run_twice
+from resend_scenarios import (
+    LEASE_MS,
+    SCENARIOS,
+    DroppingProxy,
+    run_dropped,
+    run_twice,
+    through,
+)
 
 from mcp_tasks import ANY_OWNER, NewTask, Progress, StaleLease, StoreOptions, WorkSpec, new_task_id
 from mcp_tasks_redis import RedisTaskStore
@@ -56,13 +63,6 @@ async def proxy(redis_url: str) -> Any:
     await proxy.start()
     yield proxy
     await proxy.close()
-
-
-def through(url: str, proxy: DroppingProxy) -> str:
-    parts = urlsplit(url)
-    userinfo, _, _ = parts.netloc.rpartition("@")
-    address = f"127.0.0.1:{proxy.listen_port}"
-    return parts._replace(netloc=f"{userinfo}@{address}" if userinfo else address).geturl()
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
