@@ -22,14 +22,14 @@ from asyncpg.pool import PoolConnectionProxy
 from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 
 from mcp_tasks.domain import rules
-from mcp_tasks.domain.errors import DuplicateTaskId, MCPTasksError, StoreUnavailable
+from mcp_tasks.domain.errors import DuplicateTaskId, MCPTasksError
 from mcp_tasks.stores.diagnosis import clock_skew_row
+from mcp_tasks.stores.kit import CloseGuard, DriverErrors
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks_postgres import fast_create
 from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
-    driver_errors_as_unavailable,
     run_on,
     schema_objects,
     schema_row,
@@ -51,6 +51,7 @@ DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     TimeoutError,
 )
+UNAVAILABLE = DriverErrors(*DRIVER_ERRORS)
 DEFAULT_SCHEMA = "mcp_tasks"
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -120,7 +121,7 @@ class PostgresDialect:
         self._idle: list[PoolConnectionProxy] = []  # see _borrow
         self._waiting = 0  # sessions waiting in pool.acquire()
         self._pool_lock = asyncio.Lock()
-        self._closed = False
+        self._guard = CloseGuard()
 
     @property
     def url(self) -> str:
@@ -156,8 +157,7 @@ class PostgresDialect:
     async def _get_pool(self) -> asyncpg.Pool:
         if self._pool is None:
             async with self._pool_lock:
-                if self._closed:
-                    raise StoreUnavailable("The store is closed")
+                self._guard.check()
                 if self._pool is None:
                     low, high = self._pool_sizes
                     self._pool = await asyncpg.create_pool(
@@ -172,9 +172,8 @@ class PostgresDialect:
 
     async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
         """One statement on a lent connection (``get``): no context managers on the way."""
-        if self._closed:
-            raise StoreUnavailable("The store is closed")
-        with driver_errors_as_unavailable(DRIVER_ERRORS):
+        self._guard.check()
+        with UNAVAILABLE:
             pool = await self._get_pool()
             conn = await self._borrow(pool)
             try:
@@ -206,9 +205,8 @@ class PostgresDialect:
     @asynccontextmanager
     async def _lent(self) -> AsyncIterator[PoolConnectionProxy]:
         """A connection of the pool for one session, handed back afterwards."""
-        if self._closed:
-            raise StoreUnavailable("The store is closed")
-        with driver_errors_as_unavailable(DRIVER_ERRORS):
+        self._guard.check()
+        with UNAVAILABLE:
             pool = await self._get_pool()
             conn = await self._borrow(pool)
             try:
@@ -247,7 +245,7 @@ class PostgresDialect:
     async def _give_back(self, pool: asyncpg.Pool, conn: PoolConnectionProxy) -> None:
         # While sessions wait in pool.acquire() (every connection lent), only the pool can
         # hand them this one.
-        if self._waiting or self._closed or conn.is_closed() or conn.is_in_transaction():
+        if self._waiting or self._guard.closed or conn.is_closed() or conn.is_in_transaction():
             await pool.release(conn)
         else:
             self._idle.append(conn)
@@ -340,11 +338,11 @@ class PostgresDialect:
 
     async def close(self) -> None:
         async with self._pool_lock:
-            self._closed = True
+            self._guard.close()
             pool, self._pool = self._pool, None
             idle, self._idle = self._idle, []
         if pool is not None:
-            with driver_errors_as_unavailable(DRIVER_ERRORS):
+            with UNAVAILABLE:
                 for conn in idle:
                     await pool.release(conn)
                 await pool.close()

@@ -8,7 +8,6 @@ from mcp_tasks_sql.connection import (
     Row,
     Statement,
     Transaction,
-    driver_errors_as_unavailable,
     run_on,
 )
 from mcp_tasks_sql.diagnosis import schema_row
@@ -28,7 +27,6 @@ __all__ = [
     "Statements",
     "TaskTables",
     "Transaction",
-    "driver_errors_as_unavailable",
     "predicates",
     "record_of",
     "run_on",

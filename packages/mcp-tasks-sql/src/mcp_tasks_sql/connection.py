@@ -1,7 +1,7 @@
 """How the SQL store talks to a dialect's raw driver: rows, executors, transactions as
-generators of statements, session modes; a dialect's driver errors become
-:class:`~mcp_tasks.domain.errors.StoreUnavailable` through
-:func:`driver_errors_as_unavailable` (:mod:`mcp_tasks.stores.kit`'s)."""
+generators of statements, session modes. A dialect's driver errors become
+:class:`~mcp_tasks.domain.errors.StoreUnavailable` through a
+:class:`mcp_tasks.stores.kit.DriverErrors` of its own."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
-
-from mcp_tasks.stores.kit import driver_errors_as_unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -23,7 +21,6 @@ __all__ = [
     "Row",
     "Statement",
     "Transaction",
-    "driver_errors_as_unavailable",
     "execute",
     "fetch_one",
     "run_on",

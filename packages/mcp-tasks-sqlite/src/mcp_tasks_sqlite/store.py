@@ -22,6 +22,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import StoreUnavailable
+from mcp_tasks.stores.kit import CloseGuard, DriverErrors
 from mcp_tasks.stores.opening import query_value, with_query
 from mcp_tasks_sql import (
     Mode,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from mcp_tasks_sql import CompiledSQL, Row, Statements, Transaction
 
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+UNAVAILABLE = DriverErrors(*DRIVER_ERRORS)
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 PREFIX_PARAM = "table_prefix"
 
@@ -83,7 +85,7 @@ class SQLiteDialect:
         )
         self._reads: ConnectionThread | None = None
         self._writes: ConnectionThread | None = None
-        self._closed = False
+        self._guard = CloseGuard()
 
     @property
     def url(self) -> str:
@@ -109,9 +111,8 @@ class SQLiteDialect:
         COMMIT for the writes queued together: ``ConnectionThread.transact``). Driver
         failures (including a file locked beyond the busy timeout) raise
         StoreUnavailable."""
-        if self._closed:
-            raise StoreUnavailable("The store is closed")
-        try:
+        self._guard.check()
+        with UNAVAILABLE:
             if mode is Mode.READ:
                 if self._reads is None:
                     self._reads = self._connection_thread("reads")
@@ -119,8 +120,6 @@ class SQLiteDialect:
             if self._writes is None:
                 self._writes = self._connection_thread("writes")
             return await self._writes.transact(work)  # perhaps committed with writes beside it
-        except DRIVER_ERRORS as exc:
-            raise StoreUnavailable from exc
 
     def _connection_thread(self, role: str) -> ConnectionThread:
         opener = partial(_open, self.path, self._busy_timeout_s)
@@ -189,7 +188,7 @@ class SQLiteDialect:
 
     async def close(self) -> None:
         """Let the operations already begun finish, then close the connections. Idempotent."""
-        self._closed = True
+        self._guard.close()
         threads = [t for t in (self._writes, self._reads) if t is not None]
         self._writes = self._reads = None
         failed: BaseException | None = None

@@ -43,7 +43,7 @@ from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["CLOSED_MESSAGE", "CloseGuard", "DriverErrors", "driver_errors_as_unavailable"]
+__all__ = ["CLOSED_MESSAGE", "CloseGuard", "DriverErrors"]
 
 #: The message of the ``StoreUnavailable`` a closed handle raises.
 CLOSED_MESSAGE: Final = "The store is closed"
@@ -87,11 +87,6 @@ class DriverErrors:
         if error is None or isinstance(error, self.excluding) or not isinstance(error, self.errors):
             return
         raise StoreUnavailable from error
-
-
-def driver_errors_as_unavailable(errors: tuple[type[BaseException], ...]) -> DriverErrors:
-    """``with driver_errors_as_unavailable(errors):`` is ``with DriverErrors(*errors):``."""
-    return DriverErrors(*errors)
 
 
 class CloseGuard:

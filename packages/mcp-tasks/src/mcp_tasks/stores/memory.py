@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.clock import Clock, system_clock
-from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
+from mcp_tasks.domain.errors import DuplicateTaskId, TaskLimitReached
 from mcp_tasks.domain.models import (
     Claimed,
     Lease,
@@ -36,6 +36,7 @@ from mcp_tasks.domain.models import (
     Transition,
 )
 from mcp_tasks.domain.rules import ClaimLane
+from mcp_tasks.stores.kit import CloseGuard
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -248,7 +249,7 @@ class MemoryTaskStore:
         self.options = options or StoreOptions()
         self._clock = clock
         self._backend = backend if backend is not None else MemoryBackend()
-        self._closed = False
+        self._guard = CloseGuard()
 
     def __repr__(self) -> str:
         return f"MemoryTaskStore(url={self.url!r}, max_rows={self.options.max_rows})"
@@ -266,8 +267,7 @@ class MemoryTaskStore:
 
     @property
     def _open_backend(self) -> MemoryBackend:
-        if self._closed:
-            raise StoreUnavailable("The store is closed")
+        self._guard.check()
         return self._backend
 
     async def create(self, task: NewTask) -> TaskRecord:
@@ -369,7 +369,7 @@ class MemoryTaskStore:
         return backend.reap(self._clock(), self.options.terminal_retention_ms, limit)
 
     async def close(self) -> None:
-        self._closed = True
+        self._guard.close()
 
 
 class MemoryStoreBackend:
