@@ -1,4 +1,5 @@
-"""The rule catalogue: every Store contract rule id and the one-line property it names.
+"""The rule catalogue: every Store contract rule id and the one-line property it names, and
+the optional behaviours a store may lack.
 
 Ids follow the repository's ``docs/store-contract.md``, which states each rule in full:
 ``S-…`` for the operations, ``INV-…`` for the invariants the stateful test checks after
@@ -87,4 +88,17 @@ RULES: Final[dict[str, str]] = {
     "INV-NOPARTIAL": "no error leaves a partial write behind",
     "INV-TIMES": "created_at <= last_updated_at, and last_updated_at strictly increases per "
     "applied change",
+}
+
+#: What a store may lack ("Required and optional behaviour" in the doc). A store's contract
+#: subclass declares which it offers (``StoreContract.offers``, an
+#: :class:`~mcp_tasks_contract.offers.Offers`); the suite proves each one offered and reports
+#: the others "not offered". Every rule of :data:`RULES` stays mandatory.
+OPTIONAL: Final[dict[str, str]] = {
+    "O-CLOCK": "the store takes an injected clock: the suite's ManualClock is its time",
+    "O-NAMESPACES": "a handle's url names its backend's namespace: namespaced_url points it at "
+    "another, isolated one, and drop_namespace deletes that one's tasks",
+    "O-NOTIFIER": "a cross-process notifier under the store's URL scheme: a change published "
+    "on one handle's notifier wakes a subscriber on another's",
+    "O-RESTART": "every acknowledged write survives a restart of the store's server",
 }

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from mcp_tasks import drop_namespace, namespaced_url, store_from_url
+from mcp_tasks.runtime.notifier import NOTIFIER_ENTRY_POINT_GROUP
 from mcp_tasks.stores.opening import NamespacesNotSupported, with_query
+from mcp_tasks_contract.offers import Offers
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -86,3 +89,19 @@ class UrlStoreFactory:
         traceback: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def offers_of_url(url: str) -> Offers:
+    """What the backend registered for ``url``'s scheme offers: namespaces when
+    :func:`mcp_tasks.namespaced_url` can point the URL at one, a notifier when one is
+    registered under the scheme (``mcp_tasks.notifiers`` entry points). A store opened by
+    URL keeps the real clock, and its server's restarts are the backend's own tests'."""
+    try:
+        namespaced_url(url, "mcpt_probe")
+    except NamespacesNotSupported:
+        namespaces = False
+    else:
+        namespaces = True
+    scheme = urlsplit(url).scheme.lower()
+    notifier = bool(entry_points(group=NOTIFIER_ENTRY_POINT_GROUP, name=scheme))
+    return Offers(namespaces=namespaces, notifier=notifier)

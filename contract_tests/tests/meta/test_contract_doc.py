@@ -1,12 +1,19 @@
-"""docs/store-contract.md and the rule catalogue name the same rules (both directions)."""
+"""docs/store-contract.md and the rule catalogue name the same rules (both directions), and the
+suite's copy of each rule's sentence (``mcp_tasks_contract.rule_text``) is the doc's.
+
+Run this file as a script to write ``rule_text.py`` again from the doc:
+``uv run python contract_tests/tests/meta/test_contract_doc.py``.
+"""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from mcp_tasks_contract import RULES
+from mcp_tasks_contract.rule_text import RULE_TEXT
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -15,6 +22,10 @@ if TYPE_CHECKING:
 FENCED: Final = re.compile(r"^```[^\n]*\n.*?^```", re.DOTALL | re.MULTILINE)
 INLINE: Final = re.compile(r"`([^`\n]+)`")
 RULE_ID: Final = re.compile(r"(?<![\w-])(S-[A-Z]+(?:\.\d+)?|INV-[A-Z]+)(?![\w])")
+# A rule's own heading (`#### `S-PUT.4` Terminal tasks are final`) or table row.
+HEADING: Final = re.compile(r"^#{2,6} `((?:S|INV)-[A-Z]+(?:\.\d+)?)` (.+)$")
+ROW: Final = re.compile(r"^\| `((?:S|INV)-[A-Z]+(?:\.\d+)?)` \| (.+?) \|")
+SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*])")
 
 
 def repository_root() -> Path:
@@ -54,6 +65,60 @@ def defined_ids(doc_text: str) -> set[str]:
     }
 
 
+def first_paragraph(lines: list[str]) -> str:
+    """The first paragraph of ``lines`` (a list item's marker dropped), as one line."""
+    paragraph: list[str] = []
+    for line in (raw.strip() for raw in lines):
+        if line.startswith(("#", "|")) or (not line and paragraph):
+            break
+        if line:
+            paragraph.append(line.removeprefix("* "))
+    return " ".join(paragraph)
+
+
+def rule_sentences(doc_text: str) -> dict[str, str]:
+    """Each rule's statement in the doc: for a heading, its title and the first sentence
+    below it; for a table row (the invariants), its second cell. The first place wins."""
+    lines = FENCED.sub("", doc_text).splitlines()
+    sentences: dict[str, str] = {}
+    for index, line in enumerate(lines):
+        if heading := HEADING.match(line):
+            rule_id, title = heading.groups()
+            first = SENTENCE_END.split(first_paragraph(lines[index + 1 :]))[0]
+            sentences.setdefault(rule_id, f"{title}: {first}")
+        elif row := ROW.match(line):
+            sentences.setdefault(row.group(1), row.group(2))
+    return sentences
+
+
+RULE_TEXT_MODULE: Final = repository_root() / "contract_tests/src/mcp_tasks_contract/rule_text.py"
+
+
+def python_string(text: str) -> str:
+    """``text`` as a string literal the way ruff formats it (double quotes unless the text
+    holds one)."""
+    return repr(text) if '"' in text else json.dumps(text, ensure_ascii=False)
+
+
+def rule_text_source(sentences: Mapping[str, str]) -> str:
+    """The source of ``mcp_tasks_contract/rule_text.py`` for ``sentences``."""
+    entries = "".join(
+        f"    {python_string(rule_id)}: {python_string(text)},\n"
+        for rule_id, text in sentences.items()
+    )
+    return (
+        "# ruff: noqa: E501 - each rule's sentence is one line, as the doc states it\n"
+        '"""Each Store contract rule in the words of docs/store-contract.md (generated from the\n'
+        "doc by contract_tests/tests/meta/test_contract_doc.py, which checks they agree).\n"
+        '"""\n\n'
+        "from __future__ import annotations\n\n"
+        "from typing import Final\n\n"
+        "RULE_TEXT: Final[dict[str, str]] = {\n"
+        f"{entries}"
+        "}\n"
+    )
+
+
 def check(doc_text: str, rules: Mapping[str, str]) -> list[str]:
     """What breaks the mapping: a rule the doc does not define, an id the catalogue lacks."""
     named, defined = rule_ids_in(doc_text), defined_ids(doc_text)
@@ -72,6 +137,24 @@ def test_the_doc_defines_every_rule_and_names_no_other() -> None:
     rule-id-looking token in the doc's backticks is in RULES."""
     assert CONTRACT_DOC.is_file(), f"missing {CONTRACT_DOC}"
     assert check(CONTRACT_DOC.read_text(encoding="utf-8"), RULES) == []
+
+
+def test_the_suite_quotes_each_rule_as_the_doc_states_it() -> None:
+    """RULE_TEXT holds exactly the doc's rules, each with the doc's own title and first
+    sentence, and the catalogue's ids (a failure names a rule in the doc's words)."""
+    sentences = rule_sentences(CONTRACT_DOC.read_text(encoding="utf-8"))
+    assert sentences == RULE_TEXT, "run this file as a script to regenerate rule_text.py"
+    assert set(RULE_TEXT) == set(RULES)
+
+
+def test_a_changed_sentence_in_the_doc_is_caught() -> None:
+    """Editing a rule's first sentence in the doc makes the doc's statement differ from
+    RULE_TEXT; a rule's table row counts too."""
+    doc = CONTRACT_DOC.read_text(encoding="utf-8")
+    edited = doc.replace("task never changes again.", "task rarely changes again.", 1)
+    assert rule_sentences(edited)["S-PUT.4"] != RULE_TEXT["S-PUT.4"]
+    assert rule_sentences(DOCTORED) == {"S-A": "first rule: ", "INV-B": "an invariant"}
+    assert rule_sentences("#### `S-X` Title\n\n* One. Two.\n") == {"S-X": "Title: One."}
 
 
 DOCTORED: Final = """\
@@ -133,3 +216,10 @@ def test_the_doc_is_found_from_this_file_not_the_working_directory() -> None:
     assert Path(__file__).resolve().is_relative_to(root)
     assert (root / "contract_tests" / "tests" / "meta" / Path(__file__).name).is_file()
     assert CONTRACT_DOC.is_file()
+
+
+if __name__ == "__main__":
+    RULE_TEXT_MODULE.write_text(
+        rule_text_source(rule_sentences(CONTRACT_DOC.read_text(encoding="utf-8"))),
+        encoding="utf-8",
+    )

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from mcp_tasks_contract import RULES, StoreContract
+from mcp_tasks_contract.offers import BEHAVIOURS, Offers
+from mcp_tasks_contract.rules import OPTIONAL
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -43,8 +45,22 @@ def coverage_problems(suite: type, rules: Mapping[str, str]) -> list[str]:
 
 
 def test_every_rule_is_proven_and_every_test_names_known_rules() -> None:
-    """The real suite: no rule without a test, no test without a (known) rule."""
-    assert coverage_problems(StoreContract, RULES) == []
+    """The real suite: no rule or optional behaviour without a test, no test without a
+    (known) rule."""
+    assert coverage_problems(StoreContract, {**RULES, **OPTIONAL}) == []
+
+
+def test_each_optional_behaviour_is_one_declaration_and_never_a_rule() -> None:
+    """Every optional behaviour has one field of Offers and every field one behaviour; no
+    contract rule is optional, and a test proves either rules or one optional behaviour."""
+    assert sorted(BEHAVIOURS.values()) == sorted(OPTIONAL)
+    assert set(Offers.__dataclass_fields__) == set(BEHAVIOURS)
+    assert not set(OPTIONAL) & set(RULES)
+    assert Offers().not_offered() == list(BEHAVIOURS.values())
+    assert Offers(clock=True, notifier=True).not_offered() == ["O-NAMESPACES", "O-RESTART"]
+    for name, test in contract_tests(StoreContract).items():
+        optional = [i for i in rule_ids(test) if i in OPTIONAL]
+        assert optional == [] or rule_ids(test) == optional[:1], name
 
 
 def test_every_contract_test_states_its_property() -> None:
@@ -62,8 +78,8 @@ def test_contract_tests_are_not_parametrized() -> None:
 
 def test_rule_ids_are_well_formed() -> None:
     """Ids are S-… or INV-…, each with a one-line statement."""
-    for rule_id, statement in RULES.items():
-        assert rule_id.startswith(("S-", "INV-"))
+    for rule_id, statement in {**RULES, **OPTIONAL}.items():
+        assert rule_id.startswith(("S-", "INV-", "O-"))
         assert statement
         assert "\n" not in statement
 

@@ -1,95 +1,60 @@
-"""The README recipe works for a third party: a scratch directory, one class, one fixture."""
+"""The README recipe works for a third party: the worked minimal store of the guide
+(examples/minimal_store.py), copied to a scratch directory, one class, one fixture."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-from mcp_tasks_contract import StoreContract
+from mcp_tasks_contract import RULES, StoreContract
+from mcp_tasks_contract.offers import Offers
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-# A store that is nobody's class but its own: it only has to satisfy the Store protocol.
-STORE_MODULE = '''
-"""A third-party store: delegates to the memory store, without subclassing anything."""
-
-from mcp_tasks import MemoryBackend, MemoryTaskStore, StoreOptions
-
-
-class AcmeTaskStore:
-    def __init__(self, backend: MemoryBackend, options: StoreOptions) -> None:
-        self._inner = MemoryTaskStore(options, backend=backend)
-
-    async def create(self, task):
-        return await self._inner.create(task)
-
-    async def get(self, task_id, owner):
-        return await self._inner.get(task_id, owner)
-
-    async def update(self, task_id, owner, input_responses):
-        return await self._inner.update(task_id, owner, input_responses)
-
-    async def cancel(self, task_id, owner):
-        return await self._inner.cancel(task_id, owner)
-
-    async def put_status(
-        self, task_id, change, *, lease=None, expected_revision=None, event_id=None
-    ):
-        return await self._inner.put_status(
-            task_id, change, lease=lease, expected_revision=expected_revision, event_id=event_id
-        )
-
-    async def claim(self, worker_id, *, lease_ms, task_id=None):
-        return await self._inner.claim(worker_id, lease_ms=lease_ms, task_id=task_id)
-
-    async def renew(self, lease, *, lease_ms):
-        return await self._inner.renew(lease, lease_ms=lease_ms)
-
-    async def release(self, lease):
-        await self._inner.release(lease)
-
-    async def reap(self, *, limit=500):
-        return await self._inner.reap(limit=limit)
-
-    async def close(self):
-        await self._inner.close()
-'''
+#: The guide's worked example, in the repository above this file.
+MINIMAL_STORE = Path(__file__).resolve().parents[3] / "examples" / "minimal_store.py"
 
 TEST_MODULE = """
 import pytest
-from mcp_tasks import MemoryBackend, StoreOptions
-from mcp_tasks_contract import StoreContract
+from mcp_tasks_contract import Offers, StoreContract
 
-from acme_store import AcmeTaskStore
+from minimal_store import Database, DictTaskStore
 
 
-class TestAcmeStore(StoreContract):
-    stateful_max_examples = 5
+class TestDictStore(StoreContract):
+    offers = Offers(clock=True)
 
     @pytest.fixture
-    async def store(self):
-        servers = {}
+    def store(self, store_clock):
+        databases = {}
 
-        async def open_store(namespace: str, options: StoreOptions):
-            return AcmeTaskStore(servers.setdefault(namespace, MemoryBackend()), options)
+        async def open_store(namespace, options):
+            database = databases.setdefault(namespace, Database())
+            return DictTaskStore(database, options, store_clock)
 
-        yield open_store
-        servers.clear()
+        return open_store
 """
 
 
-def test_a_third_party_store_runs_the_whole_suite(tmp_path: Path) -> None:
-    """In a directory with no pytest configuration, subclassing StoreContract and overriding
-    `store` runs every contract test under --strict-markers and -W error: all pass, none skip."""
-    (tmp_path / "acme_store.py").write_text(textwrap.dedent(STORE_MODULE))
-    (tmp_path / "test_acme_store.py").write_text(textwrap.dedent(TEST_MODULE))
+def clean_environment() -> dict[str, str]:
+    """This process's environment without what would steer the child pytest."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def test_the_minimal_store_passes_the_whole_suite(tmp_path: Path) -> None:
+    """In a directory with no pytest configuration, the guide's minimal store and a subclass
+    of StoreContract that overrides `store` and declares `offers` run every contract test
+    under --strict-markers and -W error: all pass, none skip; the tests of the behaviours it
+    does not offer are left out, and the report lists every rule passed and those not
+    offered."""
+    shutil.copy(MINIMAL_STORE, tmp_path / "minimal_store.py")
+    (tmp_path / "test_dict_store.py").write_text(textwrap.dedent(TEST_MODULE))
     completed = subprocess.run(
         [
             sys.executable,
@@ -102,10 +67,11 @@ def test_a_third_party_store_runs_the_whole_suite(tmp_path: Path) -> None:
             "-W",
             "error",
             "--junit-xml=report.xml",
-            "test_acme_store.py",
+            "--contract-json=rules.json",
+            "test_dict_store.py",
         ],
         cwd=tmp_path,
-        env=env,
+        env=clean_environment(),
         capture_output=True,
         text=True,
         timeout=540,
@@ -116,5 +82,14 @@ def test_a_third_party_store_runs_the_whole_suite(tmp_path: Path) -> None:
     assert suite is not None
     expected = sum(1 for name in dir(StoreContract) if name.startswith("test"))
     assert expected >= 45
+    not_offered = Offers(clock=True).not_offered()
     counts = {key: int(suite.get(key, "-1")) for key in ("tests", "failures", "errors", "skipped")}
-    assert counts == {"tests": expected, "failures": 0, "errors": 0, "skipped": 0}
+    ran = expected - len(not_offered)
+    assert counts == {"tests": ran, "failures": 0, "errors": 0, "skipped": 0}
+    assert f"{ran} passed, {len(not_offered)} deselected" in completed.stdout
+    for rule_id, field in (("O-NAMESPACES", "namespaces"), ("O-NOTIFIER", "notifier")):
+        assert f"not offered: {rule_id} (TestDictStore.offers.{field} is False)" in completed.stdout
+    rules = json.loads((tmp_path / "rules.json").read_text())
+    assert rules["passed"] == [*RULES, "O-CLOCK"]
+    assert (rules["failed"], rules["not_proven"], rules["not_run"]) == ({}, [], [])
+    assert sorted(rules["not_offered"]) == sorted(not_offered)

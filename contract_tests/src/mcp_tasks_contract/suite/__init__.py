@@ -9,6 +9,7 @@ from mcp_tasks_contract.suite.claims import ClaimContract
 from mcp_tasks_contract.suite.close import CloseContract
 from mcp_tasks_contract.suite.create import CreateContract
 from mcp_tasks_contract.suite.durable import DurableContract
+from mcp_tasks_contract.suite.optional import OptionalContract
 from mcp_tasks_contract.suite.payloads import JSONContract
 from mcp_tasks_contract.suite.put import PutContract
 from mcp_tasks_contract.suite.races import RaceContract
@@ -41,9 +42,11 @@ class StoreContract(
     RuleAgreementContract,
     RaceContract,
     StatefulContract,
+    OptionalContract,
 ):
     """The whole Store contract. Subclass it as ``Test…`` and override the ``store`` fixture.
 
     ``store`` returns (or yields) an async factory ``(namespace, options) -> Store`` that
-    opens a NEW handle on ``namespace`` at each call. Knob: ``stateful_max_examples``.
+    opens a NEW handle on ``namespace`` at each call. Declare what the store offers beyond
+    the contract in ``offers``; knobs: ``stateful_max_examples``, ``stateful_shrink_s``.
     """

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
 import anyio
 import pytest
@@ -19,13 +20,17 @@ from mcp_tasks import (
     new_task_id,
 )
 from mcp_tasks_contract.handles import StoreFactory, StoreHandles
+from mcp_tasks_contract.offers import Offers
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator
 
     from mcp_tasks.domain.jsonsafe import JSONObject
 
 T = TypeVar("T")
+
+ServerRestart: TypeAlias = Callable[[], Awaitable[None]]
+"""What ``store_server_restart`` gives: ``await restart()`` stops and starts the server."""
 
 #: A lease long enough never to run out during a test, even on a slow backend under load
 #: (500 claims on an embedded MongoDB under a loaded machine have taken minutes), and
@@ -48,6 +53,14 @@ class ContractBase:
     stateful_max_examples: ClassVar[int] = 30
     """Examples of the stateful model test. Lower it on slow backends; never zero."""
 
+    stateful_shrink_s: ClassVar[int] = 20
+    """How long the stateful test may shrink a failing example to a shorter one before it
+    reports the shortest found so far (a passing run never shrinks)."""
+
+    offers: ClassVar[Offers] = Offers()
+    """The optional behaviours the store offers (:class:`~mcp_tasks_contract.Offers`); the
+    rest are reported "not offered". The contract's rules are never optional."""
+
     @pytest.fixture
     def anyio_backend(self) -> str:
         return "asyncio"
@@ -63,11 +76,24 @@ class ContractBase:
 
     @pytest.fixture
     def store_clock(self) -> ManualClock | None:
-        """Override me (optional) when the store takes an injected clock: return one
-        :class:`~mcp_tasks.domain.clock.ManualClock` and have the ``store`` fixture's factory
-        give it to every handle it opens. The suite then moves time by advancing it.
-        ``None`` (the default): the store keeps real time, and the suite waits on it."""
-        return None
+        """The clock every handle must keep when ``offers.clock`` is declared: a fresh
+        :class:`~mcp_tasks.ManualClock` per test, which the ``store`` fixture's factory gives
+        to every handle it opens; the suite then moves time by advancing it. ``None``
+        otherwise: the store keeps real time, and the suite waits on it."""
+        return ManualClock() if self.offers.clock else None
+
+    @pytest.fixture
+    def store_server_restart(self) -> ServerRestart:
+        """Override me when ``offers.server_restart`` is declared: a coroutine function that
+        restarts the server the ``store`` factory's handles reach (and returns once it
+        answers again)."""
+
+        async def restart() -> None:
+            raise NotImplementedError(
+                "offers.server_restart is set: override the store_server_restart fixture"
+            )
+
+        return restart
 
     @pytest.fixture
     async def handles(

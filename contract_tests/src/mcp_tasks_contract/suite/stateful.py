@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -21,6 +21,7 @@ import anyio.to_thread
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
+from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -37,7 +38,9 @@ from mcp_tasks import (
     Claimed,
     Complete,
     DuplicateInputKeys,
+    EventIdReused,
     Fail,
+    InvalidTransition,
     Lease,
     ManualClock,
     MemoryTaskStore,
@@ -47,9 +50,11 @@ from mcp_tasks import (
     RequireInput,
     Retry,
     RevisionConflict,
+    StaleLease,
     StatusChange,
     Store,
     StoreOptions,
+    TaskLimitReached,
     TaskNotFound,
     TaskRecord,
     Transition,
@@ -58,6 +63,7 @@ from mcp_tasks import (
 )
 from mcp_tasks_contract.handles import StoreHandles, new_namespace
 from mcp_tasks_contract.suite.base import BOOM, ELICIT, LONG_LEASE_MS, ContractBase, outcome_of
+from mcp_tasks_contract.verdicts import RuleBroken
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
@@ -98,6 +104,94 @@ revision_offsets = st.none() | st.sampled_from([0, 0, -1, 1])
 answers = st.dictionaries(
     st.sampled_from((*KEYS, "x")), st.integers(0, 3) | st.text(max_size=3), min_size=1, max_size=3
 )
+
+
+#: Each step of the machine: the Store operation it runs, and the rules its answer proves
+#: (:func:`step_rules` narrows them by what the model answered).
+STEP_OPERATIONS: dict[str, str] = {
+    "seed": "create",
+    "create": "create",
+    "create_expired": "create, then its TTL runs out",
+    "create_again": "create of an id already used",
+    "get": "get as owner, stranger, anonymous and trusted caller",
+    "update": "update",
+    "answer": "update by the owner with outstanding keys",
+    "cancel": "cancel",
+    "put_by_id": "put_status without a lease",
+    "put_leased": "put_status with the lease",
+    "put_forged": "put_status with a forged lease",
+    "claim_by_id": "claim of one task",
+    "claim_next": "claim of the oldest eligible task",
+    "renew": "renew",
+    "release": "release",
+    "release_forged": "release of a forged lease",
+    "reap": "reap",
+    "reopen_and_get": "close, open a new handle, get",
+}
+STEP_RULES: dict[str, tuple[str, ...]] = {
+    "seed": ("S-CREATE.1",),
+    "create": ("S-CREATE.1", "S-CREATE.2"),
+    "create_expired": ("S-CREATE.1",),
+    "create_again": ("S-CREATE.4",),
+    "get": ("S-GET.1", "S-GET.2"),
+    "update": ("S-UPDATE.1", "S-UPDATE.2"),
+    "answer": ("S-UPDATE.3", "S-UPDATE.4"),
+    "cancel": ("S-CANCEL.1", "S-CANCEL.2"),
+    "put_by_id": ("S-PUT.1",),
+    "put_leased": ("S-PUT.1",),
+    "put_forged": ("S-PUT.1",),
+    "claim_by_id": ("S-CLAIM.1", "S-CLAIM.2"),
+    "claim_next": ("S-CLAIM.1",),
+    "renew": ("S-RENEW",),
+    "release": ("S-RELEASE",),
+    "release_forged": ("S-RELEASE",),
+    "reap": ("S-REAP",),
+    "reopen_and_get": ("S-DURABLE",),
+}
+#: The put_status rule an error (or its absence) of the model's answer points at.
+PUT_ERRORS: dict[type[Exception], str] = {
+    StaleLease: "S-PUT.1",
+    EventIdReused: "S-PUT.2",
+    RevisionConflict: "S-PUT.3",
+    InvalidTransition: "S-PUT.5",
+    DuplicateInputKeys: "S-PUT.5",
+}
+#: What a terminal task's write must answer, by the machine's step.
+TERMINAL_RULES: dict[str, str] = {"update": "S-UPDATE.2", "cancel": "S-CANCEL.2"}
+
+
+def step_rules(
+    step: str,
+    before: object,
+    got: object,
+    want: object,
+    change: StatusChange | None,
+    *,
+    expired: bool,
+) -> tuple[str, ...]:
+    """The rules a step's answer proves: the step's own, narrowed by the task before it
+    (terminal, expired) and by the answers (a cap, a put_status error)."""
+    if expired:
+        return ("INV-EXPIRED",)
+    answers = (want, got)
+    if any(isinstance(a, TaskLimitReached) for a in answers):
+        return ("S-CREATE.2", "INV-CAP")
+    if isinstance(before, TaskRecord) and before.status.is_terminal:
+        if step.startswith("put"):
+            return ("S-PUT.4", "INV-TERMINAL")
+        if step in TERMINAL_RULES:
+            return (TERMINAL_RULES[step], "INV-TERMINAL")
+    if step.startswith("put"):
+        for answer in answers:
+            if isinstance(answer, Exception) and type(answer) in PUT_ERRORS:
+                return (PUT_ERRORS[type(answer)],)
+            if isinstance(answer, Transition) and answer.outcome is Outcome.DUPLICATE:
+                return ("S-PUT.2",)
+        if isinstance(change, Retry):
+            return ("S-PUT.6",)
+        if isinstance(change, RequireInput):
+            return ("S-PUT.5",)
+    return STEP_RULES.get(step, ())
 
 
 def view(record: TaskRecord) -> tuple[object, ...]:
@@ -164,6 +258,28 @@ def assert_same(got: object, want: object) -> None:
         assert got == want
 
 
+def disagreement(got: object, want: object) -> str | None:
+    """How the store's answer differs from the model's, or ``None``. (Returned, not raised:
+    every divergence is then raised from one place, which Hypothesis takes for one failure
+    and shrinks once.)"""
+    try:
+        assert_same(got, want)
+    except AssertionError as diverged:
+        return str(diverged)
+    return None
+
+
+@dataclass
+class Session:
+    """What every example of one stateful test shares."""
+
+    handles: StoreHandles
+    announce: Callable[[str], None]
+    """Writes a line on the terminal at once, while the test runs."""
+    shrink_s: int
+    announced: bool = False
+
+
 @dataclass
 class Tracked:
     """What the machine knows of one task from the store's answers."""
@@ -187,7 +303,7 @@ class LeasePair:
 class StoreVersusModel(RuleBasedStateMachine):
     """Random sequences of Store operations, each on the store under test and on the model."""
 
-    handles: ClassVar[StoreHandles]  # set by the test, on a subclass made per test
+    session: ClassVar[Session]  # set by the test, on a subclass made per test
 
     tasks = Bundle("tasks")
     leases = Bundle("leases")
@@ -200,6 +316,9 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.model = MemoryTaskStore(OPTIONS, clock=self.model_clock)
         self.known: dict[str, Tracked] = {}
         self.created = 0
+        self.steps = 0
+        self.last_step = "start"
+        self.last_rules: tuple[str, ...] = ()
         with pytest.raises(TaskNotFound) as missing:
             self.run(self.store.get, new_task_id(), "alice")
         self.missing_text = str(missing.value)
@@ -218,35 +337,73 @@ class StoreVersusModel(RuleBasedStateMachine):
         return f"task{self.created:04d}{self.namespace}"
 
     def _open(self) -> Store:
-        return self.run(partial(self.handles.open, OPTIONS, namespace=self.namespace))
+        return self.run(partial(self.session.handles.open, OPTIONS, namespace=self.namespace))
 
     def stored(self, task_id: str) -> TaskRecord | Exception:
         return self.run(outcome_of, partial(self.store.get, task_id, ANY_OWNER))
 
     def both(
         self,
+        step: str,
         task_id: str | None,
         on_store: Callable[[Store], Awaitable[T]],
         on_model: Callable[[Store], Awaitable[T]] | None = None,
+        *,
+        change: StatusChange | None = None,
     ) -> tuple[T | Exception, T | Exception]:
-        """Apply one operation to both; compare; on an error check that nothing was written."""
+        """Apply one operation to both; compare; on an error check that nothing was written.
+        A disagreement names the step, the operation and the rules it breaks."""
         before = self.stored(task_id) if task_id is not None else None
+        model_before = (
+            self.run(outcome_of, partial(self.model.get, task_id, ANY_OWNER))
+            if task_id is not None
+            else None
+        )
+        expired = task_id is not None and task_id in self.known and self.known[task_id].expired
         got = self.run(outcome_of, partial(on_store, self.store))
         want = self.run(outcome_of, partial(on_model or on_store, self.model))
-        assert_same(got, want)
+        self.last_step = step
+        self.last_rules = step_rules(step, model_before, got, want, change, expired=expired)
+        diverged = disagreement(got, want)
+        if diverged is not None:
+            self.broken(self.last_rules, f"the store answered unlike the model: {diverged}")
         if isinstance(got, Exception) and task_id is not None:
             after = self.stored(task_id)
-            if isinstance(before, Exception):  # missing before, missing after (INV-NOPARTIAL)
-                assert (type(after), str(after)) == (type(before), str(before))
+            if isinstance(before, Exception):  # missing before, missing after
+                same = (type(after), str(after)) == (type(before), str(before))
             else:
-                assert after == before
+                same = after == before
+            self.require(same, ("INV-NOPARTIAL",), f"{got!r} left a write behind: {after!r}")
         if isinstance(got, Transition) and got.outcome is Outcome.APPLIED:
             tracked = self.known[got.record.task_id]
             tracked.applied += 1
-            # INV-TIMES: each applied change moves last_updated_at strictly forward.
-            assert got.record.last_updated_at > tracked.updated_at
+            self.require(
+                got.record.last_updated_at > tracked.updated_at,
+                ("INV-TIMES",),
+                "an applied change did not move last_updated_at forward",
+            )
             tracked.updated_at = got.record.last_updated_at
         return got, want
+
+    def require(self, holds: bool, rules: tuple[str, ...], what: str) -> None:
+        """A check of the contract: when it fails, the failure names ``rules``."""
+        if not holds:
+            self.broken(rules, what)
+
+    def broken(self, rules: tuple[str, ...], what: str) -> NoReturn:
+        """Fail naming the step, the operation, the rules and what went wrong; the first
+        time in a test, say so at once (shrinking the example follows, bounded)."""
+        step = STEP_OPERATIONS.get(self.last_step, self.last_step)
+        message = (
+            f"step {self.steps + 1} ({self.last_step}: {step}) breaks {', '.join(rules)}: {what}"
+        )
+        if not self.session.announced:
+            self.session.announced = True
+            self.session.announce(
+                f"stateful test: {message.splitlines()[0]}\n    looking for the shortest "
+                f"sequence that fails (at most {self.session.shrink_s} s)"
+            )
+        raise RuleBroken(rules, message)
 
     def expected_revision(self, task_id: str, offset: int | None) -> int | None:
         if offset is None:
@@ -269,7 +426,7 @@ class StoreVersusModel(RuleBasedStateMachine):
         created = []
         for owner in owners:
             task = NewTask(task_id=self.next_id(), owner=owner, work=WorkSpec(type="job"))
-            got, _ = self.both(None, lambda s: s.create(task))  # noqa: B023 - runs at once
+            got, _ = self.both("seed", None, lambda s: s.create(task))  # noqa: B023 - runs at once
             assert isinstance(got, TaskRecord)
             self.known[task.task_id] = Tracked(owner=owner, updated_at=got.last_updated_at)
             created.append(task.task_id)
@@ -283,7 +440,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     )
     def create(self, owner: str | None, work: WorkSpec | None, ttl_ms: int | None) -> object:
         task = NewTask(task_id=self.next_id(), owner=owner, ttl_ms=ttl_ms, work=work)
-        got, _ = self.both(None, lambda s: s.create(task))
+        got, _ = self.both("create", None, lambda s: s.create(task))
         if isinstance(got, Exception):
             assert isinstance(self.stored(task.task_id), TaskNotFound)
             return multiple()
@@ -295,11 +452,11 @@ class StoreVersusModel(RuleBasedStateMachine):
         """A task that expires at once: the machine waits past its expiry on the store's
         clock and moves the model's past it too (INV-EXPIRED is checked from then on)."""
         task = NewTask(task_id=self.next_id(), owner=owner, ttl_ms=1, work=WorkSpec(type="job"))
-        got, _ = self.both(None, lambda s: s.create(task))
+        got, _ = self.both("create_expired", None, lambda s: s.create(task))
         if isinstance(got, Exception):
             return multiple()
         assert got.expires_at is not None
-        self.run(self.handles.wait_past, got.expires_at)
+        self.run(self.session.handles.wait_past, got.expires_at)
         self.model_clock.advance(2)
         self.known[task.task_id] = Tracked(
             owner=owner, updated_at=got.last_updated_at, expired=True
@@ -309,7 +466,9 @@ class StoreVersusModel(RuleBasedStateMachine):
     @rule(task_id=tasks, owner=st.sampled_from(OWNERS))
     def create_again(self, task_id: str, owner: str | None) -> None:
         """Refused while the id exists (expired or not); a reaped id is free again."""
-        got, _ = self.both(task_id, lambda s: s.create(NewTask(task_id=task_id, owner=owner)))
+        got, _ = self.both(
+            "create_again", task_id, lambda s: s.create(NewTask(task_id=task_id, owner=owner))
+        )
         if isinstance(got, TaskRecord):
             self.known[task_id] = Tracked(owner=owner, updated_at=got.last_updated_at)
 
@@ -317,11 +476,11 @@ class StoreVersusModel(RuleBasedStateMachine):
     def get(self, task_id: str) -> None:
         """Read as every kind of caller: owner, stranger, anonymous, trusted."""
         for caller in CALLERS:
-            self.both(task_id, lambda s: s.get(task_id, caller))  # noqa: B023 - runs at once
+            self.both("get", task_id, lambda s: s.get(task_id, caller))  # noqa: B023 - runs at once
 
     @rule(task_id=tasks, caller=st.sampled_from(CALLERS), responses=answers)
     def update(self, task_id: str, caller: OwnerArg, responses: dict[str, object]) -> None:
-        self.both(task_id, lambda s: s.update(task_id, caller, responses))
+        self.both("update", task_id, lambda s: s.update(task_id, caller, responses))
 
     def waiting(self) -> list[TaskRecord]:
         """The model's tasks in input_required."""
@@ -341,11 +500,13 @@ class StoreVersusModel(RuleBasedStateMachine):
             st.lists(st.sampled_from(sorted(record.input_requests)), min_size=1, unique=True)
         )
         responses: dict[str, object] = {key: f"answer {key}" for key in keys}
-        self.both(record.task_id, lambda s: s.update(record.task_id, record.owner, responses))
+        self.both(
+            "answer", record.task_id, lambda s: s.update(record.task_id, record.owner, responses)
+        )
 
     @rule(task_id=tasks, caller=st.sampled_from(CALLERS))
     def cancel(self, task_id: str, caller: OwnerArg) -> None:
-        self.both(task_id, lambda s: s.cancel(task_id, caller))
+        self.both("cancel", task_id, lambda s: s.cancel(task_id, caller))
 
     @rule(task_id=tasks, change=changes, offset=revision_offsets, event_id=event_ids)
     def put_by_id(
@@ -353,8 +514,10 @@ class StoreVersusModel(RuleBasedStateMachine):
     ) -> None:
         expected = self.expected_revision(task_id, offset)
         self.both(
+            "put_by_id",
             task_id,
             lambda s: s.put_status(task_id, change, expected_revision=expected, event_id=event_id),
+            change=change,
         )
 
     @rule(pair=leases, change=changes, offset=revision_offsets, event_id=event_ids)
@@ -369,18 +532,25 @@ class StoreVersusModel(RuleBasedStateMachine):
                 task_id, change, lease=lease, expected_revision=expected, event_id=event_id
             )
 
-        self.both(task_id, write(pair.store), write(pair.model))
+        self.both("put_leased", task_id, write(pair.store), write(pair.model), change=change)
 
     @rule(pair=leases, change=changes)
     def put_forged(self, pair: LeasePair, change: StatusChange) -> None:
         task_id = pair.store.task_id
         forged = replace(pair.store, token="forged")
-        self.both(task_id, lambda s: s.put_status(task_id, change, lease=forged))
+        self.both(
+            "put_forged",
+            task_id,
+            lambda s: s.put_status(task_id, change, lease=forged),
+            change=change,
+        )
 
     @rule(target=leases, task_id=tasks, worker=st.sampled_from(["w1", "w2"]))
     def claim_by_id(self, task_id: str, worker: str) -> object:
         got, want = self.both(
-            task_id, lambda s: s.claim(worker, lease_ms=LONG_LEASE_MS, task_id=task_id)
+            "claim_by_id",
+            task_id,
+            lambda s: s.claim(worker, lease_ms=LONG_LEASE_MS, task_id=task_id),
         )
         return self._claimed(got, want)
 
@@ -392,7 +562,10 @@ class StoreVersusModel(RuleBasedStateMachine):
         want = self.run(
             outcome_of, partial(self.model.claim, worker, lease_ms=LONG_LEASE_MS, task_id=task_id)
         )
-        assert_same(got, want)
+        self.last_step, self.last_rules = "claim_next", STEP_RULES["claim_next"]
+        diverged = disagreement(got, want)
+        if diverged is not None:
+            self.broken(self.last_rules, f"the store claimed unlike the model: {diverged}")
         return self._claimed(got, want)
 
     def _claimed(self, got: object, want: object) -> object:
@@ -401,13 +574,18 @@ class StoreVersusModel(RuleBasedStateMachine):
             return multiple()
         assert isinstance(want, Claimed)
         tracked = self.known[got.record.task_id]
-        assert got.lease.generation == tracked.generation + 1
+        self.require(
+            got.lease.generation == tracked.generation + 1,
+            ("INV-CLAIM", "S-CLAIM.2"),
+            f"a claim at generation {got.lease.generation} after {tracked.generation}",
+        )
         tracked.generation = got.lease.generation
         return LeasePair(got.lease, want.lease)
 
     @rule(pair=leases)
     def renew(self, pair: LeasePair) -> None:
         self.both(
+            "renew",
             pair.store.task_id,
             lambda s: s.renew(pair.store, lease_ms=LONG_LEASE_MS),
             lambda s: s.renew(pair.model, lease_ms=LONG_LEASE_MS),
@@ -416,6 +594,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     @rule(pair=leases)
     def release(self, pair: LeasePair) -> None:
         self.both(
+            "release",
             pair.store.task_id,
             lambda s: s.release(pair.store),
             lambda s: s.release(pair.model),
@@ -424,43 +603,48 @@ class StoreVersusModel(RuleBasedStateMachine):
     @rule(pair=leases)
     def release_forged(self, pair: LeasePair) -> None:
         forged = replace(pair.store, token="forged")
-        self.both(pair.store.task_id, lambda s: s.release(forged))
+        self.both("release_forged", pair.store.task_id, lambda s: s.release(forged))
 
     @rule(limit=st.integers(1, 500))
     def reap(self, limit: int) -> None:
         """Expired tasks go, as many on both; then the rest, so both keep the same ids."""
-        self.both(None, lambda s: s.reap(limit=limit))
-        self.both(None, lambda s: s.reap(limit=500))
+        self.both("reap", None, lambda s: s.reap(limit=limit))
+        self.both("reap", None, lambda s: s.reap(limit=500))
 
     @rule(task_id=tasks)
     def reopen_and_get(self, task_id: str) -> None:
         """Close the handle, open a new one on the same namespace, read (S-DURABLE)."""
         self.run(self.store.close)
         self.store = self._open()
-        self.both(task_id, lambda s: s.get(task_id, ANY_OWNER))
+        self.both("reopen_and_get", task_id, lambda s: s.get(task_id, ANY_OWNER))
 
     # --- invariants --------------------------------------------------------------------
 
-    def assert_missing(self, call: Callable[[], Awaitable[object]]) -> None:
+    def assert_missing(self, call: Callable[[], Awaitable[object]], what: str) -> None:
         """The call raises TaskNotFound with the very message of an unknown id."""
         got = self.run(outcome_of, call)
-        assert isinstance(got, TaskNotFound), got
-        assert str(got) == self.missing_text
+        self.require(
+            isinstance(got, TaskNotFound) and str(got) == self.missing_text,
+            ("INV-EXPIRED",),
+            f"{what} of an expired task answered {got!r}, not as for a missing one",
+        )
 
     def check_expired(self, task_id: str) -> None:
         """INV-EXPIRED: get, update, cancel and put_status answer as for a missing task (and
         write nothing), claim passes it over."""
         store = self.store
-        self.assert_missing(partial(store.get, task_id, ANY_OWNER))
-        self.assert_missing(partial(store.update, task_id, ANY_OWNER, {"a": 1}))
-        self.assert_missing(partial(store.cancel, task_id, ANY_OWNER))
-        self.assert_missing(partial(store.put_status, task_id, Complete({"v": 0})))
-        assert self.run(partial(store.claim, "w9", lease_ms=LONG_LEASE_MS, task_id=task_id)) is None
+        self.assert_missing(partial(store.get, task_id, ANY_OWNER), "get")
+        self.assert_missing(partial(store.update, task_id, ANY_OWNER, {"a": 1}), "update")
+        self.assert_missing(partial(store.cancel, task_id, ANY_OWNER), "cancel")
+        self.assert_missing(partial(store.put_status, task_id, Complete({"v": 0})), "put_status")
+        claimed = self.run(partial(store.claim, "w9", lease_ms=LONG_LEASE_MS, task_id=task_id))
+        self.require(claimed is None, ("INV-EXPIRED",), "claim took an expired task")
 
     @invariant()
     def store_agrees_with_model_and_invariants_hold(self) -> None:
         live = [task_id for task_id, tracked in self.known.items() if not tracked.expired]
-        assert len(live) <= (OPTIONS.max_rows or len(live))  # INV-CAP
+        cap = OPTIONS.max_rows or len(live)
+        self.require(len(live) <= cap, ("INV-CAP",), f"{len(live)} live tasks, cap {cap}")
         active: dict[str | None, int] = {}
         for task_id, tracked in self.known.items():
             if tracked.expired:
@@ -468,23 +652,51 @@ class StoreVersusModel(RuleBasedStateMachine):
                 continue
             got = self.run(self.store.get, task_id, ANY_OWNER)
             want = self.run(self.model.get, task_id, ANY_OWNER)
-            assert view(got) == view(want)
-            assert got.revision == tracked.applied  # INV-REVISION
-            assert got.created_at <= got.last_updated_at  # INV-TIMES
-            assert got.last_updated_at == tracked.updated_at  # only applied changes move it
-            assert got.generation == tracked.generation  # INV-CLAIM
-            if tracked.final is not None:  # INV-TERMINAL
-                assert final_view(got) == tracked.final
+            self.require(
+                view(got) == view(want),
+                self.last_rules,
+                f"the stored record {view(got)} is not the model's {view(want)}",
+            )
+            self.require(
+                got.revision == tracked.applied,
+                ("INV-REVISION",),
+                f"revision {got.revision} after {tracked.applied} applied changes",
+            )
+            self.require(
+                got.created_at <= got.last_updated_at == tracked.updated_at,
+                ("INV-TIMES",),
+                "last_updated_at moved without an applied change, or before created_at",
+            )
+            self.require(
+                got.generation == tracked.generation,
+                ("INV-CLAIM",),
+                f"generation {got.generation}, claims gave {tracked.generation}",
+            )
+            if tracked.final is not None:
+                self.require(
+                    final_view(got) == tracked.final,
+                    ("INV-TERMINAL", "S-PUT.4"),
+                    f"a terminal task changed: {tracked.final} became {final_view(got)}",
+                )
             elif got.status.is_terminal:
                 tracked.final = final_view(got)
             else:
                 active[got.owner] = active.get(got.owner, 0) + 1
-            if got.owner is not None:  # INV-FOREIGN
+            if got.owner is not None:
                 for stranger in ("mallory", None):
-                    with pytest.raises(TaskNotFound) as caught:
-                        self.run(self.store.get, task_id, stranger)
-                    assert str(caught.value) == self.missing_text
-        assert all(n <= (OPTIONS.max_active_per_owner or n) for n in active.values())
+                    seen = self.run(outcome_of, partial(self.store.get, task_id, stranger))
+                    self.require(
+                        isinstance(seen, TaskNotFound) and str(seen) == self.missing_text,
+                        ("INV-FOREIGN",),
+                        f"another caller's get of an owned task answered {seen!r}",
+                    )
+        per_owner = OPTIONS.max_active_per_owner
+        self.require(
+            all(n <= (per_owner or n) for n in active.values()),
+            ("INV-CAP",),
+            f"active tasks per owner {active} exceed {per_owner}",
+        )
+        self.steps += 1
 
 
 class StatefulContract(ContractBase):
@@ -501,13 +713,28 @@ class StatefulContract(ContractBase):
         "INV-EXPIRED",
     )
     async def test_random_operations_agree_with_the_memory_model(
-        self, handles: StoreHandles
+        self, handles: StoreHandles, request: pytest.FixtureRequest
     ) -> None:
         """Any sequence of create/get/update/cancel/put/claim/renew/release/reap/reopen gives
         the model's outcomes and records, and every invariant holds after every step."""
         assert self.stateful_max_examples > 0, "the stateful test never runs with zero examples"
-        machine = type("StoreVersusModel", (StoreVersusModel,), {"handles": handles})
-        config = settings(
-            max_examples=self.stateful_max_examples, stateful_step_count=STEPS, deadline=None
+        run = request.config.pluginmanager.get_plugin("mcp_tasks_contract_run")
+        session = Session(
+            handles, run.announce_now if run is not None else print, self.stateful_shrink_s
         )
-        await anyio.to_thread.run_sync(partial(run_state_machine_as_test, machine, settings=config))
+        machine = type("StoreVersusModel", (StoreVersusModel,), {"session": session})
+        config = settings(
+            max_examples=self.stateful_max_examples,
+            stateful_step_count=STEPS,
+            deadline=None,
+        )
+        # A failing example is shrunk (each try replays a sequence on the store) for at
+        # most stateful_shrink_s, then the shortest found so far is reported. Hypothesis
+        # documents this limit as the one to set (engine.MAX_SHRINKING_SECONDS).
+        limit, engine.MAX_SHRINKING_SECONDS = engine.MAX_SHRINKING_SECONDS, self.stateful_shrink_s
+        try:
+            await anyio.to_thread.run_sync(
+                partial(run_state_machine_as_test, machine, settings=config)
+            )
+        finally:
+            engine.MAX_SHRINKING_SECONDS = limit
