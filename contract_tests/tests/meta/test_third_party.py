@@ -1,16 +1,20 @@
-"""The README recipe works for a third party: the worked minimal store of the guide
-(examples/minimal_store.py), copied to a scratch directory, one class, one fixture."""
+"""A third party's store, as the guide's worked minimal store (examples/minimal_store.py)
+copied to a scratch directory: it passes the whole suite by the README's recipe (one class,
+one fixture), and with one planted bug `mcp-tasks contract` fails quickly, naming the rule."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 from mcp_tasks_contract import RULES, StoreContract
 from mcp_tasks_contract.offers import Offers
@@ -93,3 +97,120 @@ def test_the_minimal_store_passes_the_whole_suite(tmp_path: Path) -> None:
     assert rules["passed"] == [*RULES, "O-CLOCK"]
     assert (rules["failed"], rules["not_proven"], rules["not_run"]) == ({}, [], [])
     assert sorted(rules["not_offered"]) == sorted(not_offered)
+
+
+#: `mcp-tasks contract factory:open_store` opens the copied store on the suite's clock.
+FACTORY_MODULE = """
+from mcp_tasks import system_clock
+from mcp_tasks_contract import Offers
+
+from minimal_store import Database, DictTaskStore
+
+
+class OpenStore:
+    offers = Offers(clock=True)
+
+    def __init__(self):
+        self.databases = {}
+
+    async def __call__(self, namespace, options, *, clock=system_clock):
+        return DictTaskStore(self.databases.setdefault(namespace, Database()), options, clock)
+
+
+open_store = OpenStore()
+"""
+
+#: A finished task may change: the read-modify-write sees every terminal task as working.
+FINISHED_MAY_CHANGE = (
+    "        transition, record = compute(tasks.get(task_id), self._clock())\n",
+    "        found = tasks.get(task_id)\n"
+    "        if found is not None and found.status.is_terminal:\n"
+    "            import dataclasses\n"
+    "            from mcp_tasks import TaskStatus\n"
+    "            found = dataclasses.replace(found, status=TaskStatus.WORKING)\n"
+    "        transition, record = compute(found, self._clock())\n",
+)
+#: Expired tasks keep counting toward their owner's cap of active tasks: no operation test
+#: sees it, only a random sequence that lets an owner's tasks expire and creates again.
+EXPIRED_STILL_ACTIVE = (
+    "if sum(rules.is_active(r, now) for r in mine) >= per_owner:",
+    "if sum(not r.status.is_terminal for r in mine) >= per_owner:",
+)
+#: The failing run's bound on this 2-core machine under load (it takes ~40 s alone).
+FAILING_RUN_BOUND_S = 60.0
+
+
+def run_planted(
+    folder: Path, plant: tuple[str, str], *pytest_args: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], float]:
+    """`mcp-tasks contract factory:open_store --json` on the minimal store with ``plant``;
+    the run, its JSON report and how long it took."""
+    source = MINIMAL_STORE.read_text(encoding="utf-8")
+    original, planted = plant
+    assert source.count(original) == 1, "the example changed: update the plant"
+    (folder / "minimal_store.py").write_text(source.replace(original, planted), encoding="utf-8")
+    (folder / "factory.py").write_text(FACTORY_MODULE, encoding="utf-8")
+    command = [sys.executable, "-m", "mcp_tasks.cli", "contract", "factory:open_store"]
+    started = time.monotonic()
+    completed = subprocess.run(
+        [*command, "--json", "rules.json", "--", *pytest_args],
+        cwd=folder,
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    assert (folder / "rules.json").is_file(), completed.stdout[-3000:] + completed.stderr
+    return completed, json.loads((folder / "rules.json").read_text()), elapsed
+
+
+def test_a_finished_task_that_changes_fails_the_run_quickly_naming_s_put_4(
+    tmp_path: Path,
+) -> None:
+    """The whole suite on a store whose finished tasks may change: the run fails within
+    FAILING_RUN_BOUND_S; its report and its last lines name S-PUT.4 in the doc's words with
+    the command that runs the failing test again; the stateful test said at once which
+    step broke which rule."""
+    completed, rules, elapsed = run_planted(tmp_path, FINISHED_MAY_CHANGE)
+    out = completed.stdout
+    assert completed.returncode == 1, out[-3000:] + completed.stderr
+    assert elapsed < FAILING_RUN_BOUND_S, f"the failing run took {elapsed:.0f} s"
+    assert {"S-PUT.4", "INV-TERMINAL"} <= set(rules["failed"])
+    statement = rules["failed"]["S-PUT.4"]["statement"]
+    assert statement == (
+        "S-PUT.4 (docs/store-contract.md): Terminal tasks are final: "
+        "A `completed`, `failed` or `cancelled` task never changes again."
+    )
+    seed = re.search(r"--hypothesis-seed=(\d+)", out)
+    assert seed is not None
+    rerun = (
+        "mcp-tasks contract factory:open_store -- -k test_terminal_tasks_are_final "
+        f"--hypothesis-seed={seed.group(1)}"
+    )
+    assert rerun in rules["failed"]["S-PUT.4"]["reproduce"]
+    tail = out.splitlines()[-2 * len(out.splitlines()) // 5 :]
+    assert f"FAILED {statement}" in tail
+    assert f"    reproduce: {rerun}" in tail
+    assert re.match(r"mcp-tasks contract: failed rules: .*\bS-PUT\.4\b", tail[-1])
+    # The failure report of the test itself quotes the rule, and so does its FAILED line.
+    assert "Store contract rules broken" in out
+    assert re.search(r"stateful test: step \d+ \(\w+: .+\) breaks .*INV-TERMINAL", out)
+
+
+def test_a_bug_only_the_stateful_test_finds_is_named_with_its_step(tmp_path: Path) -> None:
+    """The whole suite on a store whose expired tasks still count toward their owner's cap:
+    only the stateful test fails, and it names the diverging step (a create), its
+    operation and the rules S-CREATE.2 and INV-CAP."""
+    completed, rules, _ = run_planted(tmp_path, EXPIRED_STILL_ACTIVE, "--hypothesis-seed=1")
+    out = completed.stdout
+    assert completed.returncode == 1, out[-3000:] + completed.stderr
+    assert sorted(rules["failed"]) == ["INV-CAP", "S-CREATE.2"]
+    stateful = "-k test_random_operations_agree_with_the_memory_model"
+    for failure in rules["failed"].values():
+        assert all(stateful in command for command in failure["reproduce"])
+    assert re.search(
+        r"RuleBroken: step \d+ \(create\w*: create.*\) breaks S-CREATE.2, INV-CAP", out
+    )
+    assert "store: TaskLimitReached" in out

@@ -53,7 +53,7 @@ class ContractBase:
     stateful_max_examples: ClassVar[int] = 30
     """Examples of the stateful model test. Lower it on slow backends; never zero."""
 
-    stateful_shrink_s: ClassVar[int] = 20
+    stateful_shrink_s: ClassVar[int] = 10
     """How long the stateful test may shrink a failing example to a shorter one before it
     reports the shortest found so far (a passing run never shrinks)."""
 
