@@ -127,26 +127,28 @@ def named_rules(error: BaseException | None) -> list[str]:
 
 
 class ContractRun:
-    """The rules of one run (on the controller under xdist, where every report arrives):
-    announced as they break, summed up at the end, written to ``--contract-json``."""
+    """The rules of one run (on the controller under xdist, where every report arrives),
+    per store (a contract class: ``path::TestClass``): announced as they break, summed up
+    at the end, written to ``--contract-json``."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.verdicts = Verdicts()
+        self.stores: dict[str, Verdicts] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)
         if RULES_KEY not in properties:
             return
         rules = cast("list[str]", properties[RULES_KEY])
-        self.verdicts.not_offered.update(cast("dict[str, str]", properties[NOT_OFFERED_KEY]))
+        verdicts = self.stores.setdefault(report.nodeid.rpartition("::")[0], Verdicts())
+        verdicts.not_offered.update(cast("dict[str, str]", properties[NOT_OFFERED_KEY]))
         if report.failed:
             broken = cast("list[str]", properties.get(BROKEN_KEY, []))
-            self.verdicts.broke(report.nodeid, broken, rules)
+            verdicts.broke(report.nodeid, broken, rules)
             if broken:
                 self.announce(f"contract rule broken: {' '.join(broken)} ({report.nodeid})")
         elif report.when == "call" and report.passed:
-            self.verdicts.ran(report.nodeid, rules)
+            verdicts.ran(report.nodeid, rules)
 
     def announce(self, line: str) -> None:
         """A line on the terminal, between tests."""
@@ -171,21 +173,26 @@ class ContractRun:
         return template
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        verdicts = self.verdicts
-        if not (verdicts.proven_by or verdicts.failed or verdicts.not_offered):
+        if not self.stores:
             return
         write = terminalreporter.write_line
         terminalreporter.section("Store contract")
-        for rule_id, nodeids in verdicts.failed.items():
-            write(f"FAILED {explain(rule_id)}")
-            for nodeid in dict.fromkeys(nodeids):
-                write(f"    reproduce: {rerun_command(self.rerun_template(), nodeid)}")
-        write(f"{len(verdicts.passed())} rules passed, {len(verdicts.failed)} failed")
-        for rule_id, reason in verdicts.not_offered.items():
-            write(f"not offered: {rule_id} ({reason})")
+        for store, verdicts in self.stores.items():
+            if len(self.stores) > 1:
+                write(f"{store}:")
+            for rule_id, nodeids in verdicts.failed.items():
+                write(f"FAILED {explain(rule_id)}")
+                for nodeid in dict.fromkeys(nodeids):
+                    write(f"    reproduce: {rerun_command(self.rerun_template(), nodeid)}")
+            write(f"{len(verdicts.passed())} rules passed, {len(verdicts.failed)} failed")
+            for rule_id, reason in verdicts.not_offered.items():
+                write(f"not offered: {rule_id} ({reason})")
 
     def pytest_sessionfinish(self) -> None:
+        """The report of the run's one store; of several, one report per store."""
         target = self.config.getoption("contract_json")
-        if target:
-            report = self.verdicts.report(self.rerun_template())
-            Path(str(target)).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        if not target:
+            return
+        reports = {store: v.report(self.rerun_template()) for store, v in self.stores.items()}
+        single = next(iter(reports.values())) if len(reports) == 1 else {"stores": reports}
+        Path(str(target)).write_text(json.dumps(single, indent=2) + "\n", encoding="utf-8")

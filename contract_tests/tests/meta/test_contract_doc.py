@@ -151,7 +151,8 @@ def test_a_changed_sentence_in_the_doc_is_caught() -> None:
     """Editing a rule's first sentence in the doc makes the doc's statement differ from
     RULE_TEXT; a rule's table row counts too."""
     doc = CONTRACT_DOC.read_text(encoding="utf-8")
-    edited = doc.replace("task never changes again.", "task rarely changes again.", 1)
+    heading = "#### `S-PUT.4` Terminal tasks are final\n\n"
+    edited = doc.replace(heading + "A `completed`", heading + "A `finished`")
     assert rule_sentences(edited)["S-PUT.4"] != RULE_TEXT["S-PUT.4"]
     assert rule_sentences(DOCTORED) == {"S-A": "first rule: ", "INV-B": "an invariant"}
     assert rule_sentences("#### `S-X` Title\n\n* One. Two.\n") == {"S-X": "Title: One."}
@@ -207,6 +208,18 @@ def test_only_ids_inside_backticks_count() -> None:
     assert rule_ids_in(text) == {"S-CREATE.1"}
     assert check("## `S-A`\n", {"S-A": "a"}) == []
     assert check("## S-A without backticks\n", {"S-A": "a"}) == ["rule S-A is not in the doc"]
+
+
+MINIMAL_STORE: Final = repository_root() / "examples" / "minimal_store.py"
+
+
+def test_the_guide_shows_the_minimal_store_as_it_is_in_the_repository() -> None:
+    """ "Write your own store" begins with examples/minimal_store.py, verbatim (the file the
+    third-party test runs the whole suite on)."""
+    doc = CONTRACT_DOC.read_text(encoding="utf-8")
+    guide = doc[doc.index("## Write your own store") : doc.index("## What a Store is")]
+    blocks = [block.split("\n", 1)[1].removesuffix("```") for block in FENCED.findall(guide)]
+    assert blocks[0] == MINIMAL_STORE.read_text(encoding="utf-8")
 
 
 def test_the_doc_is_found_from_this_file_not_the_working_directory() -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from mcp_tasks.stores.opening import with_query
-from mcp_tasks_contract import StoreContract, UrlStoreFactory
+from mcp_tasks_contract import Offers, StoreContract, UrlStoreFactory
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -18,6 +18,9 @@ class TestPostgresStore(StoreContract):
     """Handles on one namespace are separate connection pools on the same schema."""
 
     stateful_max_examples = 20
+    # A schema per namespace, LISTEN/NOTIFY; restarts are test_postgres_server_restart.py's,
+    # on a server of its own (this one is shared).
+    offers = Offers(namespaces=True, notifier=True)
 
     @pytest.fixture
     async def store(self, postgres_url: str) -> AsyncIterator[UrlStoreFactory]:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from mcp_tasks_contract import StoreContract, UrlStoreFactory
+from mcp_tasks_contract import Offers, StoreContract, UrlStoreFactory
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -17,6 +17,9 @@ class TestRedisStore(StoreContract):
     """Handles on one namespace are separate clients (connection pools) on the same prefix."""
 
     stateful_max_examples = 20
+    # A key prefix per namespace, pub/sub; restarts are test_redis_server_restart.py's, on
+    # a server of its own (this one is shared).
+    offers = Offers(namespaces=True, notifier=True)
 
     @pytest.fixture
     async def store(self, redis_url: str) -> AsyncIterator[UrlStoreFactory]:

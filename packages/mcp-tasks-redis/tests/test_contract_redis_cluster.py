@@ -26,7 +26,7 @@ from redis.cluster import RedisCluster
 from resend_scenarios import SCENARIOS, DroppingProxy, run_dropped, run_twice
 
 from mcp_tasks import NewTask, drop_namespace, namespaced_url, new_task_id, store_from_url
-from mcp_tasks_contract import StoreContract, UrlStoreFactory
+from mcp_tasks_contract import Offers, StoreContract, UrlStoreFactory
 from mcp_tasks_contract.servers import unavailable
 from mcp_tasks_redis import RedisTaskStore
 
@@ -125,6 +125,7 @@ class TestRedisClusterStore(StoreContract):
     """Handles on one namespace are separate cluster clients on the same prefix."""
 
     stateful_max_examples = 5
+    offers = Offers(namespaces=True, notifier=True)
 
     @pytest.fixture
     async def store(self, cluster_url: str) -> AsyncIterator[UrlStoreFactory]:
