@@ -19,7 +19,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine
 from hypothesis.stateful import (
@@ -727,6 +727,9 @@ class StatefulContract(ContractBase):
             max_examples=self.stateful_max_examples,
             stateful_step_count=STEPS,
             deadline=None,
+            # Not Phase.explain: it replays the failing example many times more (unbounded
+            # by the shrink limit) only to list the lines that failing runs alone reached.
+            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
         )
         # A failing example is shrunk (each try replays a sequence on the store) for at
         # most stateful_shrink_s, then the shortest found so far is reported. Hypothesis
