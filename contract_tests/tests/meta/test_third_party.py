@@ -44,11 +44,20 @@ class TestDictStore(StoreContract):
 """
 
 
-def clean_environment() -> dict[str, str]:
-    """This process's environment without what would steer the child pytest."""
+def run_python(folder: Path, *arguments: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python ARGUMENTS`` in ``folder``, with this process's environment but for what
+    would steer the child's pytest."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
+    return subprocess.run(
+        [sys.executable, *arguments],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_the_minimal_store_passes_the_whole_suite(tmp_path: Path) -> None:
@@ -59,27 +68,11 @@ def test_the_minimal_store_passes_the_whole_suite(tmp_path: Path) -> None:
     offered."""
     shutil.copy(MINIMAL_STORE, tmp_path / "minimal_store.py")
     (tmp_path / "test_dict_store.py").write_text(textwrap.dedent(TEST_MODULE))
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--strict-markers",
-            "-W",
-            "error",
-            "--junit-xml=report.xml",
-            "--contract-json=rules.json",
-            "test_dict_store.py",
-        ],
-        cwd=tmp_path,
-        env=clean_environment(),
-        capture_output=True,
-        text=True,
+    completed = run_python(
+        tmp_path,
+        *("-m", "pytest", "-q", "-p", "no:cacheprovider", "--strict-markers", "-W", "error"),
+        *("--junit-xml=report.xml", "--contract-json=rules.json", "test_dict_store.py"),
         timeout=540,
-        check=False,
     )
     assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-2000:]
     suite = ET.parse(tmp_path / "report.xml").getroot().find("testsuite")
@@ -150,17 +143,9 @@ def run_planted(
     assert source.count(original) == 1, "the example changed: update the plant"
     (folder / "minimal_store.py").write_text(source.replace(original, planted), encoding="utf-8")
     (folder / "factory.py").write_text(FACTORY_MODULE, encoding="utf-8")
-    command = [sys.executable, "-m", "mcp_tasks.cli", "contract", "factory:open_store"]
+    command = ("-m", "mcp_tasks.cli", "contract", "factory:open_store", "--json", "rules.json")
     started = time.monotonic()
-    completed = subprocess.run(
-        [*command, "--json", "rules.json", "--", *pytest_args],
-        cwd=folder,
-        env=clean_environment(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    completed = run_python(folder, *command, "--", *pytest_args, timeout=300)
     elapsed = time.monotonic() - started
     assert (folder / "rules.json").is_file(), completed.stdout[-3000:] + completed.stderr
     return completed, json.loads((folder / "rules.json").read_text()), elapsed
