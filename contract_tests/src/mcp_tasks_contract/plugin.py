@@ -35,7 +35,6 @@ RULES_KEY: Final = "contract_rules"
 BROKEN_KEY: Final = "contract_rules_broken"
 #: The user property of every contract test's report: what its class does not offer.
 NOT_OFFERED_KEY: Final = "contract_not_offered"
-VERDICTS: Final = pytest.StashKey[Verdicts]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

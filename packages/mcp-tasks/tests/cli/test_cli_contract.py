@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -47,6 +48,26 @@ def test_contract_passes_for_the_memory_store_url(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout + run.stderr
     assert " passed" in run.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_contract_json_reports_rules_and_what_a_url_offers(tmp_path: Path) -> None:
+    """`--json FILE` (before STORE or after it) writes the rules passed and none failed; for
+    memory:// the backend's namespaces are offered (O-NAMESPACES runs and passes) and the
+    rest is not offered; the last line sums it up."""
+    selection = ("-k", "create_returns or url_namespace")
+    before = contract("--json", "before.json", "memory://", "--", *selection, cwd=tmp_path)
+    after = contract("memory://", "--json", "after.json", "--", *selection, cwd=tmp_path)
+    for run, name in ((before, "before.json"), (after, "after.json")):
+        assert run.returncode == 0, run.stdout + run.stderr
+        rules = json.loads((tmp_path / name).read_text())
+        assert rules["store"] == "memory://"
+        assert "O-NAMESPACES" in rules["passed"]
+        assert "S-CREATE.1" in rules["passed"]
+        assert rules["failed"] == {}
+        assert sorted(rules["not_offered"]) == ["O-CLOCK", "O-NOTIFIER", "O-RESTART"]
+        last = run.stdout.splitlines()[-1]
+        assert last.startswith("mcp-tasks contract: no rule failed; ")
+        assert last.endswith("not offered: O-CLOCK, O-NOTIFIER, O-RESTART")
 
 
 def test_contract_catches_a_broken_store_factory(tmp_path: Path) -> None:
