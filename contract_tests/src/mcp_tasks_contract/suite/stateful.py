@@ -22,6 +22,8 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine
+from hypothesis.reporting import default as default_reporter
+from hypothesis.reporting import with_reporter
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -699,6 +701,22 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.steps += 1
 
 
+def run_machine(machine: type[StoreVersusModel], config: settings, shrink_s: int) -> None:
+    """Run the state machine (in a worker thread). Hypothesis's note when it stops
+    shrinking speaks of five minutes; the note printed is ours, with the real bound."""
+
+    def report(value: object) -> None:
+        if str(value).startswith("WARNING: Hypothesis has spent more than"):
+            value = (
+                f"The stateful test stopped shrinking after {shrink_s} s (stateful_shrink_s): "
+                "the failing sequence is the shortest found by then."
+            )
+        default_reporter(value)
+
+    with with_reporter(report):
+        run_state_machine_as_test(machine, settings=config)
+
+
 class StatefulContract(ContractBase):
     """The invariants, checked after every step of random operation sequences."""
 
@@ -737,7 +755,7 @@ class StatefulContract(ContractBase):
         limit, engine.MAX_SHRINKING_SECONDS = engine.MAX_SHRINKING_SECONDS, self.stateful_shrink_s
         try:
             await anyio.to_thread.run_sync(
-                partial(run_state_machine_as_test, machine, settings=config)
+                partial(run_machine, machine, config, self.stateful_shrink_s)
             )
         finally:
             engine.MAX_SHRINKING_SECONDS = limit
