@@ -15,10 +15,18 @@ import re
 import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from xml.etree import ElementTree
 
 import pytest
-from wheelhouse import REPO, Installed, bin_dir, clean_env, run, unavailable, wheel_venv
+from wheelhouse import (
+    REPO,
+    Installed,
+    bin_dir,
+    clean_env,
+    passed_every_test,
+    run,
+    unavailable,
+    wheel_venv,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -104,18 +112,6 @@ def contract_runs(
     yield runs
     for started in runs.values():
         started.process.kill()
-
-
-def passed_every_test(report: Path) -> int:
-    """The number of tests in a JUnit report, all of which passed (none failed, errored or
-    skipped)."""
-    suites = ElementTree.parse(report).getroot()
-    suite = suites if suites.tag == "testsuite" else suites.find("testsuite")
-    assert suite is not None
-    counts = {key: int(suite.get(key, "-1")) for key in ("tests", "failures", "errors", "skipped")}
-    assert counts["tests"] > 0, counts
-    assert counts == {"tests": counts["tests"], "failures": 0, "errors": 0, "skipped": 0}
-    return counts["tests"]
 
 
 def test_the_contract_suite_passes_by_subclassing(contract_runs: dict[str, Background]) -> None:

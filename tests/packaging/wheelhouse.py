@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
+from xml.etree import ElementTree
 
 import pytest
 
@@ -239,3 +240,15 @@ def wheel_venv(root: Path, requirements: Sequence[str]) -> Installed:
     )
     assert site_packages.resolve().is_relative_to(venv.resolve()), site_packages
     return Installed(venv, python, site_packages, wheels, outside)
+
+
+def passed_every_test(report: Path) -> int:
+    """The number of tests in a JUnit report, every one of which passed (none failed,
+    errored or skipped)."""
+    suites = ElementTree.parse(report).getroot()
+    suite = suites if suites.tag == "testsuite" else suites.find("testsuite")
+    assert suite is not None
+    counts = {key: int(suite.get(key, "-1")) for key in ("tests", "failures", "errors", "skipped")}
+    assert counts["tests"] > 0, counts
+    assert counts == {"tests": counts["tests"], "failures": 0, "errors": 0, "skipped": 0}
+    return counts["tests"]

@@ -7,6 +7,7 @@ import secrets
 from typing import TYPE_CHECKING
 
 import pytest
+from conftest import connect
 
 from mcp_tasks import ANY_OWNER, NewTask, TaskNotFound, drop_namespace, namespaced_url
 from mcp_tasks import store_from_url as open_store
@@ -83,5 +84,24 @@ async def test_task_ids_are_compared_exactly(url: str) -> None:
         for near in ("ABC-TASK-ID", "AbC-task-id ", " AbC-task-id"):
             with pytest.raises(TaskNotFound):
                 await store.get(near, ANY_OWNER)
+    finally:
+        await store.close()
+
+
+async def test_migrate_adds_what_is_missing(url: str) -> None:
+    """An index dropped by hand: doctor's schema row names it, and migrate creates just it
+    again (False: the task table was there) without touching the tasks."""
+    store = MySQLTaskStore(url)
+    try:
+        record = await store.create(NewTask("kept-task"))
+        index = f"{store.table_prefix}tasks_claim_ix"
+        with connect(url) as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP INDEX {index} ON {store.table_prefix}tasks")
+        schema = {name: (level, detail) for name, level, detail in await store.diagnose()}
+        assert schema["schema"][0] == "fail"
+        assert index in schema["schema"][1]
+        assert await store.migrate() is False
+        assert {level for _, level, _ in await store.diagnose()} == {"ok"}
+        assert await store.get(record.task_id, ANY_OWNER) == record
     finally:
         await store.close()
