@@ -6,8 +6,7 @@ so concurrent workers never wait on nor double-take each other's rows; transacti
 READ COMMITTED, so a claim or a reap locks the rows it touches and no gaps between them
 (InnoDB's default REPEATABLE READ locks gaps, and creates would deadlock against a reap).
 Four statements are spelled the MySQL way (no ``ON CONFLICT``, no ``UPDATE … RETURNING``,
-no ``LIMIT`` in an ``IN`` subquery); the rest are the shared ones. A statement run on its own
-(autocommit) that InnoDB picks as a deadlock's victim was rolled back whole, and runs again.
+no ``LIMIT`` in an ``IN`` subquery); the rest are the shared ones.
 """
 
 from __future__ import annotations
@@ -127,30 +126,15 @@ class MySQLRow:
         return iter(self._values)
 
 
-#: The server's "deadlock found; try restarting transaction" and "lock wait timeout".
-RETRIED_ERRORS = frozenset({1213, 1205})
-
-
 class Connection:
-    """The SQL layer's Executor on one aiomysql connection; ``autocommit``: each statement
-    is its own transaction, and one rolled back by a deadlock is run again."""
+    """The SQL layer's Executor on one aiomysql connection."""
 
-    def __init__(self, conn: aiomysql.Connection, *, autocommit: bool) -> None:
+    def __init__(self, conn: aiomysql.Connection) -> None:
         self.conn = conn
-        self.autocommit = autocommit
-
-    async def _run(self, cursor: aiomysql.Cursor, sql: CompiledSQL, args: tuple[Any, ...]) -> None:
-        while True:
-            try:
-                await cursor.execute(sql.text, args)
-                return
-            except pymysql.err.OperationalError as error:
-                if not (self.autocommit and error.args[0] in RETRIED_ERRORS):
-                    raise
 
     async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
         async with self.conn.cursor() as cursor:
-            await self._run(cursor, sql, sql.args(values))
+            await cursor.execute(sql.text, sql.args(values))
             found = await cursor.fetchone()
             if found is None:
                 return None
@@ -159,7 +143,7 @@ class Connection:
 
     async def execute(self, sql: CompiledSQL, values: Mapping[str, Any]) -> int:
         async with self.conn.cursor() as cursor:
-            await self._run(cursor, sql, sql.args(values))
+            await cursor.execute(sql.text, sql.args(values))
             touched: int = cursor.rowcount
             return touched
 
@@ -213,7 +197,7 @@ class MySQLDialect:
 
     async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
         async with self._lent() as conn:
-            return await Connection(conn, autocommit=True).fetch_one(sql, values)
+            return await Connection(conn).fetch_one(sql, values)
 
     async def transact(self, mode: Mode, body: Transaction[R]) -> R:
         """READ and MODIFY run in autocommit (a MODIFY's compare-and-set guards its
@@ -221,10 +205,10 @@ class MySQLDialect:
         every statement together or none."""
         async with self._lent() as conn:
             if mode is not Mode.TRANSACTION:
-                return await run_on(Connection(conn, autocommit=True), body)
+                return await run_on(Connection(conn), body)
             await conn.begin()
             try:
-                result = await run_on(Connection(conn, autocommit=False), body)
+                result = await run_on(Connection(conn), body)
             except MCPTasksError:  # a rule's answer: undo, the connection is fine
                 await conn.rollback()
                 raise
@@ -341,7 +325,7 @@ class MySQLDialect:
             present = await self._present(cursor)
             counted = None
             if self._tables.counter.name in present:
-                counter = Connection(conn, autocommit=True)
+                counter = Connection(conn)
                 row = await counter.fetch_one(self._statements.counted_rows, {})
                 counted = None if row is None else int(row["n_rows"])
         where = f"table prefix {self.table_prefix!r}" if self.table_prefix else "no table prefix"
