@@ -21,6 +21,9 @@ When ``CI`` is set it also exits non-zero when the SQLite, Postgres, Redis or Mo
 could not run. Node 22 and the pinned runner come from the npm registry into
 ``.cache/conformance/`` (gitignored), once.
 
+``--store URL`` runs only the ``tasks-*`` scenarios, on a fresh namespace of that store (any
+installed scheme: the MariaDB example's session scores ``mysql://`` this way).
+
 ``--url URL`` scores a server that is already running (the SDK's own fixture, say) on the
 whole 2026-07-28 set, to compare.
 """
@@ -327,6 +330,23 @@ def score_url(url: str, node: Path, entry: Path, out: Path) -> int:
     return 1 if run.failures else 0
 
 
+def tasks_on(url: str, node: Path, entry: Path, out: Path) -> int:
+    """The tasks scenarios on one store (a fresh namespace of ``url``, dropped afterwards):
+    how a store of another distribution (examples/mysql_store) is scored."""
+    from mcp_tasks import namespaced_url  # noqa: PLC0415 (only here: the store is installed)
+
+    store = namespaced_url(url, CONFORMANCE_SCHEMA)
+    label = url.split(":", 1)[0]
+    try:
+        run = serve_and_run(Run(label, store, [], everything=False), node, entry, out)
+    finally:
+        drop_schema(store)
+    for failure in run.failures:
+        print(f"FAILURE {run.label} {failure}")
+    print(summary(run, scenario_sets(entry)[0]))
+    return 1 if run.failures or not run.scores else 0
+
+
 def main() -> int:
     node, entry = install()
     out = Path(tempfile.mkdtemp(prefix="mcp-tasks-conformance-"))
@@ -335,6 +355,8 @@ def main() -> int:
         return score_url(args[args.index("--url") + 1], node, entry, out)
     failed = False
     stack = ExitStack()
+    if "--store" in args:
+        return tasks_on(args[args.index("--store") + 1], node, entry, out)
     found = stores(stack)
     missing = [name for name in ("sqlite", "postgres", "redis", "mongodb") if name not in found]
     if missing and os.environ.get("CI"):

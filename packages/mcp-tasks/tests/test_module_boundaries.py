@@ -230,3 +230,43 @@ def test_the_private_import_check_finds_them() -> None:
         ]
     finally:
         probe.unlink()
+
+
+#: A store written as a third party would write one: only against the published surface.
+EXAMPLE_STORE = WORKSPACE_ROOT / "examples" / "mysql_store"
+#: What it may import of ours: the distributions it depends on, and itself.
+EXAMPLE_STORE_IMPORTS = frozenset(
+    {"mcp_tasks", "mcp_tasks_sql", "mcp_tasks_contract", "mcp_tasks_mysql"}
+)
+
+
+def _third_party_problems(path: Path) -> list[str]:
+    """In one file of a third party's store: imports of a module of ours it does not depend
+    on, of a private module or name of ours, and reads of another object's private
+    attributes."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = _private_reads(path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported = [(alias.name, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported = [(node.module, f"{node.module}.{alias.name}") for alias in node.names]
+        else:
+            continue
+        for module, name in imported:
+            if not module.startswith("mcp_tasks"):
+                continue
+            if module.split(".")[0] not in EXAMPLE_STORE_IMPORTS:
+                found.append(f"{path.name}:{node.lineno} imports {module}, not a dependency")
+            if _is_private(name):
+                found.append(f"{path.name}:{node.lineno} imports private {name}")
+    return found
+
+
+def test_the_example_store_uses_only_our_public_surface() -> None:
+    """examples/mysql_store (its package and its tests) imports only public modules and
+    names of the distributions it depends on, and reads no private attribute of ours: the
+    published surface is enough to write a store."""
+    files = sorted(EXAMPLE_STORE.rglob("*.py"))
+    assert len(files) >= 5, files
+    assert [problem for path in files for problem in _third_party_problems(path)] == []

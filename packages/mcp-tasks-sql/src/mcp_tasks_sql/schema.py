@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from mcp_tasks.domain.states import LIVE, TERMINAL, Event, TaskStatus, statuses_allowing
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # The status lists the SQL selects on, all read from the status machine. Their order is
 # part of the SQL text (the partial indexes below must match the queries' predicates), so
@@ -35,8 +39,18 @@ class TaskTables:
     counter: sa.Table
 
 
-def task_tables(*, schema: str | None = None, prefix: str = "") -> TaskTables:
+def task_tables(
+    *,
+    schema: str | None = None,
+    prefix: str = "",
+    column_types: Mapping[str, sa.types.TypeEngine[Any]] | None = None,
+) -> TaskTables:
     """The tables of one namespace: a Postgres ``schema`` and/or a table-name ``prefix``.
+
+    ``column_types`` gives columns of the task table, by name, the type a database needs
+    instead of the default one (it shapes only the DDL): a database that cannot index
+    TEXT, say, gives ``task_id``, ``owner`` and ``status`` a bounded string type, exact
+    (binary, no padding) in comparisons as the ids are.
 
     The columns are what the database must select on (claims, reaping, the caps) plus the
     compare-and-set ``row_version``; everything else of the aggregate is one JSON text
@@ -44,13 +58,17 @@ def task_tables(*, schema: str | None = None, prefix: str = "") -> TaskTables:
     query inside it).
     """
     metadata = sa.MetaData(schema=schema)
+    types = column_types or {}
+    unknown = types.keys() - {"task_id", "owner", "status", "payload"}
+    if unknown:
+        raise ValueError(f"only the string columns take another type, not {sorted(unknown)}")
     name = f"{prefix}tasks"
     tasks = sa.Table(
         name,
         metadata,
-        sa.Column("task_id", sa.Text, primary_key=True),
-        sa.Column("owner", sa.Text, nullable=True),
-        sa.Column("status", sa.Text, nullable=False),
+        sa.Column("task_id", types.get("task_id", sa.Text()), primary_key=True),
+        sa.Column("owner", types.get("owner", sa.Text()), nullable=True),
+        sa.Column("status", types.get("status", sa.Text()), nullable=False),
         sa.Column("revision", sa.BigInteger, nullable=False),
         sa.Column("created_at", sa.BigInteger, nullable=False),
         sa.Column("last_updated_at", sa.BigInteger, nullable=False),
@@ -61,7 +79,7 @@ def task_tables(*, schema: str | None = None, prefix: str = "") -> TaskTables:
         sa.Column("generation", sa.BigInteger, nullable=False),
         sa.Column("claim_expires_at", sa.BigInteger, nullable=True),
         sa.Column("row_version", sa.BigInteger, nullable=False),
-        sa.Column("payload", sa.Text, nullable=False),
+        sa.Column("payload", types.get("payload", sa.Text()), nullable=False),
     )
     c = tasks.c
     # Claims without a task id: the oldest eligible task among claimable tasks with work.

@@ -15,7 +15,7 @@ database, and every dialect's tests run it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
@@ -78,6 +78,11 @@ class Statements:
     init_counter: CompiledSQL
     counter_exists: CompiledSQL
     counted_rows: CompiledSQL
+    #: ``None`` where ``bump_rows`` answers the counter's new ``n_rows`` and ``now_ms``
+    #: itself (``UPDATE … RETURNING``). A database whose UPDATE returns no rows makes
+    #: ``bump_rows`` a plain UPDATE and reads them with this SELECT right after it, in the
+    #: same transaction (the UPDATE holds the counter row's lock until commit).
+    read_counter: CompiledSQL | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,13 +144,20 @@ def compile_statement(statement: sa.ClauseElement, dialect: Dialect) -> Compiled
     return CompiledSQL(compiled.string, tuple(compiled.positiontup or ()), defaults)
 
 
-def build(tables: TaskTables, dialect: Dialect, now: sa.ColumnElement[int]) -> Statements:
+def build(
+    tables: TaskTables, dialect: Dialect, now: sa.ColumnElement[int], **spelled: CompiledSQL
+) -> Statements:
     """Every statement for ``tables`` on ``dialect``.
 
     ``now`` is the store's clock as SQL: a bind parameter named ``now`` on SQLite (the
     injectable clock), the server's clock expression on Postgres. Statements that decide
     by time return it as ``now_ms`` so the rules run on the very instant the SQL used.
     Claims, reaping and the caps select rows by :func:`predicates` of ``tables`` and ``now``.
+
+    ``spelled`` are the statements a database spells its own way, already compiled, by
+    their :class:`Statements` field name (say ``insert`` where there is no
+    ``ON CONFLICT``): each answers exactly what the shared one does, with the same
+    parameters, and the shared spelling of it is never compiled.
     """
     t, c = tables.tasks, tables.tasks.c
     now_ms = now.label("now_ms")
@@ -169,59 +181,53 @@ def build(tables: TaskTables, dialect: Dialect, now: sa.ColumnElement[int]) -> S
     count = sa.select(sa.func.count().label("n")).select_from(t)
     counter = tables.counter
 
-    def compiled(statement: sa.ClauseElement) -> CompiledSQL:
-        return compile_statement(statement, dialect)
-
-    return Statements(
+    shared: dict[str, sa.ClauseElement] = {
         # One round trip: the store's now and the row (all NULL when there is none).
-        read=compiled(
-            sa.select(now_ms, t).select_from(
-                one.outerjoin(t, c.task_id == sa.bindparam("task_id", type_=sa.Text))
-            )
+        "read": sa.select(now_ms, t).select_from(
+            one.outerjoin(t, c.task_id == sa.bindparam("task_id", type_=sa.Text))
         ),
-        insert=compiled(
-            insert(t)
-            .values({name: sa.bindparam(f"v_{name}") for name in WRITTEN_COLUMNS})
-            .values(row_version=0)
-            .on_conflict_do_nothing(index_elements=[c.task_id])
-        ),
+        "insert": insert(t)
+        .values({name: sa.bindparam(f"v_{name}") for name in WRITTEN_COLUMNS})
+        .values(row_version=0)
+        .on_conflict_do_nothing(index_elements=[c.task_id]),
         # Compare-and-set on the hidden row version: a lost race updates nothing.
-        cas=compiled(
-            sa.update(t)
-            .where(
-                c.task_id == sa.bindparam("task_id"), c.row_version == sa.bindparam("row_version")
-            )
-            .values({name: sa.bindparam(f"v_{name}") for name in WRITTEN_COLUMNS[1:]})
-            .values(row_version=c.row_version + 1)
+        "cas": sa.update(t)
+        .where(c.task_id == sa.bindparam("task_id"), c.row_version == sa.bindparam("row_version"))
+        .values({name: sa.bindparam(f"v_{name}") for name in WRITTEN_COLUMNS[1:]})
+        .values(row_version=c.row_version + 1),
+        "bump_rows": sa.update(counter)
+        .where(counter.c.id == 1)
+        .values(n_rows=counter.c.n_rows + sa.bindparam("delta", type_=sa.BigInteger))
+        .returning(counter.c.n_rows, now_ms),
+        "count_live": count.where(where.unexpired),
+        "count_active_of_owner": count.where(
+            c.owner == sa.bindparam("owner", type_=sa.Text), where.active
         ),
-        bump_rows=compiled(
-            sa.update(counter)
-            .where(counter.c.id == 1)
-            .values(n_rows=counter.c.n_rows + sa.bindparam("delta", type_=sa.BigInteger))
-            .returning(counter.c.n_rows, now_ms)
-        ),
-        count_live=compiled(count.where(where.unexpired)),
-        count_active_of_owner=compiled(
-            count.where(c.owner == sa.bindparam("owner", type_=sa.Text), where.active)
-        ),
-        count_active_ownerless=compiled(count.where(c.owner.is_(None), where.active)),
-        claim_next=compiled(claim_next),
-        claim_one=compiled(claim_next.where(c.task_id == sa.bindparam("task_id", type_=sa.Text))),
-        reap=compiled(sa.delete(t).where(c.task_id.in_(doomed.scalar_subquery()))),
-        init_counter=compiled(
-            insert(counter)
-            .from_select(
-                ["id", "n_rows"],
-                # WHERE true: SQLite would read "ON CONFLICT" as a join constraint otherwise.
-                sa.select(sa.literal_column("1"), sa.func.count()).select_from(t).where(sa.true()),
-            )
-            .on_conflict_do_nothing(index_elements=[counter.c.id])
-        ),
-        counter_exists=compiled(
-            sa.select(sa.func.count().label("n")).select_from(counter).where(counter.c.id == 1)
-        ),
-        counted_rows=compiled(sa.select(counter.c.n_rows).where(counter.c.id == 1)),
-    )
+        "count_active_ownerless": count.where(c.owner.is_(None), where.active),
+        "claim_next": claim_next,
+        "claim_one": claim_next.where(c.task_id == sa.bindparam("task_id", type_=sa.Text)),
+        "reap": sa.delete(t).where(c.task_id.in_(doomed.scalar_subquery())),
+        "init_counter": insert(counter)
+        .from_select(
+            ["id", "n_rows"],
+            # WHERE true: SQLite would read "ON CONFLICT" as a join constraint otherwise.
+            sa.select(sa.literal_column("1"), sa.func.count()).select_from(t).where(sa.true()),
+        )
+        .on_conflict_do_nothing(index_elements=[counter.c.id]),
+        "counter_exists": sa.select(sa.func.count().label("n"))
+        .select_from(counter)
+        .where(counter.c.id == 1),
+        "counted_rows": sa.select(counter.c.n_rows).where(counter.c.id == 1),
+    }
+    unknown = spelled.keys() - {field.name for field in fields(Statements)}
+    if unknown:
+        raise TypeError(f"Statements has no {', '.join(sorted(unknown))}")
+    compiled = {
+        name: compile_statement(clause, dialect)
+        for name, clause in shared.items()
+        if name not in spelled
+    }
+    return Statements(**compiled, **spelled)
 
 
 def ddl(tables: TaskTables, dialect: Dialect) -> list[str]:

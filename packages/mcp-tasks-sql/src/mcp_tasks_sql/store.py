@@ -185,7 +185,7 @@ class SQLTaskStore(ReadModifyWrite):
         sql, options = self._sql, self.options
         # Locks the namespace's counter row until commit: creates serialise here, so the
         # caps are checked and the row inserted atomically under READ COMMITTED.
-        bumped = yield from fetch_one(sql.bump_rows, self._with_now({"delta": 1}))
+        bumped = yield from self._bump_rows(1)
         if bumped is None:
             raise StoreUnavailable("The task table's row counter is missing; run migrate")
         rows_before, now = bumped["n_rows"] - 1, bumped["now_ms"]
@@ -283,8 +283,18 @@ class SQLTaskStore(ReadModifyWrite):
             sql.reap, self._with_now({"retention": retention, "limit": limit})
         )
         if removed:
-            yield from fetch_one(sql.bump_rows, self._with_now({"delta": -removed}))
+            yield from self._bump_rows(-removed)
         return removed
+
+    def _bump_rows(self, delta: int) -> Transaction[Row | None]:
+        """Add ``delta`` to the row counter (locking its row until commit); its new
+        ``n_rows`` and the store's ``now_ms``, or ``None`` when the counter row is missing."""
+        sql = self._sql
+        if sql.read_counter is None:  # UPDATE … RETURNING
+            return (yield from fetch_one(sql.bump_rows, self._with_now({"delta": delta})))
+        if (yield from execute(sql.bump_rows, {"delta": delta})) == 0:
+            return None
+        return (yield from fetch_one(sql.read_counter, self._with_now({})))
 
     # --- read, compute, compare-and-set -------------------------------------------------
 

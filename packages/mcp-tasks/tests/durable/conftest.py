@@ -142,14 +142,26 @@ class Processes:
                 process.kill()
 
 
-@pytest.fixture(params=["sqlite", "postgres", "redis", "mongodb"])
+#: A store URL the crash tests run on instead of this repository's backends, in a fresh
+#: namespace of it per test: how a store of another distribution is proven (the
+#: ``mysql-example`` nox session sets it to its MariaDB).
+OTHER_STORE_ENV = "MCP_TASKS_CRASH_STORE_URL"
+OTHER_STORE = os.environ.get(OTHER_STORE_ENV)
+
+
+@pytest.fixture(
+    params=[OTHER_STORE.split(":", 1)[0]]
+    if OTHER_STORE
+    else ["sqlite", "postgres", "redis", "mongodb"]
+)
 async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A durable store two processes share: a SQLite file, a fresh Postgres schema, a fresh
-    Redis key prefix, a fresh MongoDB collection prefix."""
-    if request.param == "sqlite":
+    Redis key prefix, a fresh MongoDB collection prefix (or a fresh namespace of
+    ``OTHER_STORE``)."""
+    if request.param == "sqlite" and not OTHER_STORE:
         yield f"sqlite:///{tmp_path / 'tasks.db'}"
         return
-    server = request.getfixturevalue(f"{request.param}_url")
+    server = OTHER_STORE or request.getfixturevalue(f"{request.param}_url")
     url = namespaced_url(server, "crash_" + secrets.token_hex(6))
     try:
         yield url
