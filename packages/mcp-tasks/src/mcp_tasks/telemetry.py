@@ -1,9 +1,9 @@
 """What mcp-tasks tells OpenTelemetry: its spans, its metrics, and the trace context a task keeps.
 
-Everything goes through the OpenTelemetry API only. Until an application installs and
-configures an SDK (``mcp-tasks[otel]``; ``mcp-tasks serve`` does it from the ``OTEL_*``
-variables) every span and every measurement is the API's no-op, so a hook costs a few
-hundred nanoseconds (docs/monitoring.md has the figures).
+Everything goes through the OpenTelemetry API only. Until an application installs a tracer
+provider (``mcp-tasks[otel]``; ``mcp-tasks serve`` does it from the ``OTEL_*`` variables) no
+span is even started (:func:`tracing`), and every measurement is the API's no-op, so a hook
+costs well under a microsecond (docs/monitoring.md has the figures).
 
 No span, event, attribute or metric carries a task id, an owner, arguments, input answers
 or results (task ids are bearer capabilities, docs/architecture.md decision 1): attributes
@@ -47,6 +47,7 @@ __all__ = [
     "instruments",
     "links_to",
     "tool_attributes",
+    "tracing",
     "tracing_suppressed",
 ]
 
@@ -69,16 +70,24 @@ _tracer = trace.get_tracer(SCOPE)
 _w3c = TraceContextTextMapPropagator()
 
 
+def tracing() -> bool:
+    """Whether a tracer provider is installed. Until one is, every span the API starts is
+    its no-op, so :class:`SpanScope` starts none: the API's own no-op costs microseconds
+    (a span, a context to make it current), and these run on every ``tasks/get``."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 class SpanScope:
     """A span that is current while the ``with`` block runs, and ended after it.
 
-    A plain class rather than the API's generator-based context manager: with no SDK it is
-    a third of the cost, and this runs on every ``tasks/get`` and every store operation.
-    An exception leaving the block sets ``error.type`` to its type's name and, unless
-    ``expected`` lists it, the span's status to ERROR (never the message: it may quote a
-    task id)."""
+    A plain class rather than the API's generator-based context manager (a third of its
+    cost), and none of it while no tracer provider is installed (:func:`tracing`; ``span``
+    is then the API's invalid span, recording nothing): this runs on every ``tasks/get``
+    and every store operation. An exception leaving the block sets ``error.type`` to its
+    type's name and, unless ``expected`` lists it, the span's status to ERROR (never the
+    message: it may quote a task id)."""
 
-    __slots__ = ("_expected", "_token", "span")
+    __slots__ = ("_expected", "_live", "_token", "span")
 
     def __init__(
         self,
@@ -89,15 +98,20 @@ class SpanScope:
         parent: Context | None = None,
         links: Sequence[Link] | None = None,
         expected: tuple[type[BaseException], ...] = (),
+        live: bool | None = None,
     ) -> None:
-        self.span = _tracer.start_span(
-            name, context=parent, kind=kind, attributes=attributes, links=links
+        self._live = tracing() if live is None else live
+        self.span: trace.Span = (
+            _tracer.start_span(name, context=parent, kind=kind, attributes=attributes, links=links)
+            if self._live
+            else trace.INVALID_SPAN
         )
         self._expected = expected
         self._token: object = None
 
     def __enter__(self) -> trace.Span:
-        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        if self._live:
+            self._token = otel_context.attach(trace.set_span_in_context(self.span))
         return self.span
 
     def __exit__(
@@ -106,6 +120,8 @@ class SpanScope:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        if not self._live:
+            return
         otel_context.detach(self._token)  # type: ignore[arg-type]
         span = self.span
         if kind is not None and span.is_recording():
@@ -119,7 +135,8 @@ def carrier() -> dict[str, str]:
     """The current trace context as W3C headers (``traceparent``, ``tracestate``); empty
     when no span is recording (always, without an SDK)."""
     headers: dict[str, str] = {}
-    _w3c.inject(headers)
+    if tracing():
+        _w3c.inject(headers)
     return headers
 
 

@@ -7,7 +7,8 @@ log record exported, each as the SDK renders it (``to_json``), and the secrets o
 
 The lifecycle: an authenticated client calls ``build`` as a task; the body reports
 progress, asks one question (an input round), and completes with a result once answered.
-A second task (``forever``) is cancelled.
+A second task (``forever``) is cancelled; a third call meets the store's row cap (two rows),
+and a read of a closed store fails (a store error).
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from mcp_tasks import MemoryTaskStore, TaskContext, Tasks
+from mcp_tasks import (
+    MemoryTaskStore,
+    StoreOptions,
+    StoreUnavailable,
+    TaskContext,
+    TaskControl,
+    Tasks,
+)
 from mcp_tasks.testing import RawClient, running_asgi, static_auth
 
 SPANS = InMemorySpanExporter()
@@ -84,7 +92,7 @@ async def wait_for(client: RawClient, task_id: str, status: str) -> dict[str, An
 
 
 async def lifecycle() -> list[str]:
-    tasks = Tasks(store=MemoryTaskStore())
+    tasks = Tasks(store=MemoryTaskStore(StoreOptions(max_rows=2)))
     app = tasks.http_app(server(tasks))
     async with running_asgi(app) as url, httpx.AsyncClient(timeout=30) as http:
         client = RawClient(http, url, token=OWNER)
@@ -99,7 +107,17 @@ async def lifecycle() -> list[str]:
         other_id = cancelled["result"]["taskId"]
         await client.call("tasks/cancel", {"taskId": other_id})
         await wait_for(client, other_id, "cancelled")
+        refused = await client.call("tools/call", {"name": "forever", "arguments": {}})
+        assert "error" in refused, refused
         await anyio.sleep(0.2)  # the cancelled body's run ends (its span, its duration)
+    closed = MemoryTaskStore()
+    await closed.close()
+    try:
+        await TaskControl(closed, notifier=None).status(task_id)
+    except StoreUnavailable:
+        pass
+    else:
+        raise AssertionError("a closed store answered")
     return [task_id, other_id]
 
 

@@ -94,18 +94,32 @@ def test_the_creating_call_the_run_and_each_tasks_request_are_spans(
 
 def test_each_store_operation_is_a_client_span_under_its_caller(exported: dict[str, Any]) -> None:
     """Store operations are client spans with ``db.system.name`` and ``db.operation.name``
-    (nothing else), each under the span that made it: the create under ``mcp_tasks.create``,
-    the body's progress and input request under its run, the answers under the update."""
+    (and ``error.type`` when they raised; nothing else), each under the span that made it:
+    the create under ``mcp_tasks.create``, the body's progress and input request under its
+    run, the answers under the update; the closed store's read (``TaskControl``, outside any
+    request) is a root span marked as an error."""
     by_id = {span["context"]["span_id"]: span for span in exported["spans"]}
     parents: dict[str, set[str]] = {}
+    errors: list[tuple[str, str, str | None]] = []
     for span in exported["spans"]:
         name = span["name"]
         if not name.startswith("mcp_tasks.store."):
             continue
         operation = name.removeprefix("mcp_tasks.store.")
         assert span["kind"] == "SpanKind.CLIENT"
-        assert span["attributes"] == {"db.system.name": "memory", "db.operation.name": operation}
-        parents.setdefault(operation, set()).add(by_id[span["parent_id"]]["name"])
+        attributes = dict(span["attributes"])
+        error = attributes.pop("error.type", None)
+        assert attributes == {"db.system.name": "memory", "db.operation.name": operation}
+        parent = by_id[span["parent_id"]]["name"] if span["parent_id"] else None
+        if error is not None:
+            errors.append((operation, error, parent))
+            assert (span["status"]["status_code"] == "ERROR") == (error == "StoreUnavailable")
+            continue
+        parents.setdefault(operation, set()).add(str(parent))
+    assert sorted(errors) == [
+        ("create", "TaskLimitReached", "mcp_tasks.create"),
+        ("get", "StoreUnavailable", None),
+    ]
     assert parents["create"] == {"mcp_tasks.create"}
     assert parents["put_status"] == {"mcp_tasks.run"}
     assert parents["update"] == {"mcp_tasks.update"}
@@ -115,7 +129,8 @@ def test_each_store_operation_is_a_client_span_under_its_caller(exported: dict[s
 
 def test_the_lifecycle_counts_and_times_what_happened(exported: dict[str, Any]) -> None:
     """Created, completed and cancelled by tool, one input round and its wait, the run's
-    duration by outcome, the delay to the first run, and store latency by operation."""
+    duration by outcome, the delay to the first run, store latency by operation, the row
+    cap's refusal and the closed store's error."""
     build = {"gen_ai.tool.name": "build"}
     forever = {"gen_ai.tool.name": "forever"}
     assert point(exported, "mcp_tasks.tasks.created", **build)["value"] == 1
@@ -137,7 +152,14 @@ def test_the_lifecycle_counts_and_times_what_happened(exported: dict[str, Any]) 
             **{"db.system.name": "memory", "db.operation.name": operation},
         )
         assert latency["count"] >= 1
-    assert points(exported, "mcp_tasks.store.errors") == []
+    assert point(exported, "mcp_tasks.tasks.refused", **forever)["value"] == 1
+    failed_read = {
+        "db.system.name": "memory",
+        "db.operation.name": "get",
+        "error.type": "StoreUnavailable",
+    }
+    assert point(exported, "mcp_tasks.store.errors", **failed_read)["value"] == 1
+    assert point(exported, "db.client.operation.duration", **failed_read)["count"] == 1
 
 
 def test_no_task_id_owner_argument_answer_or_result_is_exported(exported: dict[str, Any]) -> None:

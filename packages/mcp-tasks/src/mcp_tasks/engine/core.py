@@ -77,9 +77,10 @@ NOT_RUNNING_MESSAGE: Final = (
 )
 
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
-#: The span of each ``tasks/*`` method.
-_SPAN_NAMES: Final = {
-    method: "mcp_tasks." + method.removeprefix("tasks/") for method in TASK_METHODS
+#: The span of each ``tasks/*`` method, and its attributes (built once: this is the hot path).
+_SPANS: Final = {
+    method: ("mcp_tasks." + method.removeprefix("tasks/"), {METHOD: method})
+    for method in TASK_METHODS
 }
 #: What a JSON-RPC error answer is recorded as on a span (the SDK's own spans' key).
 RPC_STATUS_CODE: Final = "rpc.response.status_code"
@@ -582,6 +583,8 @@ class TaskEngine:
         except Exception as exc:
             log_failure(logger, "recording a task failure failed", exc, task_id)
             return None
+        if transition.outcome is Outcome.APPLIED:
+            count_end(transition.record)
         await self.notifier.publish(task_id)
         return transition.record
 
@@ -595,7 +598,8 @@ class TaskEngine:
         ``tasks/list``, ``tasks/result`` and every legacy-era request: -32601."""
         if method not in TASK_METHODS or not request.is_modern:
             raise errors.method_not_found()
-        with SpanScope(_SPAN_NAMES[method], {METHOD: method}, expected=(MCPError,)) as span:
+        name, attributes = _SPANS[method]
+        with SpanScope(name, attributes, expected=(MCPError,)) as span:
             try:
                 return await self._tasks_method(request, method, params, span)
             except MCPError as exc:

@@ -25,6 +25,7 @@ from mcp_tasks.telemetry import (
     ERROR_TYPE,
     SpanScope,
     instruments,
+    tracing,
     tracing_suppressed,
 )
 
@@ -70,17 +71,14 @@ class _Operation:
 
     __slots__ = ("_attributes", "_scope", "_start")
 
-    def __init__(self, name: str, attributes: dict[str, str]) -> None:
+    def __init__(self, span_name: str, attributes: dict[str, str]) -> None:
         self._attributes = attributes
         self._scope = (
-            None
-            if tracing_suppressed()
-            else SpanScope(
-                f"mcp_tasks.store.{name}",
-                attributes,
-                kind=SpanKind.CLIENT,
-                expected=(MCPTasksError,),
+            SpanScope(
+                span_name, attributes, kind=SpanKind.CLIENT, expected=(MCPTasksError,), live=True
             )
+            if tracing() and not tracing_suppressed()
+            else None
         )
         self._start = 0.0
 
@@ -119,8 +117,12 @@ class ObservedStore:
     def __init__(self, inner: Store) -> None:
         self.inner = inner
         system = backend_name(inner)
-        self._attributes = {
-            operation: {DB_SYSTEM: system, DB_OPERATION: operation}
+        # Built once per operation: this runs on every store call.
+        self._operations = {
+            operation: (
+                f"mcp_tasks.store.{operation}",
+                {DB_SYSTEM: system, DB_OPERATION: operation},
+            )
             for operation in STORE_OPERATIONS
         }
 
@@ -131,7 +133,7 @@ class ObservedStore:
         return getattr(self.inner, name)
 
     def _observe(self, operation: str) -> _Operation:
-        return _Operation(operation, self._attributes[operation])
+        return _Operation(*self._operations[operation])
 
     async def create(self, task: NewTask) -> TaskRecord:
         with self._observe("create"):
