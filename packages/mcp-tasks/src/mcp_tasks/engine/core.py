@@ -48,6 +48,7 @@ from mcp_tasks.runtime.runner import Body, Runner, RunnerNotStarted, tool_work
 from mcp_tasks.stores.observed import observed
 from mcp_tasks.telemetry import (
     METHOD,
+    OUTCOME,
     STATUS,
     TOOL,
     SpanScope,
@@ -433,69 +434,47 @@ class TaskEngine:
             # Before the task is built: with no lifespan running, that is the answer,
             # whatever the arguments.
             raise self._not_running(name)
-        with SpanScope("mcp_tasks.create", {TOOL: name}):
-            return await self._create_task(
-                request,
-                name=name,
-                arguments=arguments,
-                answers=answers,
-                call_next=call_next,
-                options=options,
-                to_change=to_change,
-                fits=fits,
-            )
-
-    async def _create_task(
-        self,
-        request: RequestView,
-        *,
-        name: str,
-        arguments: Mapping[str, Any],
-        answers: Mapping[str, Any],
-        call_next: CallNext,
-        options: ToolOptions,
-        to_change: ResultConverter,
-        fits: ArgumentsCheck | None,
-    ) -> Any:
-        """Mint, write and start the task (or answer without one when the SDK's argument
-        validation refuses the arguments). The task keeps the current trace context (this
-        call's span) so every run of it links back here."""
-        task_id = new_task_id()
-        try:
-            task = NewTask(
-                task_id=task_id,
-                owner=request.owner,
-                ttl_ms=self._ttl_for(name, options, arguments),
-                poll_interval_ms=options.poll_interval_ms or self.default_poll_interval_ms,
-                work=tool_work(
-                    name,
-                    arguments,
-                    answers,
+        # The task keeps the current trace context (this span) so every run links back here.
+        with SpanScope("mcp_tasks.create", {TOOL: name}) as span:
+            task_id = new_task_id()
+            try:
+                task = NewTask(
                     task_id=task_id,
-                    retry_delays_ms=tuple(options.retry_delays_ms),
-                    trace_context=carrier(),
-                ),
-                client_capabilities=_capabilities_of(request),
-            )
-        except NotJSONSafe:
-            raise errors.invalid_params("Tool arguments are not JSON-safe") from None
-        if fits is not None and not _fit(fits, arguments):
-            # The SDK validates before the body runs: its chain answers exactly as it
-            # answers the same call without a task, and no task is written.
-            logger.debug("tool %r: the arguments fail validation; answered without a task", name)
-            return await self._inline(request, arguments, answers, call_next)
+                    owner=request.owner,
+                    ttl_ms=self._ttl_for(name, options, arguments),
+                    poll_interval_ms=options.poll_interval_ms or self.default_poll_interval_ms,
+                    work=tool_work(
+                        name,
+                        arguments,
+                        answers,
+                        task_id=task_id,
+                        retry_delays_ms=tuple(options.retry_delays_ms),
+                        trace_context=carrier(),
+                    ),
+                    client_capabilities=_capabilities_of(request),
+                )
+            except NotJSONSafe:
+                raise errors.invalid_params("Tool arguments are not JSON-safe") from None
+            if fits is not None and not _fit(fits, arguments):
+                # The SDK validates before the body runs: its chain answers exactly as it
+                # answers the same call without a task, and no task is written.
+                logger.debug(
+                    "tool %r: the arguments fail validation; answered without a task", name
+                )
+                span.set_attribute(OUTCOME, "not_a_task")
+                return await self._inline(request, arguments, answers, call_next)
 
-        async def first_run(context: RunningTaskContext) -> StatusChange:
-            # The first run goes through the request's own chain (middleware, other
-            # extensions); runs after a crash or a retry use the tool's executor.
-            return await run_tool_call(call_next, to_change)
+            async def first_run(context: RunningTaskContext) -> StatusChange:
+                # The first run goes through the request's own chain (middleware, other
+                # extensions); runs after a crash or a retry use the tool's executor.
+                return await run_tool_call(call_next, to_change)
 
-        try:
-            record = await self.runner.create_and_run(task, first_run, self._create)
-        except RunnerNotStarted:
-            raise self._not_running(name) from None
-        # The create was durable before we answer: a tasks/get on any node resolves it now.
-        return create_task_result(record, self.clock())
+            try:
+                record = await self.runner.create_and_run(task, first_run, self._create)
+            except RunnerNotStarted:
+                raise self._not_running(name) from None
+            # The create was durable before we answer: a tasks/get on any node resolves it now.
+            return create_task_result(record, self.clock())
 
     def _not_running(self, name: str) -> MCPError:
         """The answer to a task call with no runner; the first one is also logged."""
