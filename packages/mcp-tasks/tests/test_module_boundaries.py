@@ -144,6 +144,10 @@ KNOWN_PRIVATE_SEAMS = frozenset(
         # recognise it on a server's chain ("Status notifications: the SDK seam", the fast
         # path's import). The import fails at once if an SDK release moves it.
         ("fast_path.py", "mcp.server._otel"),
+        # OpenTelemetry's SDK sets itself up from the OTEL_* variables through a configurator
+        # it exports from no public module ("The SDK's configurator"); cli.otel imports it only when
+        # the SDK is installed, and the import fails at once if a release moves it.
+        ("otel.py", "opentelemetry.sdk._configuration"),
     }
 )
 

@@ -47,10 +47,18 @@ class CreateContract(ContractBase):
     async def test_create_returns_the_new_record_at_revision_zero(
         self, handles: StoreHandles
     ) -> None:
-        """create returns a working task at revision 0 whose fields are what was asked."""
+        """create returns a working task at revision 0 whose fields are what was asked (the
+        work descriptor whole, its creating request's trace context included)."""
         store = await handles.open()
         work = WorkSpec(
-            type="build", input={"ref": "main"}, idempotency_key="k1", retry_delays_ms=(5, 10)
+            type="build",
+            input={"ref": "main"},
+            idempotency_key="k1",
+            retry_delays_ms=(5, 10),
+            trace_context={
+                "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                "tracestate": "vendor=é",
+            },
         )
         task = NewTask(
             task_id=new_task_id(),

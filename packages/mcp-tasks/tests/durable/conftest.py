@@ -9,7 +9,7 @@ import secrets
 import signal
 import subprocess
 import sys
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,19 +74,27 @@ class Processes:
         }
 
     async def start(
-        self, command: Sequence[str], *, ready_port: int | None = None, **env: str
+        self,
+        command: Sequence[str],
+        *,
+        ready_port: int | None = None,
+        stdout: Path | None = None,
+        **env: str,
     ) -> Process:
         """Start ``command`` (in this folder) and wait until it says it is ready (or, with
-        ``ready_port``, until that port accepts connections)."""
-        raw = await anyio.open_process(
-            list(command),
-            cwd=HERE,
-            env=self.env(**env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        ``ready_port``, until that port accepts connections); its output goes to ``stdout``
+        (a file), else nowhere."""
+        with ExitStack() as files:  # the child keeps its own handle of the file
+            out = subprocess.DEVNULL if stdout is None else files.enter_context(stdout.open("wb"))
+            raw = await anyio.open_process(
+                list(command),
+                cwd=HERE,
+                env=self.env(**env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         process = Process(raw)
         self.started.append(process)
         ready = anyio.Event()
@@ -122,8 +130,12 @@ class Processes:
             [sys.executable, "-m", "mcp_tasks.cli", "serve", app, "--port", "0"], **env
         )
 
-    async def worker(self, app: str = "crash_app:mcp", **env: str) -> Process:
-        return await self.start([sys.executable, "-m", "mcp_tasks.cli", "worker", app], **env)
+    async def worker(
+        self, app: str = "crash_app:mcp", *, stdout: Path | None = None, **env: str
+    ) -> Process:
+        return await self.start(
+            [sys.executable, "-m", "mcp_tasks.cli", "worker", app], stdout=stdout, **env
+        )
 
     def lines(self, kind: str) -> list[tuple[int, str, str]]:
         """``(pid, task id, what)`` of each ``kind`` line the app logged, in order."""

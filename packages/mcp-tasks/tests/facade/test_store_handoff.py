@@ -6,6 +6,7 @@ import pytest
 
 from mcp_tasks import MemoryTaskStore, NewTask, StorePinned, Tasks, new_task_id
 from mcp_tasks.domain.rules import ANY_OWNER
+from mcp_tasks.stores.observed import ObservedStore
 from mcp_tasks.stores.opening import URL_ENV
 from mcp_tasks.tasks import collect_tasks
 
@@ -25,7 +26,10 @@ async def test_an_unpinned_tasks_serves_from_the_store_handed_to_it() -> None:
     tasks.use_store("memory://handoff")
     assert tasks.store_pinned
     assert tasks.close_store
-    assert tasks.store is tasks.runner.store is tasks.engine.store
+    # The runner and the engine observe the store they use (each operation a span).
+    assert isinstance(tasks.runner.store, ObservedStore)
+    assert isinstance(tasks.engine.store, ObservedStore)
+    assert tasks.store is tasks.runner.store.inner is tasks.engine.store.inner
     assert tasks.store_description == "memory://handoff"
     created = await tasks.store.create(NewTask(task_id=new_task_id()))
     assert await tasks.engine.store.get(created.task_id, ANY_OWNER) == created

@@ -275,3 +275,34 @@ async def test_a_rerun_gets_its_answered_question_from_the_record() -> None:
     assert text_of(record) == "hello Ada"
     # One write since the answer: the completion (no new input_required in between).
     assert record.revision == answered.revision + 1
+
+
+async def test_a_takeover_is_logged_at_info_with_its_tool_and_wait_and_no_id(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Taking over a dead process's task says so at INFO: the tool's name and how long the
+    task went without progress, in the message and in the record's ``extra`` fields
+    (``tool``, ``attempt``, ``waited_s``, ``store``); never the task's id."""
+    backend = MemoryBackend()
+    task_id = await orphan(backend, "double", {"x": 1})
+    tasks = recovering_tasks(backend)
+    mcp: MCPServer[Any] = MCPServer("b", extensions=[tasks.extension()])
+
+    @tasks.tool(mcp, mode="required")
+    async def double(x: int) -> str:
+        return str(2 * x)
+
+    with caplog.at_level("INFO", logger="mcp_tasks"):
+        async with tasks.running():
+            await finished(tasks.store, task_id)  # type: ignore[arg-type]
+    (takeover,) = [r for r in caplog.records if r.getMessage().startswith("resuming")]
+    assert takeover.levelname == "INFO"
+    assert takeover.name == "mcp_tasks.runtime.runner"
+    assert "'double'" in takeover.getMessage()
+    fields = {key: getattr(takeover, key, None) for key in ("tool", "attempt", "store")}
+    assert fields == {"tool": "double", "attempt": 0, "store": "memory"}
+    waited: Any = getattr(takeover, "waited_s", None)
+    assert isinstance(waited, float)
+    assert waited >= DEAD_LEASE_MS / 1000
+    assert f"after {waited:.1f} s" in takeover.getMessage()
+    assert all(task_id not in r.getMessage() for r in caplog.records if r.levelno >= 20)

@@ -39,10 +39,12 @@ from mcp_types import (
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
 )
+from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from mcp_tasks.engine import errors
 from mcp_tasks.engine.listen import TASKS_NOTIFICATION, requested_task_ids, watch_tasks
+from mcp_tasks.telemetry import METHOD, STATUS, SpanScope
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -124,10 +126,16 @@ class _TaskStream:
         """Each watched task's state, then each change, until none is live."""
         async for body in self.watch.notifications():
             body["_meta"] = dict(self.meta)
-            await self.ctx.session.send_notification(
-                cast("Any", TasksNotification(params=body)),
-                related_request_id=self.subscription_id,
-            )
+            status = body.get("status")
+            with SpanScope(
+                "mcp_tasks.notify",
+                {METHOD: TASKS_NOTIFICATION, STATUS: status if isinstance(status, str) else ""},
+                kind=SpanKind.PRODUCER,
+            ):
+                await self.ctx.session.send_notification(
+                    cast("Any", TasksNotification(params=body)),
+                    related_request_id=self.subscription_id,
+                )
 
     def end(self) -> HandlerResult:
         """The graceful end. It is ours to shape (the SDK's pipeline does not touch a

@@ -125,7 +125,7 @@ def mcpserver_tool_call(server: MCPServer[Any], name: str) -> ToolCall:
         except MCPError:
             raise
         except Exception as exc:
-            logger.info("tool %r failed: %r", name, str(exc))
+            logger.info("tool %r failed: %r", name, str(exc), extra={"tool": name})
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
 
     return call

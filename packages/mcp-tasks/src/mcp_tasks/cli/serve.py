@@ -18,6 +18,7 @@ from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app, is_fastmcp
 from mcp_tasks.cli._errors import EXIT_UNREACHABLE, CLIError, UsageError, one_line
 from mcp_tasks.cli._stores import check_reachable, resolve_store_url
 from mcp_tasks.cli.demo_tools import demo_server
+from mcp_tasks.cli.otel import configure_from_environment
 from mcp_tasks.stores.opening import describe_store, store_from_url
 from mcp_tasks.tasks import Tasks, collect_tasks
 
@@ -32,6 +33,11 @@ The store: an app whose Tasks has no store of its own (`Tasks()`) is handed the 
 store (default: $MCP_TASKS_STORE_URL, else sqlite:///./mcp-tasks.db). An app that pins its
 store (`Tasks(store=...)`) keeps it; serve refuses a different --store. A FastMCP app whose
 `task=True` tools have no tasks extension gets ours. The banner names the store served.
+
+Spans and metrics: with mcp-tasks[otel] installed, OTEL_TRACES_EXPORTER,
+OTEL_METRICS_EXPORTER (`prometheus`: a scrape endpoint on OTEL_EXPORTER_PROMETHEUS_PORT,
+default 9464) and the other standard OTEL_* variables set OpenTelemetry up
+(docs/monitoring.md).
 
 Before listening, serve reads each store once; a store it cannot reach is refused
 (exit 6). A malformed APP, --store or --port is a usage error (exit 2)."""
@@ -222,6 +228,7 @@ def listen(host: str, port: int) -> socket.socket:
 
 def run(args: argparse.Namespace) -> int:
     prepared = prepare_app(args.app, args.store)
+    configure_from_environment()  # after the app's import: an app that set it up keeps its own
     stores = ", ".join(dict.fromkeys(prepared.stores))
     # The fast path answers for the app's one Tasks (with several, it looks for the one
     # the server serves: TasksFastPath).

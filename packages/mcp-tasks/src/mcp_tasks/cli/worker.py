@@ -17,6 +17,7 @@ import anyio
 
 from mcp_tasks.cli._errors import UsageError
 from mcp_tasks.cli._stores import check_reachable
+from mcp_tasks.cli.otel import configure_from_environment
 from mcp_tasks.cli.serve import app_parser, prepare_app
 from mcp_tasks.runtime.runner import DEFAULT_RECOVERY_INTERVAL_S
 
@@ -27,6 +28,8 @@ DESCRIPTION = """Run the task bodies of APP (module:attr, as for `serve`; no APP
 tools) on its store, without serving HTTP: work whose process died or stopped, retries that
 are due, and tasks created by servers built with Tasks(run_tasks=False). The store is
 chosen as for `serve` (--store, else $MCP_TASKS_STORE_URL, else sqlite:///./mcp-tasks.db).
+
+Spans and metrics: set up from the standard OTEL_* variables as for `serve`.
 
 SIGTERM or Ctrl-C stops it cleanly: running bodies are cancelled and their tasks released,
 so another worker or server takes them over at once. A store it cannot reach is refused
@@ -47,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     prepared = prepare_app(args.app, args.store)
     if not prepared.tasks:
         raise UsageError(f"{args.app} serves tasks with an extension of its own, not mcp-tasks")
+    configure_from_environment()  # after the app's import: an app that set it up keeps its own
     runners = [tasks.runner for tasks in prepared.tasks]
     for runner in runners:
         # The app may be built for servers that leave the running to workers: here we run.

@@ -31,12 +31,18 @@ RECENT_EVENTS_KEPT: Final = 64
 
 @dataclass(frozen=True, slots=True)
 class WorkSpec:
-    """What a runner should execute for a task; ``None`` on the task means manual mode."""
+    """What a runner should execute for a task; ``None`` on the task means manual mode.
+
+    ``trace_context`` is the W3C trace context (``traceparent``, ``tracestate``) of the
+    request that created the task, so a run on any process links to the trace that created
+    it; empty when nobody traced that request. It is kept with the rest of the work, as JSON
+    every store already round-trips."""
 
     type: str
     input: JSONValue = None
     idempotency_key: str | None = None
     retry_delays_ms: tuple[int, ...] = ()
+    trace_context: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.type, str) or not self.type:
@@ -46,24 +52,35 @@ class WorkSpec:
         if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in delays):
             raise NotJSONSafe("work.retry_delays_ms must be non-negative integers")
         object.__setattr__(self, "retry_delays_ms", delays)
+        context = dict(self.trace_context)
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in context.items()):
+            raise NotJSONSafe("work.trace_context must map strings to strings")
+        object.__setattr__(self, "trace_context", context)
 
     def to_json(self) -> JSONObject:
-        return {
+        data: JSONObject = {
             "type": self.type,
             "input": self.input,
             "idempotency_key": self.idempotency_key,
             "retry_delays_ms": list(self.retry_delays_ms),
         }
+        if self.trace_context:  # left out untraced: the stored work is what it always was
+            data["trace_context"] = dict(self.trace_context)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSONValue]) -> WorkSpec:
         delays = data.get("retry_delays_ms") or []
         key = data.get("idempotency_key")
+        context = data.get("trace_context")
         return cls(
             type=str(data["type"]),
             input=data.get("input"),
             idempotency_key=None if key is None else str(key),
             retry_delays_ms=tuple(int(d) for d in delays) if isinstance(delays, list) else (),  # type: ignore[arg-type]
+            trace_context=(
+                {str(k): str(v) for k, v in context.items()} if isinstance(context, dict) else {}
+            ),
         )
 
 

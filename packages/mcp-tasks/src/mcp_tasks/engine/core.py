@@ -26,6 +26,7 @@ from mcp_tasks.domain.models import (
     Complete,
     Fail,
     NewTask,
+    Outcome,
     StatusChange,
     TaskRecord,
     is_positive_ms_or_none,
@@ -44,9 +45,23 @@ from mcp_tasks.runtime.context import (
 from mcp_tasks.runtime.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
 from mcp_tasks.runtime.logs import log_failure
 from mcp_tasks.runtime.runner import Body, Runner, RunnerNotStarted, tool_work
+from mcp_tasks.stores.observed import observed
+from mcp_tasks.telemetry import (
+    METHOD,
+    OUTCOME,
+    STATUS,
+    TOOL,
+    SpanScope,
+    carrier,
+    count_end,
+    instruments,
+    tool_attributes,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from opentelemetry.trace import Span
 
     from mcp_tasks.engine.request import RequestView
     from mcp_tasks.runtime.context import RunningTaskContext
@@ -63,6 +78,13 @@ NOT_RUNNING_MESSAGE: Final = (
 )
 
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+#: The span of each ``tasks/*`` method, and its attributes (built once: this is the hot path).
+_SPANS: Final = {
+    method: ("mcp_tasks." + method.removeprefix("tasks/"), {METHOD: method})
+    for method in TASK_METHODS
+}
+#: What a JSON-RPC error answer is recorded as on a span (the SDK's own spans' key).
+RPC_STATUS_CODE: Final = "rpc.response.status_code"
 REMOVED_METHODS: Final = frozenset({"tasks/list", "tasks/result"})
 
 #: Far above the 43 characters of a minted id; a longer ``taskId`` names no task.
@@ -217,6 +239,15 @@ class TaskEngine:
         return f"TaskEngine(store={self.store!r}, tools={sorted(self.tools)})"
 
     @property
+    def store(self) -> Store:
+        """The store, observed (:mod:`mcp_tasks.stores.observed`): each operation a span."""
+        return self._store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self._store = observed(store)
+
+    @property
     def notifications_enabled(self) -> bool:
         """Whether task changes are signalled at all (``Tasks(notifier=None)`` turns them off)."""
         return bool(getattr(self.notifier, "enabled", True))
@@ -364,20 +395,24 @@ class TaskEngine:
                 "tool %r: its ttl_ms function returned %.80r, not a positive integer or None",
                 name,
                 chosen,
+                extra={"tool": name},
             )
             raise errors.internal_error("The tool's ttl_ms gave an invalid TTL")
         return chosen
 
     async def _create(self, task: NewTask) -> TaskRecord:
+        tool = {} if task.work is None else {TOOL: task.work.type}
         try:
             record = await self.store.create(task)
         except TaskLimitReached as exc:
+            instruments.refused.add(1, tool)
             raise errors.to_jsonrpc_error(exc) from None
         except StoreUnavailable as exc:
             log_failure(
                 logger, "creating a task failed: the store is unavailable", exc, task.task_id
             )
             raise errors.to_jsonrpc_error(exc) from None
+        instruments.created.add(1, tool)
         # created_at was stamped during the call: the estimate errs by one round trip at most.
         self._store_offset_ms = record.created_at - self._local_clock()
         logger.debug("created task %s", redact(task.task_id))
@@ -399,47 +434,58 @@ class TaskEngine:
             # Before the task is built: with no lifespan running, that is the answer,
             # whatever the arguments.
             raise self._not_running(name)
-        task_id = new_task_id()
-        try:
-            task = NewTask(
-                task_id=task_id,
-                owner=request.owner,
-                ttl_ms=self._ttl_for(name, options, arguments),
-                poll_interval_ms=options.poll_interval_ms or self.default_poll_interval_ms,
-                work=tool_work(
-                    name,
-                    arguments,
-                    answers,
+        # The task keeps the current trace context (this span) so every run links back here.
+        with SpanScope("mcp_tasks.create", {TOOL: name}) as span:
+            task_id = new_task_id()
+            try:
+                task = NewTask(
                     task_id=task_id,
-                    retry_delays_ms=tuple(options.retry_delays_ms),
-                ),
-                client_capabilities=_capabilities_of(request),
-            )
-        except NotJSONSafe:
-            raise errors.invalid_params("Tool arguments are not JSON-safe") from None
-        if fits is not None and not _fit(fits, arguments):
-            # The SDK validates before the body runs: its chain answers exactly as it
-            # answers the same call without a task, and no task is written.
-            logger.debug("tool %r: the arguments fail validation; answered without a task", name)
-            return await self._inline(request, arguments, answers, call_next)
+                    owner=request.owner,
+                    ttl_ms=self._ttl_for(name, options, arguments),
+                    poll_interval_ms=options.poll_interval_ms or self.default_poll_interval_ms,
+                    work=tool_work(
+                        name,
+                        arguments,
+                        answers,
+                        task_id=task_id,
+                        retry_delays_ms=tuple(options.retry_delays_ms),
+                        trace_context=carrier(),
+                    ),
+                    client_capabilities=_capabilities_of(request),
+                )
+            except NotJSONSafe:
+                raise errors.invalid_params("Tool arguments are not JSON-safe") from None
+            if fits is not None and not _fit(fits, arguments):
+                # The SDK validates before the body runs: its chain answers exactly as it
+                # answers the same call without a task, and no task is written.
+                logger.debug(
+                    "tool %r: the arguments fail validation; answered without a task", name
+                )
+                span.set_attribute(OUTCOME, "not_a_task")
+                return await self._inline(request, arguments, answers, call_next)
 
-        async def first_run(context: RunningTaskContext) -> StatusChange:
-            # The first run goes through the request's own chain (middleware, other
-            # extensions); runs after a crash or a retry use the tool's executor.
-            return await run_tool_call(call_next, to_change)
+            async def first_run(context: RunningTaskContext) -> StatusChange:
+                # The first run goes through the request's own chain (middleware, other
+                # extensions); runs after a crash or a retry use the tool's executor.
+                return await run_tool_call(call_next, to_change)
 
-        try:
-            record = await self.runner.create_and_run(task, first_run, self._create)
-        except RunnerNotStarted:
-            raise self._not_running(name) from None
-        # The create was durable before we answer: a tasks/get on any node resolves it now.
-        return create_task_result(record, self.clock())
+            try:
+                record = await self.runner.create_and_run(task, first_run, self._create)
+            except RunnerNotStarted:
+                raise self._not_running(name) from None
+            # The create was durable before we answer: a tasks/get on any node resolves it now.
+            return create_task_result(record, self.clock())
 
     def _not_running(self, name: str) -> MCPError:
         """The answer to a task call with no runner; the first one is also logged."""
         if not self._said_not_running:
             self._said_not_running = True
-            logger.error("A call of tool %r cannot become a task. %s", name, NOT_RUNNING_MESSAGE)
+            logger.error(
+                "A call of tool %r cannot become a task. %s",
+                name,
+                NOT_RUNNING_MESSAGE,
+                extra={"tool": name},
+            )
         return errors.internal_error(NOT_RUNNING_MESSAGE)
 
     async def _manual(
@@ -466,8 +512,25 @@ class TaskEngine:
             raise errors.missing_capability()
         problems = deferred.problems()
         if problems:
-            logger.error("tool %r returned an unusable defer(): %s", name, "; ".join(problems))
+            logger.error(
+                "tool %r returned an unusable defer(): %s",
+                name,
+                "; ".join(problems),
+                extra={"tool": name},
+            )
             raise errors.internal_error("The tool returned an invalid task descriptor")
+        with SpanScope("mcp_tasks.create", {TOOL: name}):
+            return await self._create_deferred(request, name, arguments, options, deferred)
+
+    async def _create_deferred(
+        self,
+        request: RequestView,
+        name: str,
+        arguments: Mapping[str, Any],
+        options: ToolOptions,
+        deferred: Deferred,
+    ) -> dict[str, Any]:
+        """Write a manual task and hand it to the job system's ``start``."""
         ttl = deferred.ttl_ms
         record = await self._create(
             NewTask(
@@ -499,6 +562,8 @@ class TaskEngine:
         except Exception as exc:
             log_failure(logger, "recording a task failure failed", exc, task_id)
             return None
+        if transition.outcome is Outcome.APPLIED:
+            count_end(transition.record)
         await self.notifier.publish(task_id)
         return transition.record
 
@@ -512,6 +577,22 @@ class TaskEngine:
         ``tasks/list``, ``tasks/result`` and every legacy-era request: -32601."""
         if method not in TASK_METHODS or not request.is_modern:
             raise errors.method_not_found()
+        name, attributes = _SPANS[method]
+        with SpanScope(name, attributes, expected=(MCPError,)) as span:
+            try:
+                return await self._tasks_method(request, method, params, span)
+            except MCPError as exc:
+                if span.is_recording():
+                    span.set_attribute(RPC_STATUS_CODE, str(exc.error.code))
+                raise
+
+    async def _tasks_method(
+        self,
+        request: RequestView,
+        method: str,
+        params: Mapping[str, Any] | None,
+        span: Span,
+    ) -> dict[str, Any]:
         if not request.declares_tasks:
             raise errors.missing_capability()
         raw = params if isinstance(params, Mapping) else {}
@@ -531,12 +612,19 @@ class TaskEngine:
         try:
             if method == "tasks/get":
                 record = await self.store.get(task_id, request.owner)
+                if span.is_recording():
+                    span.set_attributes({STATUS: record.status.value, **tool_attributes(record)})
                 return get_task_result(record, self.clock())
             if responses is not None:  # tasks/update
                 await self._check_answers(task_id, request.owner, responses)
-                await self.store.update(task_id, request.owner, responses)
+                transition = await self.store.update(task_id, request.owner, responses)
             else:
-                await self.store.cancel(task_id, request.owner)
+                transition = await self.store.cancel(task_id, request.owner)
+                if transition.outcome is Outcome.APPLIED:
+                    count_end(transition.record)
+            if span.is_recording():
+                changed = transition.record
+                span.set_attributes({STATUS: changed.status.value, **tool_attributes(changed)})
         except TaskNotFound as exc:
             raise errors.to_jsonrpc_error(exc) from None
         except NotJSONSafe:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -23,6 +24,7 @@ from mcp_tasks.domain.models import (
 )
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.runtime.notifier import POLL_FALLBACK_S
+from mcp_tasks.telemetry import TOOL, instruments
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue
@@ -327,10 +329,14 @@ class RunningTaskContext(TaskContext):
         client_capabilities: Mapping[str, Any] | None = None,
         owner: str | None = None,
         attempt: int = 0,
+        tool: str | None = None,
     ) -> None:
         super().__init__(arguments=arguments, input_responses=input_responses)
         self._owner = owner
         self._attempt = attempt
+        self._tool = tool
+        # What this task's input rounds are counted and timed under.
+        self._measured = {} if tool is None else {TOOL: tool}
         # The task's client capabilities, from its record (those of the request that
         # created it): a task never asks for an input kind its client did not declare, on
         # any node and after a re-run. None: not known (a task created without them).
@@ -358,6 +364,11 @@ class RunningTaskContext(TaskContext):
     @property
     def attempt(self) -> int:
         return self._attempt
+
+    @property
+    def tool(self) -> str | None:
+        """The name of the task's tool (``None`` for a task without one)."""
+        return self._tool
 
     def mark_cancelled(self) -> None:
         self._cancelled = True
@@ -397,11 +408,17 @@ class RunningTaskContext(TaskContext):
                         missing[key] = request
                 elif asked != input_digest(request):
                     raise InputKeyReused(key)
+            asked_at: float | None = None
             if missing:
                 await self._put(RequireInput(missing, status_message))
+                asked_at = time.perf_counter()
+                instruments.input_rounds.add(1, self._measured)
                 logger.debug("task %s waits for input", redact(self._task_id))
             while True:
                 if all(k in record.input_responses for k in keys):
+                    if asked_at is not None:
+                        waited = time.perf_counter() - asked_at
+                        instruments.input_wait.record(waited, self._measured)
                     return {k: record.input_responses[k] for k in keys}
                 if record.status.is_terminal:
                     raise TaskCancelled

@@ -13,6 +13,7 @@ from mcp_tasks.domain.errors import TaskNotFound
 from mcp_tasks.domain.models import (
     Complete,
     Fail,
+    Outcome,
     Progress,
     RequireInput,
     TaskRecord,
@@ -24,6 +25,8 @@ from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.runtime.context import check_input_requests
 from mcp_tasks.runtime.notifier import Publisher, publisher_for
+from mcp_tasks.stores.observed import observed
+from mcp_tasks.telemetry import count_end
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -125,7 +128,8 @@ class TaskControl:
     """
 
     def __init__(self, store: Store, notifier: Notifier | Unset | None = UNSET) -> None:
-        self.store = store
+        #: The store, observed (:mod:`mcp_tasks.stores.observed`): each operation a span.
+        self.store = observed(store)
         self._publisher: Publisher | None
         if isinstance(notifier, Unset):
             self._publisher = publisher_for(store)
@@ -162,6 +166,8 @@ class TaskControl:
         self, task_id: str, change: Complete | Fail | Progress | RequireInput
     ) -> Transition:
         transition = await self.store.put_status(task_id, change)
+        if transition.outcome is Outcome.APPLIED:
+            count_end(transition.record)
         if self._publisher is not None:
             await self._publisher.publish(task_id)
         return transition

@@ -77,6 +77,7 @@ class Outage:
                 self.what,
                 self.where,
                 cause_of(error),
+                extra={"store_url": self.where},
             )
             return
         self._unsaid += 1
@@ -89,6 +90,7 @@ class Outage:
                 cause_of(error),
                 self._unsaid,
                 now - self._said_at,
+                extra={"store_url": self.where},
             )
             self._said_at, self._unsaid = now, 0
 
@@ -102,5 +104,6 @@ class Outage:
             self.where,
             self.failures,
             self._clock() - self._since,
+            extra={"store_url": self.where},
         )
         self.failures = self._unsaid = 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -40,7 +41,21 @@ from mcp_tasks.domain.rules import ANY_OWNER, lease_of
 from mcp_tasks.runtime.context import RetryRequested, RunningTaskContext, TaskCancelled
 from mcp_tasks.runtime.logs import Outage, log_failure
 from mcp_tasks.runtime.notifier import POLL_FALLBACK_S, WORK_SIGNAL
+from mcp_tasks.stores.observed import backend_name, observed
 from mcp_tasks.stores.opening import describe_store
+from mcp_tasks.telemetry import (
+    ATTEMPT,
+    OUTCOME,
+    STORE,
+    SpanScope,
+    Untraced,
+    context_of,
+    count_end,
+    fresh_trace,
+    instruments,
+    links_to,
+    tool_attributes,
+)
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject
@@ -85,12 +100,13 @@ def tool_work(
     *,
     task_id: str | None = None,
     retry_delays_ms: tuple[int, ...] = (),
+    trace_context: Mapping[str, str] | None = None,
 ) -> WorkSpec:
     """The work descriptor of a tool call: everything its body needs to run again from the
     record alone, on any node: the tool's name, the arguments, the answers to input rounds
     resolved before the task existed (answers given later are on the record itself), the
-    retry delays, and the idempotency key (the task id). The client's capabilities and the
-    owner are fields of the record itself.
+    retry delays, the idempotency key (the task id) and the creating request's trace
+    context. The client's capabilities and the owner are fields of the record itself.
 
     Raises:
         NotJSONSafe: the arguments or answers are not JSON.
@@ -100,6 +116,7 @@ def tool_work(
         input={"arguments": dict(arguments), "inputResponses": dict(input_responses or {})},
         idempotency_key=task_id,
         retry_delays_ms=retry_delays_ms,
+        trace_context=trace_context or {},
     )
 
 
@@ -178,6 +195,16 @@ class Runner:
 
     def __repr__(self) -> str:
         return f"Runner(worker_id={self.worker_id!r}, running={self.running})"
+
+    @property
+    def store(self) -> Store:
+        """The store, observed (:mod:`mcp_tasks.stores.observed`): each operation a span."""
+        return self._store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self._store = observed(store)
+        self._backend = backend_name(store)
 
     @property
     def running(self) -> bool:
@@ -280,7 +307,8 @@ class Runner:
                 claimed: Claimed | None = None
                 if self._adopted < self.max_adopted:
                     try:
-                        claimed = await self.store.claim(self.worker_id, lease_ms=self.lease_ms)
+                        with Untraced():  # a poll: the run of what it claims is traced
+                            claimed = await self.store.claim(self.worker_id, lease_ms=self.lease_ms)
                     except MCPTasksError as exc:
                         outage.failed(exc)
                     else:
@@ -319,24 +347,47 @@ class Runner:
         try:
             body = await self.executor_for(tool)
         except Exception:
-            logger.exception("looking up the executor of tool %r failed", tool)
+            logger.exception(
+                "looking up the executor of tool %r failed", tool, extra={"tool": tool}
+            )
             body = None
         if group is None:
             await self._release(claimed)
             return
         if body is None:
             logger.error(
-                "task %s of tool %r has no executor here: it fails", redact(record.task_id), tool
+                "task %s of tool %r has no executor here: it fails",
+                redact(record.task_id),
+                tool,
+                extra={"tool": tool, "attempt": record.attempt},
             )
             await self._fail(claimed, NO_EXECUTOR_ERROR)
             await self._release(claimed)
             return
-        logger.info(
-            "resuming a task of tool %r (generation %d, attempt %d)",
-            tool,
-            record.generation,
-            record.attempt,
-        )
+        if record.generation > 1:  # it was claimed before: its lease ran out or was released
+            instruments.recoveries.add(1, tool_attributes(record))
+            claimed_at = claimed.lease.expires_at - self.lease_ms
+            waited_s = max(0, claimed_at - record.last_updated_at) / 1000
+            logger.info(
+                "resuming a task of tool %r after %.1f s without progress "
+                "(generation %d, attempt %d)",
+                tool,
+                waited_s,
+                record.generation,
+                record.attempt,
+                extra={
+                    "tool": tool,
+                    "attempt": record.attempt,
+                    "waited_s": waited_s,
+                    "store": self._backend,
+                },
+            )
+        else:
+            logger.info(
+                "starting a task of tool %r created for workers",
+                tool,
+                extra={"tool": tool, "attempt": record.attempt, "store": self._backend},
+            )
         self._adopted += 1
         group.start_soon(self._run, claimed, body, True)
 
@@ -355,12 +406,44 @@ class Runner:
             client_capabilities=record.client_capabilities,
             owner=record.owner,
             attempt=record.attempt,
+            tool=record.work.type if record.work is not None else None,
         )
+
+    def _run_span(self, claimed: Claimed, adopted: bool) -> SpanScope:
+        """The span of one run: in the creating request's trace on its first run here;
+        else a trace of its own, linked to the creating one (another process, a crash, a
+        retry or a worker's pick-up later)."""
+        record = claimed.record
+        headers = record.work.trace_context if record.work is not None else None
+        attributes = {
+            **tool_attributes(record),
+            ATTEMPT: record.attempt,
+            STORE: self._backend,
+        }
+        if adopted:
+            return SpanScope(
+                "mcp_tasks.run", attributes, parent=fresh_trace(), links=links_to(headers)
+            )
+        return SpanScope("mcp_tasks.run", attributes, parent=context_of(headers))
+
+    def _first_run_delay(self, claimed: Claimed) -> None:
+        """Measure how long the task waited for its first run (store clock)."""
+        record = claimed.record
+        if record.generation == 1:
+            claimed_at = claimed.lease.expires_at - self.lease_ms
+            instruments.first_run_delay.record(
+                max(0, claimed_at - record.created_at) / 1000, tool_attributes(record)
+            )
 
     async def _run(self, claimed: Claimed, body: Body, adopted: bool) -> None:
         context = self._context(claimed)
         task_id = claimed.record.task_id
         ended = finished = False
+        outcome = "stopped"
+        started = time.perf_counter()
+        self._first_run_delay(claimed)
+        scope = self._run_span(claimed, adopted)
+        scope.__enter__()
         try:
             change: StatusChange | None = None
             async with self.notifier.subscribe(task_id) as changes, anyio.create_task_group() as tg:
@@ -370,48 +453,68 @@ class Runner:
                     change = await self._outcome(context, body)
                 tg.cancel_scope.cancel()
             if change is not None and not context.cancelled:
-                finished = await self._record(context, change)
+                finished, outcome = await self._record(context, change)
             ended = context.cancelled or isinstance(change, (Complete, Fail))
+            if context.cancelled:
+                outcome = "cancelled"
         except (StaleLease, TaskNotFound):
             ended = True
+            outcome = "ended_elsewhere"
             logger.debug("task %s ended elsewhere; outcome dropped", redact(task_id))
         except MCPTasksError as exc:
+            outcome = "not_recorded"
             log_failure(logger, "recording a task outcome failed", exc, task_id)
         finally:
+            attributes = {**tool_attributes(claimed.record), OUTCOME: outcome}
+            instruments.run_duration.record(time.perf_counter() - started, attributes)
             if adopted:
                 self._adopted -= 1
             # A finished task keeps its inert claim: no claim, renew or write can use it
             # (S-RENEW, INV-TERMINAL), so releasing it would be one more store write per task.
             # Otherwise, also on shutdown: a released task is claimable elsewhere at once.
-            if not finished:
-                with anyio.CancelScope(shield=True):
-                    await self._release(Claimed(claimed.record, context.lease), claimable=not ended)
+            try:
+                if not finished:
+                    with anyio.CancelScope(shield=True):
+                        await self._release(
+                            Claimed(claimed.record, context.lease), claimable=not ended
+                        )
+            finally:
+                scope.span.set_attribute(OUTCOME, outcome)
+                scope.__exit__(None, None, None)
 
-    async def _record(self, context: RunningTaskContext, change: StatusChange) -> bool:
-        """Write the body's outcome; whether the task is now terminal in the store."""
+    async def _record(self, context: RunningTaskContext, change: StatusChange) -> tuple[bool, str]:
+        """Write the body's outcome; whether the task is now terminal in the store, and how
+        the run ended (its status, ``retry``, or ``superseded`` when the write was not
+        applied)."""
         task_id = context.task_id
         transition = await self.store.put_status(task_id, change, lease=context.lease)
         await self.notifier.publish(task_id)
         record = transition.record
         if transition.outcome is not Outcome.APPLIED:
-            return record.status.is_terminal
+            return record.status.is_terminal, "superseded"
+        count_end(record)
         logger.debug(
             "task %s: outcome recorded (%s, generation %d)",
             redact(task_id),
             record.status.value,
             record.generation,
         )
-        if record.retry_at is not None and self._group is not None:
+        if record.retry_at is not None:
             # A retry: the claim is released and the task waits its delay (store clock).
-            delay = max(0, record.retry_at - record.last_updated_at)
-            self._group.start_soon(self._claim_when_due, task_id, delay)
-        return record.status.is_terminal
+            instruments.retries.add(1, tool_attributes(record))
+            if self._group is not None:
+                delay = max(0, record.retry_at - record.last_updated_at)
+                self._group.start_soon(self._claim_when_due, task_id, delay)
+            return False, "retry"
+        return record.status.is_terminal, record.status.value
 
     async def _fail(self, claimed: Claimed, error: JSONObject) -> None:
         """End a claimed task ``failed`` with ``error``, before any body ran for it."""
         task_id = claimed.record.task_id
         try:
-            await self.store.put_status(task_id, Fail(error), lease=claimed.lease)
+            transition = await self.store.put_status(task_id, Fail(error), lease=claimed.lease)
+            if transition.outcome is Outcome.APPLIED:
+                count_end(transition.record)
             await self.notifier.publish(task_id)
         except MCPTasksError:
             logger.debug("failing task %s failed", redact(task_id))
@@ -437,7 +540,11 @@ class Runner:
         except RetryRequested as retry:
             return Retry(retry.error)
         except Exception:
-            logger.exception("a task body raised")
+            logger.exception(
+                "a task body of tool %r raised",
+                context.tool,
+                extra={"tool": context.tool, "attempt": context.attempt},
+            )
             return Fail({"code": -32603, "message": "Internal error"})
         finally:
             context.unbind(token)
@@ -447,7 +554,14 @@ class Runner:
     ) -> None:
         """Renew the lease on the heartbeat; stop the body at once when the task is
         terminal, gone or taken over by another worker: when signalled, and at the latest
-        every :data:`POLL_FALLBACK_S` (a signal lost or never sent)."""
+        every :data:`POLL_FALLBACK_S` (a signal lost or never sent). These store calls are
+        measured, not traced: a long run would gather a span every few seconds."""
+        with Untraced():
+            await self._watch_untraced(context, changes, body_scope)
+
+    async def _watch_untraced(
+        self, context: RunningTaskContext, changes: Subscription, body_scope: anyio.CancelScope
+    ) -> None:
         renew_every = self.heartbeat_ms / 1000
         task_id = context.task_id
         renew_at = anyio.current_time() + renew_every
@@ -469,7 +583,9 @@ class Runner:
             except (StaleLease, TaskNotFound):
                 pass
             except MCPTasksError:
-                logger.warning("the task store did not answer; will retry")
+                logger.warning(
+                    "the task store did not answer; will retry", extra={"store": self._backend}
+                )
                 continue
             logger.debug("stopping the body of task %s", redact(task_id))
             context.mark_cancelled()
@@ -481,13 +597,19 @@ class Runner:
         while True:
             await anyio.sleep(interval_s)
             try:
-                removed = await self.store.reap()
+                with Untraced():  # a poll every 30 s: measured, not traced
+                    removed = await self.store.reap()
             except MCPTasksError as exc:
                 outage.failed(exc)
                 continue
             outage.recovered()
             if removed:
-                logger.info("reaped %d expired tasks", removed)
+                instruments.reaped.add(removed)
+                logger.info(
+                    "reaped %d expired tasks",
+                    removed,
+                    extra={"reaped": removed, "store": self._backend},
+                )
 
 
 def complete_from(result: Mapping[str, Any]) -> Complete:
