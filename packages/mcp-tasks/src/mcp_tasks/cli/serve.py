@@ -14,7 +14,7 @@ import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app, is_fastmcp
+from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app, is_fastmcp, servable
 from mcp_tasks.cli._errors import EXIT_UNREACHABLE, CLIError, UsageError, one_line
 from mcp_tasks.cli._stores import check_reachable, resolve_store_url
 from mcp_tasks.cli.demo_tools import demo_server
@@ -222,6 +222,11 @@ def listen(host: str, port: int) -> socket.socket:
 
 def run(args: argparse.Namespace) -> int:
     prepared = prepare_app(args.app, args.store)
+    if not servable(prepared.app):  # e.g. the module's Tasks, found beside its server
+        raise ServeError(
+            f"{args.app} is a {type(prepared.app).__name__}, not an MCP server; pass the "
+            "server (an MCPServer, Server or FastMCP, or tasks.http_app(server))"
+        )
     stores = ", ".join(dict.fromkeys(prepared.stores))
     # The fast path answers for the app's one Tasks (with several, it looks for the one
     # the server serves: TasksFastPath).
