@@ -254,3 +254,28 @@ def test_serve_refuses_an_object_that_is_no_server_beside_a_tasks(tmp_path: Path
         "pass the server (an MCPServer, Server or FastMCP, or tasks.http_app(server))"
     ]
     assert not (tmp_path / "pinned.db").exists()
+
+
+BAD_TASK_CONFIG_APP = """
+from fastmcp import FastMCP
+from fastmcp.utilities.tasks import TaskConfig
+
+mcp = FastMCP("bad")
+
+
+@mcp.tool(task=TaskConfig(mode="optional", poll_interval=0.5))
+async def echo(text: str) -> str:
+    return text
+"""
+
+
+def test_serve_refuses_a_fastmcp_task_option_of_the_wrong_type(tmp_path: Path) -> None:
+    """`TaskConfig(poll_interval=0.5)` (seconds, not a timedelta) is one line naming the
+    tool and the field, exit 2, before anything listens: not a traceback from uvicorn."""
+    (tmp_path / "bad_config.py").write_text(BAD_TASK_CONFIG_APP)
+    run = refused("bad_config:mcp", "--store", "memory://", cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines() == [
+        "mcp-tasks serve: bad_config:mcp: Tool 'echo': TaskConfig.poll_interval must be a "
+        "datetime.timedelta (e.g. timedelta(seconds=0.5)), got float 0.5"
+    ]

@@ -150,10 +150,20 @@ async def _checked_then(
 ) -> AsyncIterator[None]:
     """Check every tool's task options before the server starts, then run ``running``."""
     if server is not None:
-        for tool in await server.list_tools(run_middleware=False):
-            tool_options(tool)  # raises TypeError naming the tool and the field
+        await check_task_options(server)
     async with running:
         yield
+
+
+async def check_task_options(server: FastMCP) -> None:
+    """Check every tool's task options as :func:`tool_options` reads them.
+
+    Raises:
+        TypeError: a tool's ``TaskConfig`` field has the wrong type or value (the message
+            names the tool and the field).
+    """
+    for tool in await server.list_tools(run_middleware=False):
+        tool_options(tool)
 
 
 def _as_call_tool_result(outcome: object) -> object:

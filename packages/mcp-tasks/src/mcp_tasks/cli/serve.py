@@ -220,6 +220,17 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+async def _check_task_options(spec: str, app: Any) -> None:
+    """Our extension checks a FastMCP app's task options as it starts; here that is one
+    line before anything listens, not a traceback from the server's lifespan."""
+    from mcp_tasks.adapters.fastmcp import check_task_options  # noqa: PLC0415 (imports fastmcp)
+
+    try:
+        await check_task_options(app)
+    except TypeError as error:
+        raise ServeError(f"{spec}: {error}") from error
+
+
 def run(args: argparse.Namespace) -> int:
     prepared = prepare_app(args.app, args.store)
     if not servable(prepared.app):  # e.g. the module's Tasks, found beside its server
@@ -237,6 +248,8 @@ def run(args: argparse.Namespace) -> int:
     server = uvicorn.Server(config)
 
     async def main() -> None:
+        if prepared.tasks and is_fastmcp(prepared.app):
+            await _check_task_options(args.app, prepared.app)
         # In the serving loop itself: connections the check opens stay usable.
         for store in prepared.store_objects:
             await check_reachable(store)
