@@ -135,7 +135,10 @@ CASES: list[tuple[list[str], int, str]] = [
             ('confirm="yes"', "an answer is a JSON object"),
             ("confirm={ok:true}", "'{ok:true}' is not JSON"),
             ('confirm={"action": "ok"}', "the action is one of accept, decline, cancel"),
-            ('confirm={"a": {"b": 1}}', "field 'a' is an object; a form field is a string"),
+            (
+                'confirm={"a": {"b": 1}}',
+                "field 'a' is an object; a form field is a string, number, boolean, null or",
+            ),
         )
     ),
 ]
