@@ -144,6 +144,13 @@ KNOWN_PRIVATE_SEAMS = frozenset(
         # recognise it on a server's chain ("Status notifications: the SDK seam", the fast
         # path's import). The import fails at once if an SDK release moves it.
         ("fast_path.py", "mcp.server._otel"),
+        # A task call's arguments are checked as the SDK checks them ("Argument checks"):
+        # an MCPServer's tools by name only through MCPServer._tool_manager (check_arguments_on
+        # raises a TypeError at start-up if it is not there), a mounted FastMCP server's
+        # tool only through its wrapper's _server and _original_name (the call fails).
+        ("sdk.py", "_tool_manager"),
+        ("fastmcp.py", "_server"),
+        ("fastmcp.py", "_original_name"),
     }
 )
 

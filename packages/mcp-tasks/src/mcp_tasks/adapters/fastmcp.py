@@ -105,8 +105,9 @@ async def validating_tool(tool: Tool, server: FastMCP) -> tuple[Tool, FastMCP]:
     """The tool whose run validates ``tool``'s arguments and the server it runs on (whose
     ``strict_input_validation`` applies): for a tool of a mounted server, the mounted
     server's own tool (its ``call_tool`` runs it), else ``tool`` on ``server``."""
-    # A mounted tool keeps its server and name only in private attributes (FastMCP has
-    # no public way from the wrapper to the tool it delegates to).
+    # A private seam (docs/architecture.md, "Argument checks"): a mounted tool keeps its
+    # server and name only in private attributes, with no public way from the wrapper to
+    # the tool it delegates to; if a FastMCP release drops them the call fails loudly.
     while isinstance(tool, FastMCPProviderTool):
         child: FastMCP = tool._server
         version = VersionSpec(eq=tool.version) if tool.version else None

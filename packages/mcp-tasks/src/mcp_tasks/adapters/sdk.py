@@ -149,11 +149,17 @@ def check_arguments_on(engine: TaskEngine, server: object) -> None:
 
     if not isinstance(server, MCPServer) or server in engine.argument_check_finders:
         return
+    # A private seam (docs/architecture.md, "Argument checks"): MCPServer has no public
+    # lookup of a tool by name; its own tools/call reads this same tool manager.
+    tools = getattr(server, "_tool_manager", None)
+    if tools is None:
+        raise TypeError(
+            "mcp-tasks cannot find this MCPServer's tools (MCPServer._tool_manager): "
+            "this version of mcp is not one mcp-tasks supports"
+        )
 
     def find(name: str) -> ArgumentsCheck | None:
-        # MCPServer has no public lookup of a tool by name; its own tools/call and
-        # input-schema lookup read the same tool manager.
-        tool = server._tool_manager.get_tool(name)
+        tool = tools.get_tool(name)
         return None if tool is None else _validated_by(tool)
 
     engine.argument_check_finders[server] = find
