@@ -3,7 +3,6 @@ half of both commands that loads the SDK, imported only when one of them runs.""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib
 import signal
@@ -27,7 +26,10 @@ from mcp_tasks.stores.opening import describe_store, store_from_url
 from mcp_tasks.tasks import Tasks, collect_tasks
 
 if TYPE_CHECKING:
+    import argparse
+
     from mcp_tasks.stores.protocol import Store
+
 
 class ServeError(UsageError):
     """Why `serve` cannot serve APP as asked: one line for the user (exit 2)."""
