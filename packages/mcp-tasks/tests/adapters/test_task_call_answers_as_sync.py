@@ -309,3 +309,33 @@ async def test_where_the_sdk_checks_nothing_first_the_task_ends_as_the_call_answ
     assert state.status == "completed"
     assert dumped(state.call_tool_result()) == dumped(sync)
     assert len(backend.tasks) == 1
+
+
+def strict_child_app(backend: MemoryBackend) -> FastMCP:
+    """A lax server serving tasks, mounting a strict one (`strict_input_validation`)."""
+    tasks = Tasks(store=MemoryTaskStore(backend=backend))
+    mcp = FastMCP("answers")
+    mcp.add_extension(tasks.fastmcp_extension())
+    child = fastmcp_parts(MemoryBackend(), with_tasks=False)[0]
+    child.strict_input_validation = True
+    mcp.mount(child)
+    return mcp
+
+
+async def test_a_mounted_servers_own_strictness_decides() -> None:
+    """A mounted server validates its tool's arguments by its own strictness: a numeric
+    string for an int, which its strict validation refuses, gets its synchronous answer
+    and no task, though the server serving tasks is lax."""
+    strict_reference = fastmcp_reference()
+    strict_reference.strict_input_validation = True
+    reference = FastMCP("answers")
+    reference.mount(strict_reference)
+    async with running(reference) as url, Client(url) as plain:
+        sync = await plain.call_tool("crunch", {"steps": "7"})
+    assert sync.is_error, "the strict server refuses a numeric string"
+    backend = MemoryBackend()
+    async with running(strict_child_app(backend)) as url, tasks_client(url) as client:
+        as_task = await start_tool(client, "crunch", {"steps": "7"})
+    assert not isinstance(as_task, TaskHandle)
+    assert dumped(as_task) == dumped(sync)
+    assert backend.tasks == {}
