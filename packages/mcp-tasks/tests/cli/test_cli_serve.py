@@ -13,6 +13,7 @@ import anyio
 import httpx2 as httpx
 import pytest
 
+from mcp_tasks.cli import main
 from mcp_tasks.client import TaskHandle, start_tool, tasks_client
 from mcp_tasks.testing import free_socket
 
@@ -243,14 +244,16 @@ def test_serve_accepts_the_pinned_store_named_again(tmp_path: Path) -> None:
     assert banner.endswith(f"(store: sqlite:///{tmp_path.resolve()}/pinned.db)")
 
 
-def test_serve_refuses_an_object_that_is_no_server_beside_a_tasks(tmp_path: Path) -> None:
+def test_serve_refuses_an_object_that_is_no_server_beside_a_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """APP naming the module's Tasks (not the server it serves) is one line naming what to
     pass instead, exit 2, before any store is opened."""
-    (tmp_path / "pinned_app.py").write_text(PINNED_APP)
-    run = refused("pinned_app:tasks", cwd=tmp_path)
-    assert run.returncode == 2, run.stderr
-    assert run.stderr.splitlines() == [
-        "mcp-tasks serve: pinned_app:tasks is a Tasks, not an MCP server; "
+    (tmp_path / "tasks_not_server.py").write_text(PINNED_APP)
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "tasks_not_server:tasks", "--port", "1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "mcp-tasks serve: tasks_not_server:tasks is a Tasks, not an MCP server; "
         "pass the server (an MCPServer, Server or FastMCP, or tasks.http_app(server))"
     ]
     assert not (tmp_path / "pinned.db").exists()
@@ -269,13 +272,15 @@ async def echo(text: str) -> str:
 """
 
 
-def test_serve_refuses_a_fastmcp_task_option_of_the_wrong_type(tmp_path: Path) -> None:
+def test_serve_refuses_a_fastmcp_task_option_of_the_wrong_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`TaskConfig(poll_interval=0.5)` (seconds, not a timedelta) is one line naming the
     tool and the field, exit 2, before anything listens: not a traceback from uvicorn."""
-    (tmp_path / "bad_config.py").write_text(BAD_TASK_CONFIG_APP)
-    run = refused("bad_config:mcp", "--store", "memory://", cwd=tmp_path)
-    assert run.returncode == 2, run.stderr
-    assert run.stderr.splitlines() == [
-        "mcp-tasks serve: bad_config:mcp: Tool 'echo': TaskConfig.poll_interval must be a "
-        "datetime.timedelta (e.g. timedelta(seconds=0.5)), got float 0.5"
+    (tmp_path / "bad_task_config.py").write_text(BAD_TASK_CONFIG_APP)
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "bad_task_config:mcp", "--store", "memory://", "--port", "1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "mcp-tasks serve: bad_task_config:mcp: Tool 'echo': TaskConfig.poll_interval must "
+        "be a datetime.timedelta (e.g. timedelta(seconds=0.5)), got float 0.5"
     ]
