@@ -1,6 +1,7 @@
 """A task store that goes down is said in the log once per kind of work, naming the store
-and the cause, and said again when it is back: the runner's claims and the change relay,
-against a real Redis behind a TCP proxy the test stops and starts."""
+and the cause, and said again when it is back: the runner's claims, a running body's
+lease renewals and the change relay, against a real Redis behind a TCP proxy the test
+stops and starts."""
 
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ import anyio
 import pytest
 from resend_scenarios import DroppingProxy, through
 
-from mcp_tasks import StoreOptions
+from mcp_tasks import Complete, NewTask, StoreOptions, TaskStatus
+from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.runtime.notifier import notifier_for
-from mcp_tasks.runtime.runner import Runner
+from mcp_tasks.runtime.runner import Runner, tool_work
 from mcp_tasks.stores.opening import describe_store
 from mcp_tasks_redis import RedisTaskStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+    from mcp_tasks.domain.models import StatusChange
+    from mcp_tasks.runtime.context import RunningTaskContext
 
 pytestmark = pytest.mark.anyio
 
@@ -103,3 +108,60 @@ async def test_a_store_on_a_closed_port_is_named_with_its_cause(
     )
     assert describe_store(store).startswith("redis://127.0.0.1:1/0")
     assert "Error" in line
+
+
+async def test_a_running_bodys_lease_renewals_name_the_store_once_and_its_return(
+    redis_url: str, namespace: str, proxy: DroppingProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis goes away while a body runs: its lease renewals say once (WARNING) which
+    store failed and why, retry at most once per heartbeat instead of back to back, and
+    say (INFO) when the store is back; the body keeps running throughout."""
+    caplog.set_level(logging.INFO, logger="mcp_tasks")
+    store = RedisTaskStore(through(redis_url, proxy), StoreOptions(), prefix=namespace)
+    name = describe_store(store)
+    heartbeat_s = 0.5
+    runner = Runner(
+        store,
+        notifier_for(store),
+        lease_ms=60_000,
+        heartbeat_ms=int(heartbeat_s * 1000),
+        recovery_interval_s=None,
+        reap_interval_s=None,
+    )
+    started, release = anyio.Event(), anyio.Event()
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        started.set()
+        await release.wait()
+        return Complete({"content": []})
+
+    work = "keeping running tasks' leases"
+    try:
+        async with runner.run():
+            task = NewTask(task_id="outage-body", work=tool_work("t", {}))
+            await runner.create_and_run(task, body, store.create)
+            with anyio.fail_after(DEADLINE_S):
+                await started.wait()
+            await proxy.close()
+            down_at = anyio.current_time()
+            await until(caplog, f"{work} failed", logging.WARNING)
+            await anyio.sleep(2.0)  # renewals due every heartbeat keep failing
+            await proxy.start()
+            down_s = anyio.current_time() - down_at
+            await until(caplog, f"{work} works again", logging.INFO)
+            release.set()
+            with anyio.fail_after(DEADLINE_S):  # the body was never stopped: it completes
+                while not (await store.get(task.task_id, ANY_OWNER)).status.is_terminal:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+            assert (await store.get(task.task_id, ANY_OWNER)).status is TaskStatus.COMPLETED
+    finally:
+        await store.close()
+    (first,) = said(caplog, f"{work} failed", logging.WARNING)
+    assert f"the task store {name} is unavailable (" in first
+    assert "Error" in first.partition("(")[2], "the cause is named"
+    (back,) = said(caplog, f"{work} works again", logging.INFO)
+    assert f"the task store {name} is back after " in back
+    failures = int(back.partition(" is back after ")[2].split()[0])
+    # One renewal per heartbeat and a few signalled checks; back to back it was ~25.
+    assert failures <= down_s / heartbeat_s + 3, "retries are paced, not back to back"
+    assert not said(caplog, "the task store did not answer", logging.WARNING)

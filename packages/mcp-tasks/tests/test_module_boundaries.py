@@ -148,6 +148,13 @@ KNOWN_PRIVATE_SEAMS = frozenset(
         # it exports from no public module ("The SDK's configurator"); cli.otel imports it only when
         # the SDK is installed, and the import fails at once if a release moves it.
         ("otel.py", "opentelemetry.sdk._configuration"),
+        # A task call's arguments are checked as the SDK checks them ("Argument checks"):
+        # an MCPServer's tools by name only through MCPServer._tool_manager (check_arguments_on
+        # raises a TypeError at start-up if it is not there), a mounted FastMCP server's
+        # tool only through its wrapper's _server and _original_name (the call fails).
+        ("sdk.py", "_tool_manager"),
+        ("fastmcp.py", "_server"),
+        ("fastmcp.py", "_original_name"),
     }
 )
 

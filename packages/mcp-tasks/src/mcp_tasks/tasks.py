@@ -18,6 +18,7 @@ import anyio.to_thread
 from mcp_tasks.adapters.fast_path import with_fast_path
 from mcp_tasks.adapters.sdk import (
     TasksExtension,
+    check_arguments_on,
     install,
     mcpserver_arguments_check,
     mcpserver_tool_call,
@@ -260,7 +261,7 @@ class Tasks:
     async def lifespan(self, app: object = None) -> AsyncIterator[dict[str, Any]]:
         """A lifespan for ``MCPServer``, ``Server`` or Starlette: runs :meth:`running`, and
         on an SDK server serves task notifications on ``subscriptions/listen``."""
-        serve_listen(self.engine, app)
+        self._attach(app)
         async with self.running():
             yield {}
 
@@ -279,7 +280,7 @@ class Tasks:
         without the SDK's per-request machinery, with the same bytes; every other request
         goes to the SDK's app. Also serves task notifications, as
         :meth:`serve_notifications` does. See docs/serving-tasks.md."""
-        serve_listen(self.engine, server)
+        self._attach(server)
         return with_fast_path(server.streamable_http_app(**options), self.engine)
 
     def install(self, server: Server[Any]) -> TasksExtension:
@@ -293,8 +294,15 @@ class Tasks:
 
         Done for you by :meth:`install`, :meth:`tool` and :attr:`lifespan` (when the
         server's lifespan is this one); call it for an ``MCPServer`` that uses only
-        :meth:`extension` and :meth:`register` under a lifespan of its own."""
+        :meth:`extension` and :meth:`register` under a lifespan of its own (it also checks
+        the arguments of the tools :meth:`register` declares before they become tasks)."""
+        self._attach(server)
+
+    def _attach(self, server: object) -> None:
+        """Serve task notifications on an SDK ``server`` and check its tools' arguments
+        as it does; nothing for any other app."""
         serve_listen(self.engine, server)
+        check_arguments_on(self.engine, server)
 
     def fastmcp_extension(self) -> FastMCPTasksExtension:
         """The FastMCP extension: ``mcp.add_extension(tasks.fastmcp_extension())`` runs
@@ -356,7 +364,7 @@ class Tasks:
         """
         options = ToolOptions(**{k: v for k, v in keywords.items() if k in TOOL_OPTION_FIELDS})
         tool_kwargs = {k: v for k, v in keywords.items() if k not in TOOL_OPTION_FIELDS}
-        serve_listen(self.engine, server)
+        self._attach(server)
 
         def decorator(fn: F) -> F:
             tool_name = name or fn.__name__

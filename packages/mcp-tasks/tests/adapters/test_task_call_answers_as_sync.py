@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any, cast
 import mcp_types as types
 import pytest
 from fastmcp import FastMCP
+from fastmcp.tools import Tool as FastMCPTool
+from fastmcp.tools.base import ToolResult
+from fastmcp.utilities.tasks import TaskConfig
 from mcp.client.client import Client
+from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks import MemoryBackend, MemoryTaskStore, TaskContext, Tasks
@@ -23,6 +27,8 @@ from mcp_tasks.testing import running
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from mcp.server.context import ServerRequestContext
 
     from mcp_tasks.runtime.context import RunningTaskContext
 
@@ -53,10 +59,13 @@ def fastmcp_app(backend: MemoryBackend) -> FastMCP:
     return fastmcp_parts(backend)[0]
 
 
-def fastmcp_parts(backend: MemoryBackend) -> tuple[FastMCP, Tasks]:
+def fastmcp_parts(backend: MemoryBackend, *, with_tasks: bool = True) -> tuple[FastMCP, Tasks]:
+    """The task tools on a FastMCP server; ``with_tasks=False``: one without the extension,
+    to be mounted into a server that has it."""
     tasks = Tasks(store=MemoryTaskStore(backend=backend))
     mcp = FastMCP("answers")
-    mcp.add_extension(tasks.fastmcp_extension())
+    if with_tasks:
+        mcp.add_extension(tasks.fastmcp_extension())
 
     @mcp.tool(task=True)
     async def crunch(steps: int) -> str:
@@ -69,9 +78,9 @@ def fastmcp_parts(backend: MemoryBackend) -> tuple[FastMCP, Tasks]:
     return mcp, tasks
 
 
-def sdk_reference() -> MCPServer[Any]:
+def sdk_reference(**server_options: Any) -> MCPServer[Any]:
     """The same tools on a plain MCPServer, no tasks: the SDK's own synchronous answers."""
-    mcp: MCPServer[Any] = MCPServer("answers")
+    mcp: MCPServer[Any] = MCPServer("answers", **server_options)
 
     @mcp.tool()
     async def crunch(steps: int) -> str:
@@ -99,10 +108,42 @@ def fastmcp_reference() -> FastMCP:
     return mcp
 
 
-APPS: list[Callable[[MemoryBackend], object]] = [sdk_app, fastmcp_app]
+def sdk_registered_app(backend: MemoryBackend) -> MCPServer[Any]:
+    """The same tools added to the MCPServer itself and declared by name (Tasks.register)."""
+    tasks = Tasks(store=MemoryTaskStore(backend=backend))
+    mcp = sdk_reference(extensions=[tasks.extension()], lifespan=tasks.lifespan)
+    tasks.register("crunch", mode="optional")
+    tasks.register("boom", mode="optional")
+    return mcp
+
+
+def fastmcp_mounted_app(backend: MemoryBackend) -> FastMCP:
+    """The same task tools on a FastMCP server mounted into the one serving tasks."""
+    tasks = Tasks(store=MemoryTaskStore(backend=backend))
+    mcp = FastMCP("answers")
+    mcp.add_extension(tasks.fastmcp_extension())
+    mcp.mount(fastmcp_parts(MemoryBackend(), with_tasks=False)[0])
+    return mcp
+
+
+def fastmcp_mounted_reference() -> FastMCP:
+    mcp = FastMCP("answers")
+    mcp.mount(fastmcp_reference())
+    return mcp
+
+
+APPS: list[Callable[[MemoryBackend], object]] = [
+    sdk_app,
+    fastmcp_app,
+    sdk_registered_app,
+    fastmcp_mounted_app,
+]
+APP_IDS = ["sdk", "fastmcp", "sdk-registered", "fastmcp-mounted"]
 REFERENCES: dict[Callable[[MemoryBackend], object], Callable[[], object]] = {
     sdk_app: sdk_reference,
     fastmcp_app: fastmcp_reference,
+    sdk_registered_app: sdk_reference,
+    fastmcp_mounted_app: fastmcp_mounted_reference,
 }
 
 
@@ -121,7 +162,7 @@ def dumped(result: types.CallToolResult) -> dict[str, Any]:
     return {key: value for key, value in raw.items() if key != "_meta"}
 
 
-@pytest.mark.parametrize("app", APPS, ids=["sdk", "fastmcp"])
+@pytest.mark.parametrize("app", APPS, ids=APP_IDS)
 @pytest.mark.parametrize("arguments", BAD_ARGUMENTS, ids=["not-int", "missing", "object"])
 async def test_refused_arguments_get_the_sync_answer_and_no_task(
     app: Callable[[MemoryBackend], object], arguments: dict[str, Any]
@@ -141,7 +182,7 @@ async def test_refused_arguments_get_the_sync_answer_and_no_task(
     assert backend.tasks == {}, "no task row is written"
 
 
-@pytest.mark.parametrize("app", APPS, ids=["sdk", "fastmcp"])
+@pytest.mark.parametrize("app", APPS, ids=APP_IDS)
 async def test_arguments_the_sdk_coerces_still_make_a_task(
     app: Callable[[MemoryBackend], object],
 ) -> None:
@@ -157,7 +198,7 @@ async def test_arguments_the_sdk_coerces_still_make_a_task(
     assert len(backend.tasks) == 1
 
 
-@pytest.mark.parametrize("app", APPS, ids=["sdk", "fastmcp"])
+@pytest.mark.parametrize("app", APPS, ids=APP_IDS)
 async def test_a_tool_error_reads_in_the_task_as_without_one(
     app: Callable[[MemoryBackend], object],
 ) -> None:
@@ -200,3 +241,101 @@ async def test_a_fastmcp_tool_error_reads_the_same_when_the_task_runs_again() ->
     assert isinstance(change, Complete)
     # A task keeps the result without its wire envelope (resultType), as any task result.
     assert change.result == {k: v for k, v in dumped(sync).items() if k != "resultType"}
+
+
+def lowlevel_server(tasks: Tasks | None) -> Server[Any]:
+    """A low-level Server whose tools/call handler checks ``steps`` itself (the SDK checks
+    no tool's arguments there); with ``tasks``, installed as a task tool."""
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        steps = (params.arguments or {}).get("steps")
+        if not isinstance(steps, int):
+            text = "steps must be an integer"
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=text)], is_error=True
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=f"crunched {steps}")]
+        )
+
+    lifespan = {"lifespan": tasks.lifespan} if tasks is not None else {}
+    server: Server[Any] = Server("answers", on_call_tool=call_tool, **lifespan)
+    if tasks is not None:
+        tasks.register("crunch", mode="optional")
+        tasks.install(server)
+    return server
+
+
+class Crunch(FastMCPTool):
+    """A FastMCP tool that is no function: it checks its arguments as it runs."""
+
+    async def run(self, arguments: dict[str, Any]) -> ToolResult:
+        steps = arguments.get("steps")
+        if not isinstance(steps, int):
+            raise ValueError("steps must be an integer")
+        return ToolResult(content=f"crunched {steps}")
+
+
+def fastmcp_tool_subclass_server(tasks: Tasks | None) -> FastMCP:
+    mcp = FastMCP("answers")
+    crunch = Crunch(name="crunch", parameters={"type": "object", "properties": {}})
+    if tasks is not None:
+        mcp.add_extension(tasks.fastmcp_extension())
+        crunch.task_config = TaskConfig(mode="optional")
+    mcp.add_tool(crunch)
+    return mcp
+
+
+@pytest.mark.parametrize(
+    "build", [lowlevel_server, fastmcp_tool_subclass_server], ids=["lowlevel", "fastmcp-tool"]
+)
+async def test_where_the_sdk_checks_nothing_first_the_task_ends_as_the_call_answers(
+    build: Callable[[Tasks | None], object],
+) -> None:
+    """A low-level Server validates no tool arguments and a FastMCP Tool that is no
+    function validates as it runs: the task call becomes a task, as the synchronous call
+    runs the tool, and the task ends with exactly the answer that call gets."""
+    async with running(build(None)) as url, Client(url) as plain:
+        sync = await plain.call_tool("crunch", {"steps": "abc"})
+    assert sync.is_error
+    backend = MemoryBackend()
+    app = build(Tasks(store=MemoryTaskStore(backend=backend)))
+    async with running(app) as url, tasks_client(url) as client:
+        handle = await start_tool(client, "crunch", {"steps": "abc"})
+        assert isinstance(handle, TaskHandle)
+        state = await handle.wait()
+    assert state.status == "completed"
+    assert dumped(state.call_tool_result()) == dumped(sync)
+    assert len(backend.tasks) == 1
+
+
+def strict_child_app(backend: MemoryBackend) -> FastMCP:
+    """A lax server serving tasks, mounting a strict one (`strict_input_validation`)."""
+    tasks = Tasks(store=MemoryTaskStore(backend=backend))
+    mcp = FastMCP("answers")
+    mcp.add_extension(tasks.fastmcp_extension())
+    child = fastmcp_parts(MemoryBackend(), with_tasks=False)[0]
+    child.strict_input_validation = True
+    mcp.mount(child)
+    return mcp
+
+
+async def test_a_mounted_servers_own_strictness_decides() -> None:
+    """A mounted server validates its tool's arguments by its own strictness: a numeric
+    string for an int, which its strict validation refuses, gets its synchronous answer
+    and no task, though the server serving tasks is lax."""
+    strict_reference = fastmcp_reference()
+    strict_reference.strict_input_validation = True
+    reference = FastMCP("answers")
+    reference.mount(strict_reference)
+    async with running(reference) as url, Client(url) as plain:
+        sync = await plain.call_tool("crunch", {"steps": "7"})
+    assert sync.is_error, "the strict server refuses a numeric string"
+    backend = MemoryBackend()
+    async with running(strict_child_app(backend)) as url, tasks_client(url) as client:
+        as_task = await start_tool(client, "crunch", {"steps": "7"})
+    assert not isinstance(as_task, TaskHandle)
+    assert dumped(as_task) == dumped(sync)
+    assert backend.tasks == {}

@@ -16,7 +16,8 @@ SERVER_SIDE = (
     "mcp_tasks.adapters",
     "mcp_tasks.engine",
     "mcp_tasks.runtime",
-    "mcp_tasks.cli.serve",
+    "mcp_tasks.cli.serving",
+    "mcp_tasks.cli.tour",
     "mcp_tasks.cli.demo_tools",
 )
 
@@ -49,6 +50,10 @@ def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
         ["--help"],
         ["call", "--help"],
         ["watch", "--help"],
+        ["serve", "--help"],
+        ["worker", "--help"],
+        ["demo", "--help"],
+        ["serve", "app:mcp", "--port", "http"],
         ["nosuchcommand"],
         ["call", "http://127.0.0.1:9/mcp"],  # TOOL missing
         ["call", "http://127.0.0.1:9/mcp", "build", "notapair"],

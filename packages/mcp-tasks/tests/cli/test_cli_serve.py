@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from contextlib import contextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,36 +13,56 @@ import anyio
 import httpx2 as httpx
 import pytest
 
+from mcp_tasks.cli import main
 from mcp_tasks.client import TaskHandle, start_tool, tasks_client
 from mcp_tasks.testing import free_socket
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator
 
 pytestmark = pytest.mark.anyio
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
 
 
-@contextmanager
-def serve(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Iterator[str]:
-    """Run `mcp-tasks serve … --port P` until the block ends; yields the /mcp URL."""
+#: Generous: importing the SDK (and FastMCP) on a loaded machine can take many seconds;
+#: the bound is only there so that a server that never comes up fails instead of hanging.
+UP_WITHIN_S = 120.0
+
+
+@asynccontextmanager
+async def serve(*args: str, cwd: Path, env: dict[str, str] | None = None) -> AsyncIterator[str]:
+    """Run `mcp-tasks serve … --port P` until the block ends; yields the /mcp URL once it
+    answers."""
+    url, process = start_serving(*args, cwd=cwd, env=env)
+    try:
+        await wait_until_up(url, process)
+        yield url
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def start_serving(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> tuple[str, subprocess.Popen[str]]:
+    """Start `mcp-tasks serve … --port P`; its /mcp URL and its process."""
     with free_socket() as sock:  # ask the OS for a free port, then hand it to the server
         port = sock.getsockname()[1]
     command = [sys.executable, "-m", "mcp_tasks.cli", "serve", *args, "--port", str(port)]
     process = subprocess.Popen(
         command, cwd=cwd, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True
     )
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.communicate(timeout=30)
+    return f"http://127.0.0.1:{port}/mcp", process
 
 
-async def wait_until_up(url: str) -> None:
-    with anyio.fail_after(30):
+async def wait_until_up(url: str, process: subprocess.Popen[str]) -> None:
+    """Until ``url`` answers; fails at once, with its stderr, if the server exits first."""
+    with anyio.fail_after(UP_WITHIN_S):
         while True:
+            if process.poll() is not None:
+                _, stderr = process.communicate()
+                pytest.fail(f"serve exited with {process.returncode} before answering: {stderr}")
             try:
                 async with httpx.AsyncClient() as raw:
                     await raw.get(url)
@@ -53,24 +73,23 @@ async def wait_until_up(url: str) -> None:
 
 async def test_serve_without_app_serves_the_demo_tools(tmp_path: Path) -> None:
     """With no APP, serve offers the demo tools with tasks enabled, on the given store."""
-    with serve("--store", "memory://", cwd=tmp_path) as url:
-        await wait_until_up(url)
-        async with tasks_client(url) as client:
-            handle = await start_tool(client, "build", {"ref": "served"})
-            assert isinstance(handle, TaskHandle)
-            state = await handle.wait()
+    async with serve("--store", "memory://", cwd=tmp_path) as url, tasks_client(url) as client:
+        handle = await start_tool(client, "build", {"ref": "served"})
+        assert isinstance(handle, TaskHandle)
+        state = await handle.wait()
     assert state.status == "completed"
     assert not any(tmp_path.iterdir()), "a memory store writes no file"  # noqa: ASYNC240
 
 
 async def test_serve_an_app_by_module_path(tmp_path: Path) -> None:
     """serve APP imports module:attr (from the current directory) and serves it."""
-    with serve("official_sdk_server:mcp", "--store", "memory://", cwd=EXAMPLES) as url:
-        await wait_until_up(url)
-        async with tasks_client(url) as client:
-            handle = await start_tool(client, "build", {"ref": "app"})
-            assert isinstance(handle, TaskHandle)
-            state = await handle.wait()
+    async with (
+        serve("official_sdk_server:mcp", "--store", "memory://", cwd=EXAMPLES) as url,
+        tasks_client(url) as client,
+    ):
+        handle = await start_tool(client, "build", {"ref": "app"})
+        assert isinstance(handle, TaskHandle)
+        state = await handle.wait()
     assert state.status == "completed"
 
 
@@ -95,12 +114,13 @@ mcp = MCPServer("no-tasks")
 async def test_serve_gives_a_bare_fastmcp_app_our_extension(tmp_path: Path) -> None:
     """A FastMCP app with task=True tools and no tasks extension is served with ours."""
     await anyio.Path(tmp_path / "bare_fastmcp.py").write_text(FASTMCP_APP)
-    with serve("bare_fastmcp:mcp", "--store", "memory://", cwd=tmp_path) as url:
-        await wait_until_up(url)
-        async with tasks_client(url) as client:
-            handle = await start_tool(client, "triple", {"n": 5})
-            assert isinstance(handle, TaskHandle)
-            state = await handle.wait()
+    async with (
+        serve("bare_fastmcp:mcp", "--store", "memory://", cwd=tmp_path) as url,
+        tasks_client(url) as client,
+    ):
+        handle = await start_tool(client, "triple", {"n": 5})
+        assert isinstance(handle, TaskHandle)
+        state = await handle.wait()
     assert state.status == "completed"
     assert state.result is not None
     assert "15" in str(state.result["content"])
@@ -165,18 +185,15 @@ def _banner_and_status(*args: str, cwd: Path, tool: str) -> tuple[str, str]:
     """Serve, run `tool` once as a task, stop; the banner line and the task's final status."""
 
     async def call(url: str) -> str:
-        await wait_until_up(url)
+        await wait_until_up(url, process)
         async with tasks_client(url) as client:
             handle = await start_tool(client, tool, {"text": "hi"})
             assert isinstance(handle, TaskHandle)
             return (await handle.wait()).status
 
-    with free_socket() as sock:
-        port = sock.getsockname()[1]
-    command = [sys.executable, "-m", "mcp_tasks.cli", "serve", *args, "--port", str(port)]
-    process = subprocess.Popen(command, cwd=cwd, stderr=subprocess.PIPE, text=True)
+    url, process = start_serving(*args, cwd=cwd)
     try:
-        status = anyio.run(call, f"http://127.0.0.1:{port}/mcp")
+        status = anyio.run(call, url)
     finally:
         process.terminate()
         _, stderr = process.communicate(timeout=30)
@@ -225,3 +242,45 @@ def test_serve_accepts_the_pinned_store_named_again(tmp_path: Path) -> None:
     )
     assert status == "completed"
     assert banner.endswith(f"(store: sqlite:///{tmp_path.resolve()}/pinned.db)")
+
+
+def test_serve_refuses_an_object_that_is_no_server_beside_a_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """APP naming the module's Tasks (not the server it serves) is one line naming what to
+    pass instead, exit 2, before any store is opened."""
+    (tmp_path / "tasks_not_server.py").write_text(PINNED_APP)
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "tasks_not_server:tasks", "--port", "1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "mcp-tasks serve: tasks_not_server:tasks is a Tasks, not an MCP server; "
+        "pass the server (an MCPServer, Server or FastMCP, or tasks.http_app(server))"
+    ]
+    assert not (tmp_path / "pinned.db").exists()
+
+
+BAD_TASK_CONFIG_APP = """
+from fastmcp import FastMCP
+from fastmcp.utilities.tasks import TaskConfig
+
+mcp = FastMCP("bad")
+
+
+@mcp.tool(task=TaskConfig(mode="optional", poll_interval=0.5))
+async def echo(text: str) -> str:
+    return text
+"""
+
+
+def test_serve_refuses_a_fastmcp_task_option_of_the_wrong_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`TaskConfig(poll_interval=0.5)` (seconds, not a timedelta) is one line naming the
+    tool and the field, exit 2, before anything listens: not a traceback from uvicorn."""
+    (tmp_path / "bad_task_config.py").write_text(BAD_TASK_CONFIG_APP)
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "bad_task_config:mcp", "--store", "memory://", "--port", "1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "mcp-tasks serve: bad_task_config:mcp: Tool 'echo': TaskConfig.poll_interval must "
+        "be a datetime.timedelta (e.g. timedelta(seconds=0.5)), got float 0.5"
+    ]

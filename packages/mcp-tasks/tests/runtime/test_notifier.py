@@ -16,6 +16,7 @@ from mcp_tasks import (
     Tasks,
     notifier_for,
 )
+from mcp_tasks.runtime import notifier as notifier_module
 from mcp_tasks.runtime.notifier import GuardedNotifier, Publisher, signal_key
 
 if TYPE_CHECKING:
@@ -211,3 +212,69 @@ async def test_watched_names_the_subscribed_tasks_while_any_subscriber_waits() -
         async with notifier.subscribe():
             assert notifier.watched()[1] is True
     assert notifier.watched() == ({}, False)
+
+
+class SlowRelay:
+    """A relay that listens after ``listen_after_s`` (``None``: never), or first fails
+    when ``fail_first``."""
+
+    def __init__(self, *, listen_after_s: float | None, fail_first: bool = False) -> None:
+        self.listen_after_s = listen_after_s
+        self.fail_first = fail_first
+        self.listening = False
+        self.receivers = 0
+
+    async def send(self, key: str) -> None:
+        return None
+
+    async def receive(
+        self, deliver: Callable[[str | None], None], ready: Callable[[], None]
+    ) -> None:
+        self.receivers += 1
+        if self.fail_first and self.receivers == 1:
+            raise ConnectionRefusedError("nobody listens")
+        if self.listen_after_s is None:
+            await anyio.sleep_forever()
+        await anyio.sleep(self.listen_after_s)
+        self.listening = True
+        ready()
+        await anyio.sleep_forever()
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_start_up_waits_until_the_relay_listens() -> None:
+    """Running a relay notifier returns only once the relay listens, so no signal sent
+    right after start-up is missed."""
+    relay = SlowRelay(listen_after_s=0.3)
+    async with RelayNotifier(relay).running():
+        assert relay.listening
+
+
+async def test_start_up_waits_for_a_relay_that_never_listens_only_up_to_its_bound(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A relay that neither listens nor fails holds start-up for RELAY_START_TIMEOUT_S at
+    most; then the process serves (polling meanwhile) and says so."""
+    monkeypatch.setattr(notifier_module, "RELAY_START_TIMEOUT_S", 0.5)
+    relay = SlowRelay(listen_after_s=None)
+    started = anyio.current_time()
+    with anyio.fail_after(10):  # generous: only a broken bound reaches it
+        async with RelayNotifier(relay).running():
+            waited = anyio.current_time() - started
+    assert waited >= 0.5, "it waited for the relay"
+    assert "the change relay is not listening yet; polling meanwhile" in caplog.messages
+
+
+async def test_start_up_goes_on_once_the_relay_has_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A relay whose first attempt fails does not hold start-up until the bound: it goes
+    on at once, the relay retrying in the background."""
+    monkeypatch.setattr(notifier_module, "RELAY_START_TIMEOUT_S", 3600.0)
+    relay = SlowRelay(listen_after_s=3600.0, fail_first=True)
+    with anyio.fail_after(10):  # generous: waiting for the bound would take an hour
+        async with RelayNotifier(relay).running():
+            assert relay.receivers == 1
+            assert not relay.listening

@@ -23,6 +23,11 @@ def is_fastmcp(app: object) -> bool:
     return module is not None and isinstance(app, module.FastMCP)
 
 
+def servable(app: object) -> bool:
+    """Whether :func:`asgi_app` serves ``app``."""
+    return isinstance(app, TasksFastPath | Starlette | MCPServer | Server) or is_fastmcp(app)
+
+
 def asgi_app(app: object, *, engine: TaskEngine | None = None, fast_path: bool = True) -> Any:
     """The Streamable HTTP ASGI app at ``/mcp`` for an MCPServer, low-level Server or FastMCP.
 

@@ -23,8 +23,10 @@ import mcp_types as types
 from fastmcp.exceptions import FastMCPError
 from fastmcp.server.dependencies import without_injected_parameters
 from fastmcp.server.extensions import MethodBinding, ServerExtension
+from fastmcp.server.providers.fastmcp_provider import FastMCPProviderTool
 from fastmcp.tools.base import ToolResult
 from fastmcp.tools.function_tool import FunctionTool
+from fastmcp.utilities.versions import VersionSpec
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams
@@ -99,9 +101,27 @@ def _arguments_validator(fn: Callable[..., Any]) -> SchemaValidator:
     )
 
 
-def arguments_check(tool: Tool, *, strict: bool) -> ArgumentsCheck | None:
-    """FastMCP's own validation of ``tool``'s arguments, run before a task is created;
-    ``None`` for a tool that is not a plain function (its run validates as it goes)."""
+async def validating_tool(tool: Tool, server: FastMCP) -> tuple[Tool, FastMCP]:
+    """The tool whose run validates ``tool``'s arguments and the server it runs on (whose
+    ``strict_input_validation`` applies): for a tool of a mounted server, the mounted
+    server's own tool (its ``call_tool`` runs it), else ``tool`` on ``server``."""
+    # A private seam (docs/architecture.md, "Argument checks"): a mounted tool keeps its
+    # server and name only in private attributes, with no public way from the wrapper to
+    # the tool it delegates to; if a FastMCP release drops them the call fails loudly.
+    while isinstance(tool, FastMCPProviderTool):
+        child: FastMCP = tool._server
+        version = VersionSpec(eq=tool.version) if tool.version else None
+        inner = await child.get_tool(tool._original_name or tool.name, version=version)
+        if inner is None:
+            break
+        tool, server = inner, child
+    return tool, server
+
+
+def arguments_check(tool: Tool, server: FastMCP) -> ArgumentsCheck | None:
+    """FastMCP's own validation of ``tool``'s arguments (see :func:`validating_tool`), run
+    before a task is created; ``None`` for a tool that is not a plain function (a proxied
+    or transformed tool, a ``Tool`` subclass: its run validates as it goes)."""
     if not isinstance(tool, FunctionTool):
         return None
     try:
@@ -109,6 +129,8 @@ def arguments_check(tool: Tool, *, strict: bool) -> ArgumentsCheck | None:
     except Exception:  # a callable pydantic cannot read: FastMCP's run decides as it goes
         logger.debug("tool %r: no argument check before its tasks", tool.name, exc_info=True)
         return None
+
+    strict = server.strict_input_validation
 
     def fits(arguments: Mapping[str, Any]) -> bool:
         try:
@@ -129,10 +151,20 @@ async def _checked_then(
 ) -> AsyncIterator[None]:
     """Check every tool's task options before the server starts, then run ``running``."""
     if server is not None:
-        for tool in await server.list_tools(run_middleware=False):
-            tool_options(tool)  # raises TypeError naming the tool and the field
+        await check_task_options(server)
     async with running:
         yield
+
+
+async def check_task_options(server: FastMCP) -> None:
+    """Check every tool's task options as :func:`tool_options` reads them.
+
+    Raises:
+        TypeError: a tool's ``TaskConfig`` field has the wrong type or value (the message
+            names the tool and the field).
+    """
+    for tool in await server.list_tools(run_middleware=False):
+        tool_options(tool)
 
 
 def _as_call_tool_result(outcome: object) -> object:
@@ -248,7 +280,7 @@ class FastMCPTasksExtension(ServerExtension):
             call_next=run_tool,
             options=options,
             to_change=fastmcp_result_to_change,
-            arguments_fit=arguments_check(tool, strict=context.fastmcp.strict_input_validation),
+            arguments_fit=arguments_check(*await validating_tool(tool, context.fastmcp)),
         )
         if isinstance(result, dict):
             # A CreateTaskResult. The SDK runner serializes a dict as is: a model would be

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.lowlevel.server import Server
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.tools import Tool
 
     from mcp_tasks.engine import TaskEngine
 
@@ -137,7 +138,36 @@ def mcpserver_arguments_check(fn: Callable[..., Any], name: str) -> ArgumentsChe
     way the server's ``tools/call`` does before the body runs, without running it."""
     from mcp.server.mcpserver.tools import Tool  # noqa: PLC0415 (the server side only)
 
-    metadata = Tool.from_function(fn, name=name).fn_metadata
+    return _validated_by(Tool.from_function(fn, name=name))
+
+
+def check_arguments_on(engine: TaskEngine, server: object) -> None:
+    """Check a task call's arguments as ``server`` (an ``MCPServer``) validates them, for
+    its tools declared by name (``Tasks.register``); nothing for any other server (the
+    low-level ``Server`` does not validate a tool's arguments)."""
+    from mcp.server.mcpserver import MCPServer  # noqa: PLC0415 (only to recognise one)
+
+    if not isinstance(server, MCPServer) or server in engine.argument_check_finders:
+        return
+    # A private seam (docs/architecture.md, "Argument checks"): MCPServer has no public
+    # lookup of a tool by name; its own tools/call reads this same tool manager.
+    tools = getattr(server, "_tool_manager", None)
+    if tools is None:
+        raise TypeError(
+            "mcp-tasks cannot find this MCPServer's tools (MCPServer._tool_manager): "
+            "this version of mcp is not one mcp-tasks supports"
+        )
+
+    def find(name: str) -> ArgumentsCheck | None:
+        tool = tools.get_tool(name)
+        return None if tool is None else _validated_by(tool)
+
+    engine.argument_check_finders[server] = find
+
+
+def _validated_by(tool: Tool) -> ArgumentsCheck:
+    """``tool``'s own argument validation (what its ``run`` does first), as a check."""
+    metadata = tool.fn_metadata
 
     def fits(arguments: Mapping[str, Any]) -> bool:
         try:

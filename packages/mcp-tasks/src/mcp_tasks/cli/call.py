@@ -53,6 +53,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument(
         "arguments",
         nargs="*",
+        default=[],  # without a default argparse counts a "*" positional as required
         metavar="key=value",
         help="tool arguments; values are JSON when they parse, else strings",
     )

@@ -56,7 +56,7 @@ def parse_answers(pairs: list[str]) -> dict[str, dict[str, Any]]:
     Raises:
         UsageError: a pair is not `key=value`, or its value is not an answer the wire can
             carry (not JSON, not an object, a field value that is not a string, number,
-            boolean or list of strings, an unknown action); the hint shows one that is.
+            boolean, null or list of strings, an unknown action); the hint shows one that is.
     """
     answers: dict[str, dict[str, Any]] = {}
     for pair in pairs:
@@ -102,7 +102,7 @@ def _content_problem(content: Any) -> str | None:
         if not _is_field_value(value):
             return (
                 f"field {field!r} is {_shown(value)}; a form field is a string, number, "
-                "boolean or list of strings"
+                "boolean, null or list of strings"
             )
     return None
 

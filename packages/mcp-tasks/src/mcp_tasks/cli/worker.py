@@ -8,18 +8,9 @@ would. Any number of workers and servers can share one store.
 
 from __future__ import annotations
 
-import signal
-import sys
-from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
-import anyio
-
-from mcp_tasks.cli._errors import UsageError
-from mcp_tasks.cli._stores import check_reachable
-from mcp_tasks.cli.otel import configure_from_environment
-from mcp_tasks.cli.serve import app_parser, prepare_app
-from mcp_tasks.runtime.runner import DEFAULT_RECOVERY_INTERVAL_S
+from mcp_tasks.cli.serve import app_parser
 
 if TYPE_CHECKING:
     import argparse
@@ -47,32 +38,6 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def run(args: argparse.Namespace) -> int:
-    prepared = prepare_app(args.app, args.store)
-    if not prepared.tasks:
-        raise UsageError(f"{args.app} serves tasks with an extension of its own, not mcp-tasks")
-    configure_from_environment()  # after the app's import: an app that set it up keeps its own
-    runners = [tasks.runner for tasks in prepared.tasks]
-    for runner in runners:
-        # The app may be built for servers that leave the running to workers: here we run.
-        runner.run_tasks = True
-        if runner.recovery_interval_s is None:
-            runner.recovery_interval_s = DEFAULT_RECOVERY_INTERVAL_S
-    stores = ", ".join(dict.fromkeys(prepared.stores))
+    from mcp_tasks.cli.serving import work  # noqa: PLC0415 (help must not wait for the SDK)
 
-    async def main() -> None:
-        for store in prepared.store_objects:
-            await check_reachable(store)
-        async with AsyncExitStack() as stack:
-            for tasks in prepared.tasks:
-                await stack.enter_async_context(tasks.running())
-            ids = ", ".join(runner.worker_id for runner in runners)
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                # Only now: a SIGTERM from whoever waited for the banner is handled.
-                print(f"mcp-tasks: worker {ids} running (store: {stores})", file=sys.stderr)
-                async for received in signals:
-                    name = signal.Signals(received).name
-                    print(f"mcp-tasks: {name}: releasing tasks and stopping", file=sys.stderr)
-                    break
-
-    anyio.run(main)
-    return 0
+    return work(args)

@@ -108,6 +108,8 @@ ToolCall: TypeAlias = Callable[[Mapping[str, Any]], Awaitable[Any]]
 """Runs a tool with these arguments and returns what it returns (its result)."""
 ArgumentsCheck: TypeAlias = Callable[[Mapping[str, Any]], bool]
 """Whether these arguments pass the tool's own input validation (its SDK's, not ours)."""
+ArgumentsCheckFinder: TypeAlias = Callable[[str], "ArgumentsCheck | None"]
+"""Finds a tool's :data:`ArgumentsCheck` by its name on a server; ``None``: none there."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,9 @@ class TaskEngine:
         self.tools: dict[str, ToolOptions] = {}
         #: Per tool, the SDK's own argument validation, run before a task is created.
         self.argument_checks: dict[str, ArgumentsCheck] = {}
+        #: Per server, what finds the check of a tool that has no entry in
+        #: :attr:`argument_checks` (a tool registered on its server by name).
+        self.argument_check_finders: dict[object, ArgumentsCheckFinder] = {}
         # Record times are on the store's clock (the database server's, on Postgres) and
         # the wire's poll hints compare them with "now", so "now" is the store's clock as
         # estimated here: ours plus the offset learned from each create (zero until this
@@ -276,8 +281,9 @@ class TaskEngine:
         ``call_next`` runs the tool; for a task it runs later under the runner (outside
         this request) with the task's :class:`TaskContext` bound. ``to_change`` turns its
         return value into the task's outcome; an :class:`MCPError` it raises fails the task.
-        ``arguments_fit`` (else the tool's entry in :attr:`argument_checks`) is the SDK's
-        own argument validation: arguments it refuses never become a task.
+        ``arguments_fit`` (else the tool's entry in :attr:`argument_checks`, else what a
+        finder in :attr:`argument_check_finders` finds) is the SDK's own argument
+        validation: arguments it refuses never become a task.
         """
         options = options if options is not None else self.tools.get(name)
         if options is None:
@@ -318,8 +324,19 @@ class TaskEngine:
             call_next=call_next,
             options=options,
             to_change=to_change,
-            fits=arguments_fit if arguments_fit is not None else self.argument_checks.get(name),
+            fits=arguments_fit if arguments_fit is not None else self._arguments_check(name),
         )
+
+    def _arguments_check(self, name: str) -> ArgumentsCheck | None:
+        check = self.argument_checks.get(name)
+        for find in self.argument_check_finders.values():
+            if check is not None:
+                break
+            try:
+                check = find(name)
+            except Exception:  # a finder that cannot decide leaves the call to the SDK's run
+                logger.debug("finding the argument check of %r failed", name, exc_info=True)
+        return check
 
     async def _preflight(
         self,

@@ -81,6 +81,8 @@ DEFAULT_HEARTBEAT_MS: Final = 10_000
 DEFAULT_RECOVERY_INTERVAL_S: Final = 1.0
 DEFAULT_MAX_ADOPTED: Final = 64
 DEFAULT_REAP_INTERVAL_S: Final = 30.0
+#: How soon a failed lease renewal is tried again (at most a heartbeat).
+RENEW_RETRY_S: Final = 1.0
 #: The least time between two claims the notifier's work signal triggers.
 MIN_CLAIM_GAP_S: Final = 0.05
 
@@ -192,6 +194,10 @@ class Runner:
         self._group: anyio.abc.TaskGroup | None = None
         self._depth = 0
         self._adopted = 0
+        #: Shared by every running body's watch: one store outage is one story in the log.
+        self._watch_outage = Outage(
+            logger, "keeping running tasks' leases", describe_store(self.store)
+        )
 
     def __repr__(self) -> str:
         return f"Runner(worker_id={self.worker_id!r}, running={self.running})"
@@ -554,8 +560,10 @@ class Runner:
     ) -> None:
         """Renew the lease on the heartbeat; stop the body at once when the task is
         terminal, gone or taken over by another worker: when signalled, and at the latest
-        every :data:`POLL_FALLBACK_S` (a signal lost or never sent). These store calls are
-        measured, not traced: a long run would gather a span every few seconds."""
+        every :data:`POLL_FALLBACK_S` (a signal lost or never sent). A failed renewal is tried
+        again after :data:`RENEW_RETRY_S` (or the heartbeat, if shorter), not back to back;
+        a store outage is said once (:class:`Outage`). These store calls are measured, not
+        traced: a long run would gather a span every few seconds."""
         with Untraced():
             await self._watch_untraced(context, changes, body_scope)
 
@@ -574,18 +582,21 @@ class Runner:
                 if anyio.current_time() >= renew_at:
                     context.lease = await self.store.renew(context.lease, lease_ms=self.lease_ms)
                     renew_at = anyio.current_time() + renew_every
+                    self._watch_outage.recovered()
                 if not changed and anyio.current_time() < check_at:
                     continue
                 check_at = anyio.current_time() + POLL_FALLBACK_S
                 record = await self.store.get(task_id, ANY_OWNER)
                 if not record.status.is_terminal and record.generation == context.lease.generation:
+                    self._watch_outage.recovered()
                     continue
             except (StaleLease, TaskNotFound):
                 pass
-            except MCPTasksError:
-                logger.warning(
-                    "the task store did not answer; will retry", extra={"store": self._backend}
-                )
+            except MCPTasksError as exc:
+                self._watch_outage.failed(exc)
+                now = anyio.current_time()
+                if renew_at <= now:  # the renewal failed: try again soon, not back to back
+                    renew_at = now + min(renew_every, RENEW_RETRY_S)
                 continue
             logger.debug("stopping the body of task %s", redact(task_id))
             context.mark_cancelled()

@@ -1,0 +1,259 @@
+"""Running an app for `serve` (over HTTP at /mcp) and `worker` (its task bodies alone): the
+half of both commands that loads the SDK, imported only when one of them runs."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import signal
+import socket
+import sys
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import uvicorn
+from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import MCPServer
+
+from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app, is_fastmcp, servable
+from mcp_tasks.cli._errors import EXIT_UNREACHABLE, CLIError, UsageError, one_line
+from mcp_tasks.cli._stores import check_reachable, resolve_store_url
+from mcp_tasks.cli.demo_tools import demo_server
+from mcp_tasks.cli.otel import configure_from_environment
+from mcp_tasks.runtime.runner import DEFAULT_RECOVERY_INTERVAL_S
+from mcp_tasks.stores.opening import describe_store, store_from_url
+from mcp_tasks.tasks import Tasks, collect_tasks
+
+if TYPE_CHECKING:
+    import argparse
+
+    from mcp_tasks.stores.protocol import Store
+
+
+class ServeError(UsageError):
+    """Why `serve` cannot serve APP as asked: one line for the user (exit 2)."""
+
+
+@dataclass
+class Prepared:
+    """An app ready to serve and the stores its tasks really use (for the banner)."""
+
+    app: Any
+    stores: list[str]
+    store_objects: list[Store] = field(default_factory=list)
+    #: The Tasks of our extension the app serves (none: it serves another tasks extension).
+    tasks: list[Tasks] = field(default_factory=list)
+
+
+def load_object(spec: str) -> tuple[Any, Any]:
+    """Import `module:attr` (the current directory is importable, as with `uvicorn`);
+    returns the module and the object."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ServeError(f"APP must be module:attr, got {spec!r}")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        module: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name == module_name or module_name.startswith(f"{error.name}."):
+            raise ServeError(
+                f"no such module {error.name!r} (APP is module:attr, importable from the "
+                "current directory)"
+            ) from error
+        raise ServeError(f"importing {module_name!r} failed: {one_line(str(error))}") from error
+    except Exception as error:
+        raise ServeError(
+            f"importing {module_name!r} raised {type(error).__name__}: {one_line(str(error))}",
+            hint="--debug shows the traceback",
+        ) from error
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ServeError(f"module {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    return module, target
+
+
+def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
+    """The server object to serve, with Tasks enabled on the store it will really use.
+
+    Raises:
+        ServeError: APP pins a store other than ``store_flag``, or does not enable tasks.
+    """
+    if spec is None:
+        store = store_from_url(resolve_store_url(store_flag, for_serving=True))
+        with collect_tasks() as demo:
+            server = demo_server(store)
+        return Prepared(server, [describe_store(store)], [store], demo)
+    with collect_tasks() as created:
+        module, app = load_object(spec)
+    # Tasks built at import, and (for a module imported before) the module's own.
+    found = [*created, *(v for v in vars(module).values() if isinstance(v, Tasks))]
+    attached = list({id(t): t for t in found if t.attached}.values())
+    if attached:
+        return Prepared(
+            app,
+            [_hand_store(t, store_flag, spec) for t in attached],
+            [t.store for t in attached],
+            attached,
+        )
+    if is_fastmcp(app):
+        # FastMCP's `task=True` tools need only an extension with the tasks identifier.
+        tasks = Tasks(store=resolve_store_url(store_flag, for_serving=True))
+        try:
+            app.add_extension(tasks.fastmcp_extension())
+        except ValueError:  # FastMCP: an extension with that identifier is registered
+            if store_flag is not None:
+                raise ServeError(
+                    f"{spec} serves tasks with an extension of its own, not mcp-tasks; "
+                    "--store does not apply to it"
+                ) from None
+            return Prepared(app, ["the app's own tasks extension"])
+        return Prepared(app, [tasks.store_description], [tasks.store], [tasks])
+    if isinstance(app, MCPServer | Server):
+        # Which tools are tasks is the app's own decision (tasks.tool / tasks.register).
+        raise ServeError(
+            f"{spec} does not enable mcp-tasks; see Tasks.extension() (MCPServer) or "
+            "Tasks.install() (low-level Server)"
+        )
+    raise ServeError(f"{spec} is a {type(app).__name__}, not an MCP server")
+
+
+def _hand_store(tasks: Tasks, store_flag: str | None, spec: str) -> str:
+    """Give an unpinned Tasks the store serve chose; check a pinned one against --store."""
+    if not tasks.store_pinned:
+        tasks.use_store(resolve_store_url(store_flag, for_serving=True))
+        return tasks.store_description
+    pinned = tasks.store_description
+    # Stores connect lazily: opening the flag's URL only to name it does no I/O.
+    if store_flag is not None and describe_store(store_from_url(store_flag)) != pinned:
+        raise ServeError(
+            f"{spec} pins its task store to {pinned}; drop --store, or build its Tasks "
+            "without a store so serve can choose it"
+        )
+    return pinned
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port for uvicorn (bound here, so a port in use is one line).
+
+    Raises:
+        CLIError: the address cannot be bound (exit 6), naming the cause.
+    """
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as error:
+        raise CLIError(
+            f"cannot listen on {host}:{port}: {one_line(str(error))}", code=EXIT_UNREACHABLE
+        ) from error
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        # Listening before the banner: whoever waits for the banner can connect at once
+        # (connections queue until uvicorn accepts them). 2048 is uvicorn's own backlog.
+        sock.listen(2048)
+    except OSError as error:
+        sock.close()
+        reason = (error.strerror or str(error)).lower()
+        raise CLIError(
+            f"cannot listen on {host}:{port}: {reason}",
+            hint="pick another --port (0: any free port), or stop what uses this one",
+            code=EXIT_UNREACHABLE,
+        ) from error
+    return sock
+
+
+async def _check_task_options(spec: str, app: Any) -> None:
+    """Our extension checks a FastMCP app's task options as it starts; here that is one
+    line before anything listens, not a traceback from the server's lifespan."""
+    from mcp_tasks.adapters.fastmcp import check_task_options  # noqa: PLC0415 (imports fastmcp)
+
+    try:
+        await check_task_options(app)
+    except TypeError as error:
+        raise ServeError(f"{spec}: {error}") from error
+
+
+def serve(args: argparse.Namespace) -> int:
+    """`mcp-tasks serve`: serve the app (or the demo tools) until stopped."""
+    prepared = prepare_app(args.app, args.store)
+    configure_from_environment()  # after the app's import: an app that set it up keeps its own
+    if not servable(prepared.app):  # e.g. the module's Tasks, found beside its server
+        raise ServeError(
+            f"{args.app} is a {type(prepared.app).__name__}, not an MCP server; pass the "
+            "server (an MCPServer, Server or FastMCP, or tasks.http_app(server))"
+        )
+    stores = ", ".join(dict.fromkeys(prepared.stores))
+    # The fast path answers for the app's one Tasks (with several, it looks for the one
+    # the server serves: TasksFastPath).
+    engine = prepared.tasks[0].engine if len(prepared.tasks) == 1 else None
+    config = uvicorn.Config(
+        asgi_app(prepared.app, engine=engine), host=args.host, port=args.port, log_level="info"
+    )
+    server = uvicorn.Server(config)
+
+    async def main() -> None:
+        if prepared.tasks and is_fastmcp(prepared.app):
+            await _check_task_options(args.app, prepared.app)
+        # In the serving loop itself: connections the check opens stay usable.
+        for store in prepared.store_objects:
+            await check_reachable(store)
+        with listen(args.host, args.port) as sock:
+            host, port = sock.getsockname()[:2]
+            shown = f"[{host}]" if ":" in host else host
+            print(
+                f"mcp-tasks: serving on http://{shown}:{port}{MCP_PATH} (store: {stores})",
+                file=sys.stderr,
+            )
+            await server.serve(sockets=[sock])
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises the Ctrl-C it handled: a normal stop
+    except SystemExit:
+        if server.started:
+            raise
+    if not server.started:
+        raise CLIError(
+            f"could not serve on {args.host}:{args.port} (uvicorn says why above)",
+            code=EXIT_UNREACHABLE,
+        )
+    return 0
+
+
+def work(args: argparse.Namespace) -> int:
+    """`mcp-tasks worker`: run the app's task bodies until SIGTERM or Ctrl-C."""
+    prepared = prepare_app(args.app, args.store)
+    if not prepared.tasks:
+        raise UsageError(f"{args.app} serves tasks with an extension of its own, not mcp-tasks")
+    configure_from_environment()  # after the app's import: an app that set it up keeps its own
+    runners = [tasks.runner for tasks in prepared.tasks]
+    for runner in runners:
+        # The app may be built for servers that leave the running to workers: here we run.
+        runner.run_tasks = True
+        if runner.recovery_interval_s is None:
+            runner.recovery_interval_s = DEFAULT_RECOVERY_INTERVAL_S
+    stores = ", ".join(dict.fromkeys(prepared.stores))
+
+    async def main() -> None:
+        for store in prepared.store_objects:
+            await check_reachable(store)
+        async with AsyncExitStack() as stack:
+            for tasks in prepared.tasks:
+                await stack.enter_async_context(tasks.running())
+            ids = ", ".join(runner.worker_id for runner in runners)
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                # Only now: a SIGTERM from whoever waited for the banner is handled.
+                print(f"mcp-tasks: worker {ids} running (store: {stores})", file=sys.stderr)
+                async for received in signals:
+                    name = signal.Signals(received).name
+                    print(f"mcp-tasks: {name}: releasing tasks and stopping", file=sys.stderr)
+                    break
+
+    anyio.run(main)
+    return 0
