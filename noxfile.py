@@ -19,6 +19,7 @@ nox.options.sessions = [
     "contract-redis",
     "contract-mongodb",
     "conformance",
+    "docs",
 ]
 
 PYTEST = ("python", "-m", "pytest")
@@ -166,3 +167,20 @@ def bench(session: nox.Session) -> None:
     # The Redis that bench.run measures when the variable is unset (bench/common.py).
     redis = os.environ.get("MCP_TASKS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
     session.run("python", "-m", "bench.notify_latency", env={"MCP_TASKS_TEST_REDIS_URL": redis})
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs.yml): built into site/ with --strict (a warning, a
+    broken link or anchor fails), then checked by tests/docs: the docs' code runs, Get started
+    is followed command by command, the wire page's exchanges are sent to a live server, and
+    every page is opened in headless Chromium (Debian's ``chromium``; .ci/run installs it).
+
+    Uses the ``docs`` dependency group; Mermaid is fetched once from the npm registry into
+    .cache/docs/ (docs/hooks/mermaid.py).
+    """
+    group = ("uv", "run", "--locked", "--group", "docs")
+    quiet = {"NO_MKDOCS_2_WARNING": "1"}  # Material's notice about its successor, on every build
+    session.run(*group, "mkdocs", "build", "--strict", external=True, env=quiet)
+    tests = ("python", "-m", "pytest", "tests/docs", "-n", "3", "--dist", "worksteal")
+    session.run(*group, *tests, *session.posargs, external=True, env=quiet)
