@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx2 as httpx
 import pytest
-from markdown_blocks import REPO, Block, blocks
+from markdown_blocks import REPO, Block, blocks, titled
 
 from mcp_tasks.testing import running
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 WIRE = REPO / "docs" / "reference" / "wire.md"
+SERVING = REPO / "docs" / "serving-tasks.md"
 ANSWER = ": the answer"
 PLACEHOLDER = "TASK_ID"
 #: Values that change from run to run: the page's value stands for any value of its type.
@@ -162,3 +163,21 @@ async def test_every_exchange_of_the_wire_page_is_what_the_server_answers(
             else:
                 assert len(live) == 1
                 assert normalized(live[0], page[0]) == page[0], f"{exchange.request}: {live[0]}"
+
+
+async def test_the_listen_request_of_serving_tasks_is_acknowledged(hello: ModuleType) -> None:
+    """The raw `subscriptions/listen` request of docs/serving-tasks.md, sent as written for a
+    task of the server, is acknowledged with that task and streams it to its end."""
+    create = exchanges()[0]
+    listen = Exchange(titled(SERVING, "subscriptions/listen"), create.answer)
+    async with running(hello.mcp) as url, httpx.AsyncClient(timeout=30) as http:
+        _, created = await send(http, url, create, PLACEHOLDER)
+        task_id = created[0]["result"]["taskId"]
+        with anyio.fail_after(30):
+            status, messages = await send(http, url, listen, task_id)
+    assert status == 200, messages
+    acknowledged = messages[0]
+    assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+    assert acknowledged["params"]["notifications"] == {"taskIds": [task_id]}
+    assert messages[-2]["params"]["status"] == "completed"
+    assert messages[-1]["result"]["resultType"] == "complete"
