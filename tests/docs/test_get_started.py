@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 BIN = Path(sys.executable).parent
 PAGE_URL = "http://127.0.0.1:8000/mcp"
 #: Generous: the machine is shared; a step that takes longer than this has hung.
-STEP_S = 60
+STEP_S = 120
 
 
 def page_commands() -> set[str]:
@@ -142,18 +142,19 @@ def test_the_first_task_runs_from_the_command_line_and_from_python(tour: Path) -
 
 
 def test_a_worker_finishes_the_task_of_a_stopped_server_on_sqlite(tour: Path) -> None:
-    """On SQLite, the task of a server stopped halfway is run by the page's worker, and the
-    page's `call` follows it through the restarted server to `counted to 20`."""
+    """On SQLite, the task of a server stopped halfway is taken over by the page's waiting
+    worker, and the page's `call` follows it through the restarted server to `counted to 20`."""
     port = free_port()
     serve = "mcp-tasks serve hello:mcp --store sqlite:///tasks.db"
     with started(serve, tour, port, "Application startup complete") as server:
         call = Process("mcp-tasks call http://127.0.0.1:8000/mcp count to=20", tour, port)
         try:
             call.wait_for("Counting (1/20)")
-            assert server.stop() == 0
-            call.wait_for("reconnecting for up to 60 s")
             worker_command = "mcp-tasks worker hello:mcp --store sqlite:///tasks.db"
-            with started(worker_command, tour, port, "resuming a task of tool 'count'") as worker:
+            with started(worker_command, tour, port, "mcp-tasks: worker ") as worker:
+                assert server.stop() == 0
+                worker.wait_for("resuming a task of tool 'count'")
+                call.wait_for("reconnecting for up to 60 s")
                 with started(serve, tour, port, "Application startup complete") as restarted:
                     assert call.finish() == 0, call.text
                     assert "mcp-tasks call: reconnected" in call.text
