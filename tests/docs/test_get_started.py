@@ -146,21 +146,23 @@ def test_a_worker_finishes_the_task_of_a_stopped_server_on_sqlite(tour: Path) ->
     worker, and the page's `call` follows it through the restarted server to `counted to 20`."""
     port = free_port()
     serve = "mcp-tasks serve hello:mcp --store sqlite:///tasks.db"
-    with started(serve, tour, port, "Application startup complete") as server:
+    worker_command = "mcp-tasks worker hello:mcp --store sqlite:///tasks.db"
+    with (
+        started(serve, tour, port, "Application startup complete") as server,
+        started(worker_command, tour, port, "mcp-tasks: worker ") as worker,
+    ):
         call = Process("mcp-tasks call http://127.0.0.1:8000/mcp count to=20", tour, port)
         try:
             call.wait_for("Counting (1/20)")
-            worker_command = "mcp-tasks worker hello:mcp --store sqlite:///tasks.db"
-            with started(worker_command, tour, port, "mcp-tasks: worker ") as worker:
-                assert server.stop() == 0
-                worker.wait_for("resuming a task of tool 'count'")
-                call.wait_for("reconnecting for up to 60 s")
-                with started(serve, tour, port, "Application startup complete") as restarted:
-                    assert call.finish() == 0, call.text
-                    assert "mcp-tasks call: reconnected" in call.text
-                    assert call.text.rstrip().endswith("counted to 20")
-                    assert restarted.stop() == 0
-                assert worker.stop() == 0
+            assert server.stop() == 0
+            worker.wait_for("resuming a task of tool 'count'")
+            call.wait_for("reconnecting for up to 60 s")
+            with started(serve, tour, port, "Application startup complete") as restarted:
+                assert call.finish() == 0, call.text
+                assert "mcp-tasks call: reconnected" in call.text
+                assert call.text.rstrip().endswith("counted to 20")
+                assert restarted.stop() == 0
+            assert worker.stop() == 0
         finally:
             call.kill()
     assert (tour / "tasks.db").exists()
