@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 import nox
 
@@ -20,6 +22,7 @@ nox.options.sessions = [
     "contract-mongodb",
     "conformance",
     "mysql-example",
+    "docs",
 ]
 
 PYTEST = ("python", "-m", "pytest")
@@ -181,3 +184,47 @@ def bench(session: nox.Session) -> None:
     # The Redis that bench.run measures when the variable is unset (bench/common.py).
     redis = os.environ.get("MCP_TASKS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
     session.run("python", "-m", "bench.notify_latency", env={"MCP_TASKS_TEST_REDIS_URL": redis})
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs.yml): built into site/ with --strict (a warning, a
+    broken link or anchor fails), then checked by tests/docs: the docs' code runs, Get started
+    is followed command by command, the wire page's exchanges are sent to a live server, and
+    every page is opened in headless Chromium (Debian's ``chromium``; .ci/run installs it).
+
+    Uses the ``docs`` dependency group; Mermaid is fetched once from the npm registry into
+    .cache/docs/ (docs/hooks/mermaid.py).
+    """
+    group = ("uv", "run", "--locked", "--group", "docs")
+    quiet = {"NO_MKDOCS_2_WARNING": "1"}  # Material's notice about its successor, on every build
+    session.run(*group, "mkdocs", "build", "--strict", external=True, env=quiet)
+    tests = ("python", "-m", "pytest", "tests/docs", "-n", "3", "--dist", "worksteal")
+    session.run(*group, *tests, *session.posargs, external=True, env=quiet)
+
+
+@nox.session(name="set-version", default=False)
+def set_version(session: nox.Session) -> None:
+    """Set the version of every distribution: ``uv run nox -s set-version -- 0.2.0``.
+
+    VERSION holds it; each pyproject.toml carries a copy (``[project].version`` and every
+    ``==`` pin on a sibling), because the workspace lock and every sdist need static
+    metadata. This session writes VERSION and every copy, then locks again;
+    tests/packaging/test_metadata.py fails while any copy differs.
+    """
+    if len(session.posargs) != 1 or not re.fullmatch(r"\d+\.\d+\.\d+", session.posargs[0]):
+        session.error("give the new version: uv run nox -s set-version -- X.Y.Z")
+    new = session.posargs[0]
+    root = Path(__file__).parent
+    old = (root / "VERSION").read_text(encoding="utf-8").strip()
+    projects = [*root.glob("packages/*/pyproject.toml"), root / "contract_tests/pyproject.toml"]
+    names = [re.search(r'^name = "(.+)"$', p.read_text(), re.M)[1] for p in projects]  # type: ignore[index]
+    for path in projects:
+        text = path.read_text(encoding="utf-8")
+        current = rf'^version = "{re.escape(old)}"$'
+        text = re.sub(current, f'version = "{new}"', text, count=1, flags=re.M)
+        for name in names:
+            text = text.replace(f'"{name}=={old}"', f'"{name}=={new}"')
+        path.write_text(text, encoding="utf-8")
+    (root / "VERSION").write_text(new + "\n", encoding="utf-8")
+    session.run("uv", "lock", external=True)
