@@ -13,10 +13,12 @@ if TYPE_CHECKING:
     from mcp_tasks_contract.handles import StoreFactory, StoreHandles, new_namespace
     from mcp_tasks_contract.rules import RULES
     from mcp_tasks_contract.suite import StoreContract
+    from mcp_tasks_contract.suite.stats import StatsContract
     from mcp_tasks_contract.urls import UrlStoreFactory
 
 __all__ = [
     "RULES",
+    "StatsContract",
     "StoreContract",
     "StoreFactory",
     "StoreHandles",
@@ -26,6 +28,7 @@ __all__ = [
 
 _HOMES = {
     "RULES": "mcp_tasks_contract.rules",
+    "StatsContract": "mcp_tasks_contract.suite.stats",
     "StoreContract": "mcp_tasks_contract.suite",
     "StoreFactory": "mcp_tasks_contract.handles",
     "StoreHandles": "mcp_tasks_contract.handles",

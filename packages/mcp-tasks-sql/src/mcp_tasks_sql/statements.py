@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any, cast
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS
+from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks.stores.stats import BUSIEST_OWNERS
 from mcp_tasks_sql.schema import ACTIVE, CLAIMABLE, TERMINAL_STATUSES, TaskTables, status_in
 
 if TYPE_CHECKING:
@@ -78,6 +81,7 @@ class Statements:
     init_counter: CompiledSQL
     counter_exists: CompiledSQL
     counted_rows: CompiledSQL
+    stats: CompiledSQL
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,19 +110,39 @@ class Predicates:
     """Re-states :func:`mcp_tasks.domain.rules.is_active`: not terminal and not expired.
     The per-owner cap counts by it (with the owner condition beside it)."""
 
+    claimed: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.is_claimed`: active under a live lease.
+    ``stats`` counts by it, and by the ones below."""
+
+    lease_lapsed: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.lease_lapsed`: claimable, its claim ran out."""
+
+    retry_due: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.retry_due`: claimable, its retry is due."""
+
+    retry_pending: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.retry_pending`: active, its retry not due."""
+
+    expiring_soon: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.expires_within` with
+    :data:`mcp_tasks.domain.rules.EXPIRY_HORIZON_MS`: not expired, expires within it."""
+
 
 def predicates(tables: TaskTables, now: sa.ColumnElement[int]) -> Predicates:
     """The rule predicates over ``tables`` at ``now`` (see :func:`build` for ``now``)."""
     c = tables.tasks.c
     unexpired = sa.or_(c.expires_at.is_(None), c.expires_at > now)
+    active = sa.and_(status_in(c.status, ACTIVE), unexpired)
+    claimable = sa.and_(
+        status_in(c.status, CLAIMABLE),
+        c.has_work,
+        sa.or_(c.retry_at.is_(None), c.retry_at <= now),
+        sa.or_(c.expires_at.is_(None), c.expires_at > now),
+        sa.or_(c.claim_expires_at.is_(None), c.claim_expires_at <= now),
+    )
+    horizon = sa.literal(EXPIRY_HORIZON_MS, sa.BigInteger)
     return Predicates(
-        claimable=sa.and_(
-            status_in(c.status, CLAIMABLE),
-            c.has_work,
-            sa.or_(c.retry_at.is_(None), c.retry_at <= now),
-            sa.or_(c.expires_at.is_(None), c.expires_at > now),
-            sa.or_(c.claim_expires_at.is_(None), c.claim_expires_at <= now),
-        ),
+        claimable=claimable,
         reapable=sa.or_(
             sa.and_(c.expires_at.is_not(None), c.expires_at <= now),
             sa.and_(
@@ -128,7 +152,12 @@ def predicates(tables: TaskTables, now: sa.ColumnElement[int]) -> Predicates:
             ),
         ),
         unexpired=unexpired,
-        active=sa.and_(status_in(c.status, ACTIVE), unexpired),
+        active=active,
+        claimed=sa.and_(active, c.claim_expires_at > now),
+        lease_lapsed=sa.and_(claimable, c.claim_expires_at.is_not(None)),
+        retry_due=sa.and_(claimable, c.retry_at.is_not(None)),
+        retry_pending=sa.and_(active, c.retry_at > now),
+        expiring_soon=sa.and_(c.expires_at > now, c.expires_at <= now + horizon),
     )
 
 
@@ -221,7 +250,57 @@ def build(tables: TaskTables, dialect: Dialect, now: sa.ColumnElement[int]) -> S
             sa.select(sa.func.count().label("n")).select_from(counter).where(counter.c.id == 1)
         ),
         counted_rows=compiled(sa.select(counter.c.n_rows).where(counter.c.id == 1)),
+        stats=compiled(stats(tables, where, now)),
     )
+
+
+def stats(tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]) -> sa.Select[Any]:
+    """``stats``: one row, one statement (one snapshot): the store's now, every row, the
+    unexpired ones per status and per :class:`Predicates` field, the oldest working task's
+    ``created_at``, and the active counts per owner, ranked (owners never leave the
+    database: only their counts, ``busiest_1`` … largest first, and how many there are)."""
+    t, c = tables.tasks, tables.tasks.c
+
+    def counted(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
+        return sa.func.count(sa.case((condition, 1)))
+
+    per_status = [
+        counted(sa.and_(c.status == status.value, where.unexpired)).label(f"status_{status.value}")
+        for status in TaskStatus
+    ]
+    working = sa.and_(c.status == TaskStatus.WORKING.value, where.unexpired)
+    totals = sa.select(
+        sa.func.count().label("rows"),
+        *per_status,
+        *(counted(getattr(where, name)).label(name) for name in STATS_PREDICATES),
+        sa.func.min(sa.case((working, c.created_at))).label("oldest_working_created_at"),
+    ).select_from(t)
+    per_owner = sa.select(sa.func.count().label("n")).where(where.active).group_by(c.owner)
+    counts = per_owner.subquery("per_owner")
+    ranked = sa.select(
+        counts.c.n, sa.func.row_number().over(order_by=counts.c.n.desc()).label("place")
+    ).subquery("ranked")
+    owners = sa.select(
+        sa.func.count().label("owners"),
+        *(
+            sa.func.max(sa.case((ranked.c.place == place, ranked.c.n))).label(f"busiest_{place}")
+            for place in range(1, BUSIEST_OWNERS + 1)
+        ),
+    ).select_from(ranked)
+    totals_row, owners_row = totals.subquery("totals"), owners.subquery("owners")
+    return sa.select(now.label("now_ms"), totals_row, owners_row).select_from(
+        totals_row.join(owners_row, sa.true())
+    )
+
+
+#: The :class:`Predicates` fields ``stats`` counts the rows of, each under its own name.
+STATS_PREDICATES: tuple[str, ...] = (
+    "claimed",
+    "lease_lapsed",
+    "retry_due",
+    "retry_pending",
+    "expiring_soon",
+)
 
 
 def ddl(tables: TaskTables, dialect: Dialect) -> list[str]:

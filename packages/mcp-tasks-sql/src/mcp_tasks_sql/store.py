@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self, TypeVar
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
+from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.kit import CloseGuard
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
+from mcp_tasks.stores.stats import BUSIEST_OWNERS, StoreStats
 from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
 from mcp_tasks_sql.connection import Mode, Row, Transaction, execute, fetch_one
 
@@ -163,6 +165,31 @@ class SQLTaskStore(ReadModifyWrite):
         """``mcp-tasks doctor``'s checks of this store's database (its dialect's)."""
         self._guard.check()
         return await self.dialect.diagnose()
+
+    async def stats(self) -> StoreStats:
+        """Aggregates of the namespace's tasks for ``mcp-tasks stats``: one read statement
+        (``Statements.stats``, counting by :class:`~mcp_tasks_sql.statements.Predicates`),
+        one snapshot, a scan of the task table. Writes nothing, so it does not migrate:
+        a namespace without its tables is ``StoreUnavailable``."""
+        self._guard.check()
+        row = await self._fetch_one(self._sql.stats, self._with_now({}))
+        assert row is not None  # an aggregate always yields its one row
+        busiest = (row[f"busiest_{place}"] for place in range(1, BUSIEST_OWNERS + 1))
+        return StoreStats(
+            now=row["now_ms"],
+            rows=row["rows"],
+            by_status={status: row[f"status_{status.value}"] for status in TaskStatus},
+            claimed=row["claimed"],
+            lease_lapsed=row["lease_lapsed"],
+            retry_due=row["retry_due"],
+            retry_pending=row["retry_pending"],
+            oldest_working_created_at=row["oldest_working_created_at"],
+            expiring_soon=row["expiring_soon"],
+            owners=row["owners"],
+            busiest_owners=tuple(n for n in busiest if n is not None),
+            max_rows=self.options.max_rows,
+            max_active_per_owner=self.options.max_active_per_owner,
+        )
 
     async def _ensure_ready(self) -> None:
         self._guard.check()

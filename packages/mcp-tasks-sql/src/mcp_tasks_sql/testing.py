@@ -72,6 +72,13 @@ RULES: Final[Mapping[str, Callable[[TaskRecord, int, int], bool]]] = {
     "reapable": rules.is_reapable,
     "unexpired": lambda record, now, _retention: rules.counts_toward_cap(record, now),
     "active": lambda record, now, _retention: rules.is_active(record, now),
+    "claimed": lambda record, now, _retention: rules.is_claimed(record, now),
+    "lease_lapsed": lambda record, now, _retention: rules.lease_lapsed(record, now),
+    "retry_due": lambda record, now, _retention: rules.retry_due(record, now),
+    "retry_pending": lambda record, now, _retention: rules.retry_pending(record, now),
+    "expiring_soon": lambda record, now, _retention: rules.expires_within(
+        record, now, rules.EXPIRY_HORIZON_MS
+    ),
 }
 
 #: How far from their edges the generated instants and durations stray (one hour).
@@ -196,6 +203,8 @@ def _edge_case() -> PredicateCase:
         replace(base, status=TaskStatus.FAILED, last_updated_at=at_retention + 1),  # kept 1 ms
         replace(base, status=TaskStatus.CANCELLED, last_updated_at=at_retention, ttl_ms=5),
         replace(base, last_updated_at=at_retention),  # not terminal: never reaped by retention
+        replace(base, ttl_ms=5, expires_at=now + rules.EXPIRY_HORIZON_MS),  # expiring soon
+        replace(base, ttl_ms=5, expires_at=now + rules.EXPIRY_HORIZON_MS + 1),  # not yet
     ]
     return PredicateCase(now, retention, tuple(_numbered(variants)))
 
