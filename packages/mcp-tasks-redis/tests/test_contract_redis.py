@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+from redis.asyncio import Redis
 
-from mcp_tasks_contract import StoreContract, UrlStoreFactory
+from mcp_tasks_contract import StatsContract, StoreContract, UrlStoreFactory
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
 
-class TestRedisStore(StoreContract):
+class TestRedisStore(StoreContract, StatsContract):
     """Handles on one namespace are separate clients (connection pools) on the same prefix."""
 
     stateful_max_examples = 20
@@ -22,3 +23,21 @@ class TestRedisStore(StoreContract):
     async def store(self, redis_url: str) -> AsyncIterator[UrlStoreFactory]:
         async with UrlStoreFactory(redis_url) as stores:
             yield stores
+
+    @pytest.fixture
+    def store_contents(self, redis_url: str) -> Callable[[str], Awaitable[object]]:
+        async def contents(namespace: str) -> object:
+            return await prefix_contents(redis_url, namespace)
+
+        return contents
+
+
+async def prefix_contents(url: str, prefix: str) -> dict[bytes, tuple[object, int]]:
+    """Every key of the prefix's hash tag, with its serialized value (``DUMP``) and the
+    time it expires at (``PEXPIRETIME``), on a client of its own."""
+    client = Redis.from_url(url)
+    try:
+        keys = [key async for key in client.scan_iter(match="{" + prefix + "}:*", count=1000)]
+        return {key: (await client.dump(key), await client.pexpiretime(key)) for key in keys}
+    finally:
+        await client.aclose()

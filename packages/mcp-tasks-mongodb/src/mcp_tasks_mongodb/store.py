@@ -33,9 +33,11 @@ from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, InvalidArgument, StaleLease, TaskLimitReached
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
+from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.kit import CloseGuard
 from mcp_tasks.stores.opening import mask_password, with_query
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
+from mcp_tasks.stores.stats import StoreStats, busiest
 from mcp_tasks_mongodb import claims, create_lock, doctor, pipelines
 from mcp_tasks_mongodb.codec import INDEXES, document_of, epoch_ms, new_version, record_of
 from mcp_tasks_mongodb.driver import UNAVAILABLE, server_now
@@ -343,6 +345,33 @@ class MongoTaskStore(ReadModifyWrite):
             again = [condition for condition, _ in self._reapable(now)]
             deleted = await tasks.delete_many({"_id": {"$in": due}, "$or": again}, hint="_id_")
         return deleted.deleted_count
+
+    async def stats(self) -> StoreStats:
+        """Aggregates of the namespace's tasks for ``mcp-tasks stats``: two aggregations
+        (:func:`pipelines.stats_totals`, :func:`pipelines.stats_owners`, each a scan of the
+        collection) at the server's now. Writes nothing: unlike every operation, it does
+        not create the indexes on a handle's first use."""
+        tasks = self._db()[self._tasks_name]
+        now = await self._server_now()
+        with UNAVAILABLE:
+            totals = await (await tasks.aggregate(pipelines.stats_totals(now))).to_list()
+            owners = await (await tasks.aggregate(pipelines.stats_owners(now))).to_list()
+        row: Document = totals[0] if totals else {}
+        return StoreStats(
+            now=now,
+            rows=row.get("rows", 0),
+            by_status={status: row.get(f"status_{status.value}", 0) for status in TaskStatus},
+            claimed=row.get("claimed", 0),
+            lease_lapsed=row.get("lease_lapsed", 0),
+            retry_due=row.get("retry_due", 0),
+            retry_pending=row.get("retry_pending", 0),
+            oldest_working_created_at=row.get("oldest_working_created_at"),
+            expiring_soon=row.get("expiring_soon", 0),
+            owners=len(owners),
+            busiest_owners=busiest(owner["n"] for owner in owners),
+            max_rows=self.options.max_rows,
+            max_active_per_owner=self.options.max_active_per_owner,
+        )
 
     async def diagnose(self) -> list[DiagnosisRow]:
         """Rows for ``mcp-tasks doctor`` (:func:`mcp_tasks_mongodb.doctor.diagnose`)."""
