@@ -13,6 +13,7 @@ import anyio
 
 from mcp_tasks.cli._errors import EXIT_NOT_OFFERED, CLIError
 from mcp_tasks.cli._stores import using_store
+from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.opening import describe_store
@@ -40,7 +41,38 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="SECONDS",
         help="read again every SECONDS (> 0) until Ctrl-C; redrawn in place on a terminal",
     )
+    defaults = StoreOptions()
+    parser.add_argument(
+        "--max-rows",
+        type=cap,
+        default=defaults.max_rows,
+        metavar="N",
+        help=f"the row cap the servers open the store with, N ≥ 1 or 'none' "
+        f"(default {defaults.max_rows}, StoreOptions' own)",
+    )
+    parser.add_argument(
+        "--max-active-per-owner",
+        type=cap,
+        default=defaults.max_active_per_owner,
+        metavar="N",
+        help="the per-owner cap the servers open the store with, N ≥ 1 or 'none' (default none)",
+    )
     parser.set_defaults(handler=stats)
+
+
+def cap(text: str) -> int | None:
+    """An argparse type: a cap, a whole number of at least 1, or ``none`` (no cap)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number or 'none', got {text!r}"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (or 'none'), got {value}")
+    return value
 
 
 def positive_seconds(text: str) -> float:
@@ -60,7 +92,10 @@ def stats(args: argparse.Namespace) -> int:
     live = args.watch is not None and not args.json and sys.stdout.isatty()
 
     async def run() -> int:
-        async with using_store(args.store) as store:
+        options = StoreOptions(
+            max_rows=args.max_rows, max_active_per_owner=args.max_active_per_owner
+        )
+        async with using_store(args.store, options) as store:
             read = reader(store)
             name = describe_store(store)
             if args.watch is None:
@@ -136,7 +171,8 @@ def as_json(name: str, figures: StoreStats) -> str:
 
 def as_text(name: str, figures: StoreStats) -> str:
     """One reading as lines a person reads."""
-    cap = "no row cap" if figures.max_rows is None else f"the row cap is {figures.max_rows}"
+    cap, rows = figures.max_rows, figures.live_rows
+    against = "no row cap" if cap is None else f"of the row cap {cap}, {100 * rows // cap} %"
     statuses = ", ".join(f"{status.value} {figures.by_status[status]}" for status in TaskStatus)
     age = figures.oldest_working_age_ms
     owner_cap = figures.max_active_per_owner
@@ -144,13 +180,12 @@ def as_text(name: str, figures: StoreStats) -> str:
     return "\n".join(
         [
             f"store: {name}",
-            f"rows: {figures.live_rows} counted by the cap ({cap}); "
-            f"{figures.expired} expired, not reaped yet",
+            f"rows: {rows} ({against}); {figures.expired} expired, not reaped yet",
             f"status: {statuses}",
             f"active: {figures.active}: {figures.claimed} claimed under a live lease, "
             f"{figures.unclaimed} unclaimed",
             f"waiting for recovery: {figures.lease_lapsed} with a lapsed lease, "
-            f"{figures.retry_due} retries due; {figures.retry_pending} retries not due yet",
+            f"{figures.retry_due} retries due ({figures.retry_pending} more not due yet)",
             "oldest working task: " + ("none" if age is None else f"{duration(age)} old"),
             f"expiring within {duration(EXPIRY_HORIZON_MS)}: {figures.expiring_soon}",
             f"owners with active tasks: {figures.owners}; the busiest have {busiest} "
@@ -165,7 +200,7 @@ def duration(ms: int) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, seconds = divmod(rest, 60)
     if hours:
-        return f"{hours}h {minutes}m"
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
     if minutes:
         return f"{minutes}m {seconds}s"
     return f"{seconds}s"
