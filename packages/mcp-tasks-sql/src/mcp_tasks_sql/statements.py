@@ -4,10 +4,10 @@ The stores execute the compiled text with their raw driver (sqlite3, asyncpg): b
 and compiling a Core statement per call costs more than the round trip on the hot paths
 (``get``, ``put_status``), so each statement is compiled exactly once per store.
 
-Where the database must select rows itself (claim candidates, reaping, the caps), the
-``WHERE`` clauses re-state :func:`~mcp_tasks.domain.rules.claimable`,
-:func:`~mcp_tasks.domain.rules.is_reapable`, :func:`~mcp_tasks.domain.rules.counts_toward_cap`
-and :func:`~mcp_tasks.domain.rules.is_active`. Those clauses live in one place,
+Where the database must select rows itself (claim candidates, reaping, the caps, what
+``stats`` counts), the ``WHERE`` clauses re-state :func:`~mcp_tasks.domain.rules.claimable`,
+:func:`~mcp_tasks.domain.rules.is_reapable`, :func:`~mcp_tasks.domain.rules.counts_toward_cap`,
+:func:`~mcp_tasks.domain.rules.is_active` and the rules ``stats`` counts by. Those clauses live in one place,
 :class:`Predicates` (built by :func:`predicates`), and :func:`build` takes them from there;
 :func:`mcp_tasks_sql.testing.check_predicates` checks each one against its rule on a real
 database, and every dialect's tests run it.

@@ -6,9 +6,10 @@ mcp-tasks-sql does not install; no module of the SQL layer or of a backend impor
 
 :class:`~mcp_tasks_sql.statements.Predicates` re-state rules of :mod:`mcp_tasks.domain.rules`
 in SQL so that the database can select claim candidates, rows to reap and rows under the
-caps. :func:`check_predicates` writes random records as rows into a real database and
-checks, for each predicate, that ``SELECT task_id … WHERE predicate`` selects exactly the
-records the rule accepts, at the same ``now``. A dialect runs it on a fresh namespace::
+caps, and count what ``stats`` counts. :func:`check_predicates` writes random records as
+rows into a real database and checks, for each predicate, that ``SELECT task_id … WHERE
+predicate`` selects exactly the records the rule accepts, at the same ``now``. A dialect
+runs it on a fresh namespace::
 
     @pytest.mark.anyio
     async def test_sql_predicates_agree_with_the_rules(tmp_path: Path) -> None:

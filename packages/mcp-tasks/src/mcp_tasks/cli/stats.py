@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +117,9 @@ def stats(args: argparse.Namespace) -> int:
         if args.watch is None:
             raise
         return 0  # Ctrl-C is how a watch ends
+    except BrokenPipeError:  # the reader left (`| head -1`): done, and nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def reader(store: Store) -> Callable[[], Any]:
