@@ -7,8 +7,8 @@ and compiling a Core statement per call costs more than the round trip on the ho
 Where the database must select rows itself (claim candidates, reaping, the caps, what
 ``stats`` counts), the ``WHERE`` clauses re-state :func:`~mcp_tasks.domain.rules.claimable`,
 :func:`~mcp_tasks.domain.rules.is_reapable`, :func:`~mcp_tasks.domain.rules.counts_toward_cap`,
-:func:`~mcp_tasks.domain.rules.is_active` and the rules ``stats`` counts by. Those clauses live in one place,
-:class:`Predicates` (built by :func:`predicates`), and :func:`build` takes them from there;
+:func:`~mcp_tasks.domain.rules.is_active` and the rules ``stats`` counts by. Those clauses
+live in one place, :class:`Predicates` (built by :func:`predicates`), and :func:`build` takes them from there;
 :func:`mcp_tasks_sql.testing.check_predicates` checks each one against its rule on a real
 database, and every dialect's tests run it.
 """
