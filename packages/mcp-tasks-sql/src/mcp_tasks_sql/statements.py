@@ -8,9 +8,9 @@ Where the database must select rows itself (claim candidates, reaping, the caps,
 ``stats`` counts), the ``WHERE`` clauses re-state :func:`~mcp_tasks.domain.rules.claimable`,
 :func:`~mcp_tasks.domain.rules.is_reapable`, :func:`~mcp_tasks.domain.rules.counts_toward_cap`,
 :func:`~mcp_tasks.domain.rules.is_active` and the rules ``stats`` counts by. Those clauses
-live in one place, :class:`Predicates` (built by :func:`predicates`), and :func:`build` takes them from there;
-:func:`mcp_tasks_sql.testing.check_predicates` checks each one against its rule on a real
-database, and every dialect's tests run it.
+live in one place, :class:`Predicates` (built by :func:`predicates`), and :func:`build`
+takes them from there; :func:`mcp_tasks_sql.testing.check_predicates` checks each one
+against its rule on a real database, and every dialect's tests run it.
 """
 
 from __future__ import annotations
