@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Final
 
 from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS
 from mcp_tasks.domain.states import Event, TaskStatus, next_status
+from mcp_tasks.stores.stats import COUNTED
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -55,6 +56,7 @@ __all__ = [
     "CLAIMABLE",
     "LIVE",
     "NOW",
+    "NO_COUNTS",
     "RENEWABLE",
     "active",
     "claim",
@@ -365,6 +367,15 @@ def stats_totals(now: int) -> list[Document]:
             }
         }
     ]
+
+
+#: What :func:`stats_totals` answers for a collection without tasks (it has no document).
+NO_COUNTS: Final[Document] = {
+    "rows": 0,
+    **{f"status_{status.value}": 0 for status in TaskStatus},
+    **dict.fromkeys(COUNTED, 0),
+    "oldest_working_created_at": None,
+}
 
 
 def stats_owners(now: int) -> list[Document]:

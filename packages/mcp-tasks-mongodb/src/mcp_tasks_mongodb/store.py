@@ -33,11 +33,10 @@ from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, InvalidArgument, StaleLease, TaskLimitReached
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
-from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.kit import CloseGuard
 from mcp_tasks.stores.opening import mask_password, with_query
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
-from mcp_tasks.stores.stats import StoreStats, busiest
+from mcp_tasks.stores.stats import from_counts
 from mcp_tasks_mongodb import claims, create_lock, doctor, pipelines
 from mcp_tasks_mongodb.codec import INDEXES, document_of, epoch_ms, new_version, record_of
 from mcp_tasks_mongodb.driver import UNAVAILABLE, server_now
@@ -52,6 +51,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
     from mcp_tasks.stores.diagnosis import DiagnosisRow
+    from mcp_tasks.stores.stats import StoreStats
     from mcp_tasks_mongodb.codec import Document
 
 __all__ = ["DEFAULT_JANITOR_GRACE_MS", "MongoStoreBackend", "MongoTaskStore", "backend", "from_url"]
@@ -356,21 +356,12 @@ class MongoTaskStore(ReadModifyWrite):
         with UNAVAILABLE:
             totals = await (await tasks.aggregate(pipelines.stats_totals(now))).to_list()
             owners = await (await tasks.aggregate(pipelines.stats_owners(now))).to_list()
-        row: Document = totals[0] if totals else {}
-        return StoreStats(
+        return from_counts(
+            totals[0] if totals else pipelines.NO_COUNTS,
             now=now,
-            rows=row.get("rows", 0),
-            by_status={status: row.get(f"status_{status.value}", 0) for status in TaskStatus},
-            claimed=row.get("claimed", 0),
-            lease_lapsed=row.get("lease_lapsed", 0),
-            retry_due=row.get("retry_due", 0),
-            retry_pending=row.get("retry_pending", 0),
-            oldest_working_created_at=row.get("oldest_working_created_at"),
-            expiring_soon=row.get("expiring_soon", 0),
             owners=len(owners),
-            busiest_owners=busiest(owner["n"] for owner in owners),
-            max_rows=self.options.max_rows,
-            max_active_per_owner=self.options.max_active_per_owner,
+            busiest_owners=(owner["n"] for owner in owners),
+            options=self.options,
         )
 
     async def diagnose(self) -> list[DiagnosisRow]:

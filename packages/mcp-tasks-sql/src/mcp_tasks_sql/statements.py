@@ -23,7 +23,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS
 from mcp_tasks.domain.states import TaskStatus
-from mcp_tasks.stores.stats import BUSIEST_OWNERS
+from mcp_tasks.stores.stats import BUSIEST_OWNERS, COUNTED
 from mcp_tasks_sql.schema import ACTIVE, CLAIMABLE, TERMINAL_STATUSES, TaskTables, status_in
 
 if TYPE_CHECKING:
@@ -256,7 +256,8 @@ def build(tables: TaskTables, dialect: Dialect, now: sa.ColumnElement[int]) -> S
 
 def stats(tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]) -> sa.Select[Any]:
     """``stats``: one row, one statement (one snapshot): the store's now, every row, the
-    unexpired ones per status and per :class:`Predicates` field, the oldest working task's
+    unexpired ones per status, the rows of each :class:`Predicates` field that
+    ``mcp_tasks.stores.stats.COUNTED`` names, the oldest working task's
     ``created_at``, and the active counts per owner, ranked (owners never leave the
     database: only their counts, ``busiest_1`` … largest first, and how many there are)."""
     t, c = tables.tasks, tables.tasks.c
@@ -272,7 +273,7 @@ def stats(tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]) -> 
     totals = sa.select(
         sa.func.count().label("rows"),
         *per_status,
-        *(counted(getattr(where, name)).label(name) for name in STATS_PREDICATES),
+        *(counted(getattr(where, name)).label(name) for name in COUNTED),
         sa.func.min(sa.case((working, c.created_at))).label("oldest_working_created_at"),
     ).select_from(t)
     per_owner = sa.select(sa.func.count().label("n")).where(where.active).group_by(c.owner)
@@ -291,16 +292,6 @@ def stats(tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]) -> 
     return sa.select(now.label("now_ms"), totals_row, owners_row).select_from(
         totals_row.join(owners_row, sa.true())
     )
-
-
-#: The :class:`Predicates` fields ``stats`` counts the rows of, each under its own name.
-STATS_PREDICATES: tuple[str, ...] = (
-    "claimed",
-    "lease_lapsed",
-    "retry_due",
-    "retry_pending",
-    "expiring_soon",
-)
 
 
 def ddl(tables: TaskTables, dialect: Dialect) -> list[str]:

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self, TypeVar
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
-from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.kit import CloseGuard
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
-from mcp_tasks.stores.stats import BUSIEST_OWNERS, StoreStats
+from mcp_tasks.stores.stats import BUSIEST_OWNERS, from_counts
 from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
 from mcp_tasks_sql.connection import Mode, Row, Transaction, execute, fetch_one
 
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
     from mcp_tasks.stores.diagnosis import DiagnosisRow
+    from mcp_tasks.stores.stats import StoreStats
     from mcp_tasks_sql.statements import CompiledSQL, Statements
 
 R = TypeVar("R")
@@ -175,20 +175,12 @@ class SQLTaskStore(ReadModifyWrite):
         row = await self._fetch_one(self._sql.stats, self._with_now({}))
         assert row is not None  # an aggregate always yields its one row
         busiest = (row[f"busiest_{place}"] for place in range(1, BUSIEST_OWNERS + 1))
-        return StoreStats(
+        return from_counts(
+            row,
             now=row["now_ms"],
-            rows=row["rows"],
-            by_status={status: row[f"status_{status.value}"] for status in TaskStatus},
-            claimed=row["claimed"],
-            lease_lapsed=row["lease_lapsed"],
-            retry_due=row["retry_due"],
-            retry_pending=row["retry_pending"],
-            oldest_working_created_at=row["oldest_working_created_at"],
-            expiring_soon=row["expiring_soon"],
             owners=row["owners"],
-            busiest_owners=tuple(n for n in busiest if n is not None),
-            max_rows=self.options.max_rows,
-            max_active_per_owner=self.options.max_active_per_owner,
+            busiest_owners=(n for n in busiest if n is not None),
+            options=self.options,
         )
 
     async def _ensure_ready(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.states import LIVE, TaskStatus
@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 
 #: How many per-owner counts ``stats`` gives: the largest, the ones nearest the owner cap.
 BUSIEST_OWNERS: Final = 5
+
+#: The counts a store that counts on its server names, beside ``rows``, ``status_<status>``
+#: and ``oldest_working_created_at`` (:func:`from_counts`); each counts the tasks one rule
+#: accepts, as :class:`StoreStats` says.
+COUNTED: Final = ("claimed", "lease_lapsed", "retry_due", "retry_pending", "expiring_soon")
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +136,37 @@ def tally(records: Iterable[TaskRecord], now: int, options: StoreOptions) -> Sto
 def busiest(counts: Iterable[int]) -> tuple[int, ...]:
     """The :data:`BUSIEST_OWNERS` largest of per-owner ``counts``, largest first."""
     return tuple(sorted(counts, reverse=True)[:BUSIEST_OWNERS])
+
+
+class Counts(Protocol):
+    """Counts read by name: a driver's row, a document."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+def from_counts(
+    counts: Counts,
+    *,
+    now: int,
+    owners: int,
+    busiest_owners: Iterable[int],
+    options: StoreOptions,
+) -> StoreStats:
+    """The stats a server counted: ``counts`` names ``rows``, ``status_<status>`` for each
+    status, each of :data:`COUNTED` and ``oldest_working_created_at``; ``busiest_owners``
+    are per-owner counts (the largest :data:`BUSIEST_OWNERS` are kept)."""
+    return StoreStats(
+        now=now,
+        rows=counts["rows"],
+        by_status={status: counts[f"status_{status.value}"] for status in TaskStatus},
+        claimed=counts["claimed"],
+        lease_lapsed=counts["lease_lapsed"],
+        retry_due=counts["retry_due"],
+        retry_pending=counts["retry_pending"],
+        oldest_working_created_at=counts["oldest_working_created_at"],
+        expiring_soon=counts["expiring_soon"],
+        owners=owners,
+        busiest_owners=busiest(busiest_owners),
+        max_rows=options.max_rows,
+        max_active_per_owner=options.max_active_per_owner,
+    )
