@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+from raw_keys import key_contents
 from redis.asyncio import Redis
 
 from mcp_tasks_contract import StatsContract, StoreContract, UrlStoreFactory
@@ -32,12 +33,10 @@ class TestRedisStore(StoreContract, StatsContract):
         return contents
 
 
-async def prefix_contents(url: str, prefix: str) -> dict[bytes, tuple[object, int]]:
-    """Every key of the prefix's hash tag, with its serialized value (``DUMP``) and the
-    time it expires at (``PEXPIRETIME``), on a client of its own."""
+async def prefix_contents(url: str, prefix: str) -> dict[bytes, tuple[object, int | bool]]:
+    """:func:`key_contents` on a client of its own."""
     client = Redis.from_url(url)
     try:
-        keys = [key async for key in client.scan_iter(match="{" + prefix + "}:*", count=1000)]
-        return {key: (await client.dump(key), await client.pexpiretime(key)) for key in keys}
+        return await key_contents(client, prefix)
     finally:
         await client.aclose()
