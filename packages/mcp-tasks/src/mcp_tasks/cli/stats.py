@@ -8,7 +8,7 @@ import json
 import math
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import anyio
 
@@ -20,7 +20,7 @@ from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.opening import describe_store
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from mcp_tasks.stores.protocol import Store
     from mcp_tasks.stores.stats import StoreStats
@@ -122,7 +122,7 @@ def stats(args: argparse.Namespace) -> int:
         return 0
 
 
-def reader(store: Store) -> Callable[[], Any]:
+def reader(store: Store) -> Callable[[], Awaitable[StoreStats]]:
     """The store's ``stats`` method, or the one-line "not offered" error (exit 7)."""
     method = getattr(store, "stats", None)
     if not callable(method):
@@ -132,10 +132,10 @@ def reader(store: Store) -> Callable[[], Any]:
             "(docs/store-contract.md, 'Required and optional behaviour')",
             code=EXIT_NOT_OFFERED,
         )
-    return method  # type: ignore[no-any-return]
+    return cast("Callable[[], Awaitable[StoreStats]]", method)
 
 
-async def redraw(read: Callable[[], Any], name: str, seconds: float) -> None:
+async def redraw(read: Callable[[], Awaitable[StoreStats]], name: str, seconds: float) -> None:
     """Redraw the text in place on the terminal (rich's Live) after each reading."""
     from rich.live import Live  # noqa: PLC0415 - only a watch on a terminal needs rich
     from rich.text import Text  # noqa: PLC0415
