@@ -14,11 +14,13 @@ if TYPE_CHECKING:
     from mcp_tasks_contract.offers import Offers
     from mcp_tasks_contract.rules import RULES
     from mcp_tasks_contract.suite import StoreContract
+    from mcp_tasks_contract.suite.stats import StatsContract
     from mcp_tasks_contract.urls import UrlStoreFactory
 
 __all__ = [
     "RULES",
     "Offers",
+    "StatsContract",
     "StoreContract",
     "StoreFactory",
     "StoreHandles",
@@ -29,6 +31,7 @@ __all__ = [
 _HOMES = {
     "RULES": "mcp_tasks_contract.rules",
     "Offers": "mcp_tasks_contract.offers",
+    "StatsContract": "mcp_tasks_contract.suite.stats",
     "StoreContract": "mcp_tasks_contract.suite",
     "StoreFactory": "mcp_tasks_contract.handles",
     "StoreHandles": "mcp_tasks_contract.handles",

@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+from pymongo import AsyncMongoClient
 
-from mcp_tasks_contract import Offers, StoreContract, UrlStoreFactory
+from mcp_tasks_contract import Offers, StatsContract, StoreContract, UrlStoreFactory
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
 
-class TestMongoStore(StoreContract):
+class TestMongoStore(StoreContract, StatsContract):
     """Handles on one namespace are separate clients (connection pools) on the same prefix."""
 
     stateful_max_examples = 20
@@ -24,3 +25,27 @@ class TestMongoStore(StoreContract):
     async def store(self, mongodb_url: str) -> AsyncIterator[UrlStoreFactory]:
         async with UrlStoreFactory(mongodb_url) as stores:
             yield stores
+
+    @pytest.fixture
+    def store_contents(self, mongodb_url: str) -> Callable[[str], Awaitable[object]]:
+        async def contents(namespace: str) -> object:
+            return await prefix_contents(mongodb_url, namespace)
+
+        return contents
+
+
+async def prefix_contents(url: str, prefix: str) -> dict[str, object]:
+    """Every collection of the prefix with its indexes and documents (write versions
+    included), on a client of its own."""
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(url)
+    try:
+        db = client.get_default_database("mcp_tasks")
+        names = sorted(n for n in await db.list_collection_names() if n.startswith(prefix + "_"))
+        contents: dict[str, object] = {}
+        for name in names:
+            indexes = [index async for index in await db[name].list_indexes()]
+            documents = await db[name].find({}).sort("_id", 1).to_list()
+            contents[name] = (sorted(map(repr, indexes)), documents)
+        return contents
+    finally:
+        await client.close()

@@ -188,6 +188,9 @@ def _edge_case() -> Case:
         (replace(base, status=TaskStatus.COMPLETED, last_updated_at=now - retention), own),
         (replace(base, status=TaskStatus.FAILED, last_updated_at=now - retention + 1), own),
         (replace(base, retry_at=0), own),  # a retry due since the epoch: waiting, due
+        (ttl(base, now + rules.EXPIRY_HORIZON_MS), own),  # expiring within the hour
+        (ttl(base, now + rules.EXPIRY_HORIZON_MS + 1), own),  # 1 ms beyond it
+        (replace(base, status=TaskStatus.CANCELLED), own),  # counted as cancelled
     ]
     return _case(now, retention, now + LEASE_MS, variants)
 
@@ -236,6 +239,17 @@ FILTER_RULES: Final[dict[str, Callable[[TaskRecord, Case], bool]]] = {
         and rules.claim_order(r) > rules.claim_order(c.records[0])
     ),
     "claimable": lambda r, c: rules.claimable(r, c.now),
+    **{
+        f"counted status_{status.value}": (
+            lambda r, c, status=status: r.status is status and rules.counts_toward_cap(r, c.now)
+        )
+        for status in TaskStatus
+    },
+    "counted claimed": lambda r, c: rules.is_claimed(r, c.now),
+    "counted lease_lapsed": lambda r, c: rules.lease_lapsed(r, c.now),
+    "counted retry_due": lambda r, c: rules.retry_due(r, c.now),
+    "counted retry_pending": lambda r, c: rules.retry_pending(r, c.now),
+    "counted expiring_soon": lambda r, c: rules.expires_within(r, c.now, rules.EXPIRY_HORIZON_MS),
 }
 
 
@@ -285,6 +299,10 @@ async def _selected(tasks: AsyncCollection[Document], case: Case) -> dict[str, s
         [{"$match": mine}, {"$project": {"ok": pipelines.claimable(case.now)}}]
     )
     selected["claimable"] = {index[d["_id"]] async for d in guard if d["ok"]}
+    figures = pipelines.counted(case.now)
+    counted = await (await tasks.aggregate([{"$match": mine}, {"$project": figures}])).to_list()
+    for name in figures:
+        selected[f"counted {name}"] = {index[d["_id"]] for d in counted if d[name]}
     return selected
 
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+from raw_keys import key_contents
+from redis.asyncio import Redis
 
-from mcp_tasks_contract import Offers, StoreContract, UrlStoreFactory
+from mcp_tasks_contract import Offers, StatsContract, StoreContract, UrlStoreFactory
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
 
-class TestRedisStore(StoreContract):
+class TestRedisStore(StoreContract, StatsContract):
     """Handles on one namespace are separate clients (connection pools) on the same prefix."""
 
     stateful_max_examples = 20
@@ -25,3 +27,19 @@ class TestRedisStore(StoreContract):
     async def store(self, redis_url: str) -> AsyncIterator[UrlStoreFactory]:
         async with UrlStoreFactory(redis_url) as stores:
             yield stores
+
+    @pytest.fixture
+    def store_contents(self, redis_url: str) -> Callable[[str], Awaitable[object]]:
+        async def contents(namespace: str) -> object:
+            return await prefix_contents(redis_url, namespace)
+
+        return contents
+
+
+async def prefix_contents(url: str, prefix: str) -> dict[bytes, tuple[object, int | bool]]:
+    """:func:`key_contents` on a client of its own."""
+    client = Redis.from_url(url)
+    try:
+        return await key_contents(client, prefix)
+    finally:
+        await client.aclose()

@@ -21,17 +21,19 @@ from typing import TYPE_CHECKING
 
 import pytest
 import redis
+from raw_keys import key_contents
+from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 from resend_scenarios import SCENARIOS, DroppingProxy, run_dropped, run_twice
 
 from mcp_tasks import NewTask, drop_namespace, namespaced_url, new_task_id, store_from_url
-from mcp_tasks_contract import Offers, StoreContract, UrlStoreFactory
+from mcp_tasks_contract import Offers, StatsContract, StoreContract, UrlStoreFactory
 from mcp_tasks_contract.servers import unavailable
 from mcp_tasks_redis import RedisTaskStore
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 
 NODES = 3
@@ -121,7 +123,7 @@ def cluster_url() -> Iterator[str]:
                 process.wait(timeout=20)
 
 
-class TestRedisClusterStore(StoreContract):
+class TestRedisClusterStore(StoreContract, StatsContract):
     """Handles on one namespace are separate cluster clients on the same prefix."""
 
     stateful_max_examples = 5
@@ -131,6 +133,23 @@ class TestRedisClusterStore(StoreContract):
     async def store(self, cluster_url: str) -> AsyncIterator[UrlStoreFactory]:
         async with UrlStoreFactory(cluster_url) as stores:
             yield stores
+
+    @pytest.fixture
+    def store_contents(self, cluster_url: str) -> Callable[[str], Awaitable[object]]:
+        async def contents(namespace: str) -> object:
+            # The namespace's keys share one slot: read them on the node that serves it.
+            router = RedisCluster.from_url(cluster_url.split("?", maxsplit=1)[0])
+            try:
+                node = router.get_node_from_key("{" + namespace + "}:rows")
+            finally:
+                router.close()
+            client = Redis(host=node.host, port=node.port)
+            try:
+                return await key_contents(client, namespace)
+            finally:
+                await client.aclose()
+
+        return contents
 
 
 @pytest.mark.anyio

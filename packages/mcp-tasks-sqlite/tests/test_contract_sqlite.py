@@ -4,21 +4,24 @@ advancing it."""
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from typing import TYPE_CHECKING
 
 import pytest
 
-from mcp_tasks_contract import Offers, StoreContract, StoreFactory
+from mcp_tasks_contract import Offers, StatsContract, StoreContract, StoreFactory
 from mcp_tasks_sqlite import SQLiteTaskStore
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from mcp_tasks import Store, StoreOptions
     from mcp_tasks.domain.clock import ManualClock
 
 
-class TestSQLiteStore(StoreContract):
+class TestSQLiteStore(StoreContract, StatsContract):
     """Handles on one namespace are separate connections to the same file."""
 
     stateful_max_examples = 20  # each example opens files and fsyncs every write
@@ -32,3 +35,22 @@ class TestSQLiteStore(StoreContract):
             return SQLiteTaskStore(tmp_path / f"{namespace}.db", options, clock=store_clock)
 
         return open_store  # pytest's tmp_path removes the files
+
+    @pytest.fixture
+    def store_contents(self, tmp_path: Path) -> Callable[[str], Awaitable[object]]:
+        async def contents(namespace: str) -> object:
+            return file_contents(tmp_path / f"{namespace}.db")
+
+        return contents
+
+
+def file_contents(path: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table of the file (row versions included), on a connection of
+    its own: what a write anywhere would change."""
+    with closing(sqlite3.connect(path)) as conn:
+        schema = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+        tables = [name for kind, name, _ in schema if kind == "table"]
+        rows = {
+            t: sorted(conn.execute(f'SELECT * FROM "{t}"').fetchall(), key=repr) for t in tables
+        }
+        return {"schema": schema, **rows}

@@ -20,6 +20,9 @@ piece                     the rule it restates
 :func:`unexpired`         ``rules.counts_toward_cap`` (the row cap's count)
 :func:`active`            ``rules.is_active`` (the per-owner cap's count)
 :func:`reapable`          ``rules.is_reapable``
+:func:`counted`           ``stats``' rules: ``rules.counts_toward_cap`` per
+                          status, ``is_claimed``, ``lease_lapsed``,
+                          ``retry_due``, ``retry_pending``, ``expires_within``
 ========================  =====================================================
 
 ``now`` is an aggregation expression of the server's now in epoch ms (:data:`NOW`, which
@@ -39,7 +42,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS
 from mcp_tasks.domain.states import Event, TaskStatus, next_status
+from mcp_tasks.stores.stats import COUNTED
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -51,18 +56,22 @@ __all__ = [
     "CLAIMABLE",
     "LIVE",
     "NOW",
+    "NO_COUNTS",
     "RENEWABLE",
     "active",
     "claim",
     "claim_lane",
     "claim_order",
     "claimable",
+    "counted",
     "due",
     "held_until",
     "promoted",
     "reapable",
     "release",
     "renew",
+    "stats_owners",
+    "stats_totals",
     "unexpired",
 ]
 
@@ -304,4 +313,78 @@ def reapable(now: int, terminal_retention_ms: int) -> list[tuple[Document, str]]
     return [
         ({"expires_at": {"$lte": now}}, "expiry"),
         ({"retain_from": {"$lte": now - terminal_retention_ms}}, "retained"),
+    ]
+
+
+def _active_at(now: int) -> Document:
+    """``rules.is_active`` as an aggregation expression."""
+    return {"$and": [{"$in": ["$status", LIVE]}, _unexpired_at(now)]}
+
+
+def counted(now: int) -> dict[str, Document]:
+    """What ``stats`` counts, per figure, as an aggregation expression (true or false) of
+    one document at ``now``: ``status_<status>`` (unexpired, in that status:
+    ``rules.counts_toward_cap``), ``claimed`` (``rules.is_claimed``), ``lease_lapsed``,
+    ``retry_due``, ``retry_pending`` and ``expiring_soon`` (``rules.expires_within`` with
+    ``rules.EXPIRY_HORIZON_MS``). Null sorts below every number, so ``$gt`` on a null
+    field is false."""
+    ready = claimable(now)
+    return {
+        **{
+            f"status_{status.value}": {
+                "$and": [{"$eq": ["$status", status.value]}, _unexpired_at(now)]
+            }
+            for status in TaskStatus
+        },
+        "claimed": {"$and": [_active_at(now), {"$gt": ["$claim_expires_at", now]}]},
+        "lease_lapsed": {"$and": [ready, {"$ne": ["$claim_expires_at", None]}]},
+        "retry_due": {"$and": [ready, {"$ne": ["$retry_at", None]}]},
+        "retry_pending": {"$and": [_active_at(now), {"$gt": ["$retry_at", now]}]},
+        "expiring_soon": {
+            "$and": [
+                {"$gt": ["$expires_at", now]},
+                {"$lte": ["$expires_at", now + EXPIRY_HORIZON_MS]},
+            ]
+        },
+    }
+
+
+def stats_totals(now: int) -> list[Document]:
+    """``stats``' one-document aggregation of every task: ``rows``, a count per
+    :func:`counted` figure, and ``oldest_working_created_at`` (unexpired ``working``
+    tasks); no document when there is no task."""
+    working = {"$and": [{"$eq": ["$status", TaskStatus.WORKING.value]}, _unexpired_at(now)]}
+    return [
+        {
+            "$group": {
+                "_id": None,
+                "rows": {"$sum": 1},
+                **{
+                    name: {"$sum": {"$cond": [condition, 1, 0]}}
+                    for name, condition in counted(now).items()
+                },
+                "oldest_working_created_at": {"$min": {"$cond": [working, "$created_at", None]}},
+            }
+        }
+    ]
+
+
+#: What :func:`stats_totals` answers for a collection without tasks (it has no document).
+NO_COUNTS: Final[Document] = {
+    "rows": 0,
+    **{f"status_{status.value}": 0 for status in TaskStatus},
+    **dict.fromkeys(COUNTED, 0),
+    "oldest_working_created_at": None,
+}
+
+
+def stats_owners(now: int) -> list[Document]:
+    """``stats``' per-owner counts of active tasks (``rules.is_active``, the per-owner cap's
+    count), largest first, one ``{n}`` document per owner: the owners themselves never
+    leave the server."""
+    return [
+        {"$match": {"status": {"$in": LIVE}, **unexpired(now)}},
+        {"$group": {"_id": "$owner", "n": {"$sum": 1}}},
+        {"$project": {"_id": 0, "n": 1}},
+        {"$sort": {"n": -1}},
     ]

@@ -36,6 +36,7 @@ from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
 from mcp_tasks.stores.kit import CloseGuard
 from mcp_tasks.stores.opening import mask_password, with_query
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
+from mcp_tasks.stores.stats import from_counts
 from mcp_tasks_mongodb import claims, create_lock, doctor, pipelines
 from mcp_tasks_mongodb.codec import INDEXES, document_of, epoch_ms, new_version, record_of
 from mcp_tasks_mongodb.driver import UNAVAILABLE, server_now
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
     from mcp_tasks.stores.diagnosis import DiagnosisRow
+    from mcp_tasks.stores.stats import StoreStats
     from mcp_tasks_mongodb.codec import Document
 
 __all__ = ["DEFAULT_JANITOR_GRACE_MS", "MongoStoreBackend", "MongoTaskStore", "backend", "from_url"]
@@ -343,6 +345,24 @@ class MongoTaskStore(ReadModifyWrite):
             again = [condition for condition, _ in self._reapable(now)]
             deleted = await tasks.delete_many({"_id": {"$in": due}, "$or": again}, hint="_id_")
         return deleted.deleted_count
+
+    async def stats(self) -> StoreStats:
+        """Aggregates of the namespace's tasks for ``mcp-tasks stats``: two aggregations
+        (:func:`pipelines.stats_totals`, :func:`pipelines.stats_owners`, each a scan of the
+        collection) at the server's now. Writes nothing: unlike every operation, it does
+        not create the indexes on a handle's first use."""
+        tasks = self._db()[self._tasks_name]
+        now = await self._server_now()
+        with UNAVAILABLE:
+            totals = await (await tasks.aggregate(pipelines.stats_totals(now))).to_list()
+            owners = await (await tasks.aggregate(pipelines.stats_owners(now))).to_list()
+        return from_counts(
+            totals[0] if totals else pipelines.NO_COUNTS,
+            now=now,
+            owners=len(owners),
+            busiest_owners=(owner["n"] for owner in owners),
+            options=self.options,
+        )
 
     async def diagnose(self) -> list[DiagnosisRow]:
         """Rows for ``mcp-tasks doctor`` (:func:`mcp_tasks_mongodb.doctor.diagnose`)."""

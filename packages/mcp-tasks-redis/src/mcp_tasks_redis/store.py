@@ -88,6 +88,7 @@ from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.kit import CloseGuard, DriverErrors
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
+from mcp_tasks.stores.stats import StoreStats, tally
 from mcp_tasks_redis import scripts
 
 if TYPE_CHECKING:
@@ -200,6 +201,40 @@ def _decode(text: bytes) -> TaskRecord | None:
         recent_events=tuple(RecordedEvent(e, f, int(r)) for e, f, r in loads(fields["ev"])),
         client_capabilities=static["client_capabilities"],
     )
+
+
+#: The hash fields ``stats`` reads: what the rules it counts by look at.
+_COUNTED_FIELDS = ("s", "o", "c", "u", "e", "l", "r", "ce", "w")
+#: Tasks read per round trip by ``stats``.
+STATS_BATCH = 500
+
+
+def _counted_record(fields: list[bytes | None]) -> TaskRecord:
+    """A record with the fields ``stats``' rules read (status, owner, times, TTL, retry,
+    the claim's end, whether it has work) and blanks elsewhere: never a whole task."""
+    status, owner, created, updated, expires, ttl, retry, ends, work = (
+        None if value is None else value.decode() for value in fields
+    )
+    assert status is not None  # the scan found the hash: a task has these three
+    assert created is not None
+    assert updated is not None
+    return TaskRecord(
+        task_id="",
+        owner=owner,
+        status=TaskStatus(status),
+        revision=0,
+        created_at=int(created),
+        last_updated_at=int(updated),
+        ttl_ms=_number(ttl or ""),
+        expires_at=_number(expires or ""),
+        retry_at=_number(retry or ""),
+        work=_COUNTED_WORK if work == "1" else None,
+        claim=Claim("", "", int(ends)) if ends else None,
+    )
+
+
+#: The work a counted record has, when its task has any (``stats`` reads no more of it).
+_COUNTED_WORK = WorkSpec("counted")
 
 
 def _stored(text: bytes) -> TaskRecord:
@@ -489,6 +524,39 @@ class RedisTaskStore:
             return 0
         args: list[str | int] = [self._task_prefix, self.options.terminal_retention_ms, limit]
         return int(await self._run("reap", self._keys(""), args))
+
+    async def stats(self) -> StoreStats:
+        """Aggregates of the namespace's tasks for ``mcp-tasks stats``, counted by
+        :func:`mcp_tasks.stores.stats.tally` (the rules themselves). Not a request path:
+        it walks the row index (``ZSCAN`` of ``{p}:rows``) and reads the few fields the
+        rules look at (``HMGET``, :data:`STATS_BATCH` tasks per round trip), so it costs
+        one round trip per batch and no snapshot: a task written meanwhile may count as
+        it was or as it is. Writes nothing."""
+        now = int((await self._run("read", self._keys("")[:1], []))[0])
+        client = self._client()
+        records: list[TaskRecord] = []
+        with _UNAVAILABLE:
+            batch: list[bytes] = []
+            async for member, _ in client.zscan_iter(self._rows, count=STATS_BATCH):
+                batch.append(member)
+                if len(batch) == STATS_BATCH:
+                    records += await self._counted(client, batch)
+                    batch = []
+            records += await self._counted(client, batch)
+        return tally(records, now, self.options)
+
+    async def _counted(
+        self, client: Redis | RedisCluster, task_ids: list[bytes]
+    ) -> list[TaskRecord]:
+        """The tasks' records as far as ``stats`` reads them (:func:`_counted_record`);
+        a task deleted since the scan found it is left out."""
+        if not task_ids:
+            return []
+        pipe = client.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.hmget(self._task_prefix + task_id.decode(), *_COUNTED_FIELDS)
+        found: list[list[bytes | None]] = await pipe.execute()
+        return [_counted_record(fields) for fields in found if fields[0] is not None]
 
     async def diagnose(self) -> list[tuple[str, str, str]]:
         """`mcp-tasks doctor`'s Redis checks (:mod:`mcp_tasks_redis.doctor`); on a cluster,

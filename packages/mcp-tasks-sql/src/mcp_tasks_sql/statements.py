@@ -4,13 +4,13 @@ The stores execute the compiled text with their raw driver (sqlite3, asyncpg): b
 and compiling a Core statement per call costs more than the round trip on the hot paths
 (``get``, ``put_status``), so each statement is compiled exactly once per store.
 
-Where the database must select rows itself (claim candidates, reaping, the caps), the
-``WHERE`` clauses re-state :func:`~mcp_tasks.domain.rules.claimable`,
-:func:`~mcp_tasks.domain.rules.is_reapable`, :func:`~mcp_tasks.domain.rules.counts_toward_cap`
-and :func:`~mcp_tasks.domain.rules.is_active`. Those clauses live in one place,
-:class:`Predicates` (built by :func:`predicates`), and :func:`build` takes them from there;
-:func:`mcp_tasks_sql.testing.check_predicates` checks each one against its rule on a real
-database, and every dialect's tests run it.
+Where the database must select rows itself (claim candidates, reaping, the caps, what
+``stats`` counts), the ``WHERE`` clauses re-state :func:`~mcp_tasks.domain.rules.claimable`,
+:func:`~mcp_tasks.domain.rules.is_reapable`, :func:`~mcp_tasks.domain.rules.counts_toward_cap`,
+:func:`~mcp_tasks.domain.rules.is_active` and the rules ``stats`` counts by. Those clauses
+live in one place, :class:`Predicates` (built by :func:`predicates`), and :func:`build`
+takes them from there; :func:`mcp_tasks_sql.testing.check_predicates` checks each one
+against its rule on a real database, and every dialect's tests run it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any, cast
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS
+from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks.stores.stats import BUSIEST_OWNERS, COUNTED
 from mcp_tasks_sql.schema import ACTIVE, CLAIMABLE, TERMINAL_STATUSES, TaskTables, status_in
 
 if TYPE_CHECKING:
@@ -78,6 +81,7 @@ class Statements:
     init_counter: CompiledSQL
     counter_exists: CompiledSQL
     counted_rows: CompiledSQL
+    stats: CompiledSQL
     #: ``None`` where ``bump_rows`` answers the counter's new ``n_rows`` and ``now_ms``
     #: itself (``UPDATE … RETURNING``). A database whose UPDATE returns no rows makes
     #: ``bump_rows`` a plain UPDATE and reads them with this SELECT right after it, in the
@@ -111,19 +115,39 @@ class Predicates:
     """Re-states :func:`mcp_tasks.domain.rules.is_active`: not terminal and not expired.
     The per-owner cap counts by it (with the owner condition beside it)."""
 
+    claimed: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.is_claimed`: active under a live lease.
+    ``stats`` counts by it, and by the ones below."""
+
+    lease_lapsed: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.lease_lapsed`: claimable, its claim ran out."""
+
+    retry_due: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.retry_due`: claimable, its retry is due."""
+
+    retry_pending: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.retry_pending`: active, its retry not due."""
+
+    expiring_soon: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.expires_within` with
+    :data:`mcp_tasks.domain.rules.EXPIRY_HORIZON_MS`: not expired, expires within it."""
+
 
 def predicates(tables: TaskTables, now: sa.ColumnElement[int]) -> Predicates:
     """The rule predicates over ``tables`` at ``now`` (see :func:`build` for ``now``)."""
     c = tables.tasks.c
     unexpired = sa.or_(c.expires_at.is_(None), c.expires_at > now)
+    active = sa.and_(status_in(c.status, ACTIVE), unexpired)
+    claimable = sa.and_(
+        status_in(c.status, CLAIMABLE),
+        c.has_work,
+        sa.or_(c.retry_at.is_(None), c.retry_at <= now),
+        sa.or_(c.expires_at.is_(None), c.expires_at > now),
+        sa.or_(c.claim_expires_at.is_(None), c.claim_expires_at <= now),
+    )
+    horizon = sa.literal(EXPIRY_HORIZON_MS, sa.BigInteger)
     return Predicates(
-        claimable=sa.and_(
-            status_in(c.status, CLAIMABLE),
-            c.has_work,
-            sa.or_(c.retry_at.is_(None), c.retry_at <= now),
-            sa.or_(c.expires_at.is_(None), c.expires_at > now),
-            sa.or_(c.claim_expires_at.is_(None), c.claim_expires_at <= now),
-        ),
+        claimable=claimable,
         reapable=sa.or_(
             sa.and_(c.expires_at.is_not(None), c.expires_at <= now),
             sa.and_(
@@ -133,7 +157,12 @@ def predicates(tables: TaskTables, now: sa.ColumnElement[int]) -> Predicates:
             ),
         ),
         unexpired=unexpired,
-        active=sa.and_(status_in(c.status, ACTIVE), unexpired),
+        active=active,
+        claimed=sa.and_(active, c.claim_expires_at > now),
+        lease_lapsed=sa.and_(claimable, c.claim_expires_at.is_not(None)),
+        retry_due=sa.and_(claimable, c.retry_at.is_not(None)),
+        retry_pending=sa.and_(active, c.retry_at > now),
+        expiring_soon=sa.and_(c.expires_at > now, c.expires_at <= now + horizon),
     )
 
 
@@ -218,6 +247,7 @@ def build(
         .select_from(counter)
         .where(counter.c.id == 1),
         "counted_rows": sa.select(counter.c.n_rows).where(counter.c.id == 1),
+        "stats": stats(tables, where, now),
     }
     unknown = spelled.keys() - {field.name for field in fields(Statements)}
     if unknown:
@@ -228,6 +258,46 @@ def build(
         if name not in spelled
     }
     return Statements(**compiled, **spelled)
+
+
+def stats(tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]) -> sa.Select[Any]:
+    """``stats``: one row, one statement (one snapshot): the store's now, every row, the
+    unexpired ones per status, the rows of each :class:`Predicates` field that
+    ``mcp_tasks.stores.stats.COUNTED`` names, the oldest working task's
+    ``created_at``, and the active counts per owner, ranked (owners never leave the
+    database: only their counts, ``busiest_1`` … largest first, and how many there are)."""
+    t, c = tables.tasks, tables.tasks.c
+
+    def counted(condition: sa.ColumnElement[bool]) -> sa.ColumnElement[int]:
+        return sa.func.count(sa.case((condition, 1)))
+
+    per_status = [
+        counted(sa.and_(c.status == status.value, where.unexpired)).label(f"status_{status.value}")
+        for status in TaskStatus
+    ]
+    working = sa.and_(c.status == TaskStatus.WORKING.value, where.unexpired)
+    totals = sa.select(
+        sa.func.count().label("rows"),
+        *per_status,
+        *(counted(getattr(where, name)).label(name) for name in COUNTED),
+        sa.func.min(sa.case((working, c.created_at))).label("oldest_working_created_at"),
+    ).select_from(t)
+    per_owner = sa.select(sa.func.count().label("n")).where(where.active).group_by(c.owner)
+    counts = per_owner.subquery("per_owner")
+    ranked = sa.select(
+        counts.c.n, sa.func.row_number().over(order_by=counts.c.n.desc()).label("place")
+    ).subquery("ranked")
+    owners = sa.select(
+        sa.func.count().label("owners"),
+        *(
+            sa.func.max(sa.case((ranked.c.place == place, ranked.c.n))).label(f"busiest_{place}")
+            for place in range(1, BUSIEST_OWNERS + 1)
+        ),
+    ).select_from(ranked)
+    totals_row, owners_row = totals.subquery("totals"), owners.subquery("owners")
+    return sa.select(now.label("now_ms"), totals_row, owners_row).select_from(
+        totals_row.join(owners_row, sa.true())
+    )
 
 
 def ddl(tables: TaskTables, dialect: Dialect) -> list[str]:

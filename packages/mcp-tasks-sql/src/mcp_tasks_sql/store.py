@@ -16,6 +16,7 @@ from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimit
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
 from mcp_tasks.stores.kit import CloseGuard
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
+from mcp_tasks.stores.stats import BUSIEST_OWNERS, from_counts
 from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
 from mcp_tasks_sql.connection import Mode, Row, Transaction, execute, fetch_one
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
     from mcp_tasks.stores.diagnosis import DiagnosisRow
+    from mcp_tasks.stores.stats import StoreStats
     from mcp_tasks_sql.statements import CompiledSQL, Statements
 
 R = TypeVar("R")
@@ -163,6 +165,23 @@ class SQLTaskStore(ReadModifyWrite):
         """``mcp-tasks doctor``'s checks of this store's database (its dialect's)."""
         self._guard.check()
         return await self.dialect.diagnose()
+
+    async def stats(self) -> StoreStats:
+        """Aggregates of the namespace's tasks for ``mcp-tasks stats``: one read statement
+        (``Statements.stats``, counting by :class:`~mcp_tasks_sql.statements.Predicates`),
+        one snapshot, a scan of the task table. Writes nothing, so it does not migrate:
+        a namespace without its tables is ``StoreUnavailable``."""
+        self._guard.check()
+        row = await self._fetch_one(self._sql.stats, self._with_now({}))
+        assert row is not None  # an aggregate always yields its one row
+        busiest = (row[f"busiest_{place}"] for place in range(1, BUSIEST_OWNERS + 1))
+        return from_counts(
+            row,
+            now=row["now_ms"],
+            owners=row["owners"],
+            busiest_owners=(n for n in busiest if n is not None),
+            options=self.options,
+        )
 
     async def _ensure_ready(self) -> None:
         self._guard.check()

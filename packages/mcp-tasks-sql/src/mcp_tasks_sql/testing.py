@@ -6,9 +6,10 @@ mcp-tasks-sql does not install; no module of the SQL layer or of a backend impor
 
 :class:`~mcp_tasks_sql.statements.Predicates` re-state rules of :mod:`mcp_tasks.domain.rules`
 in SQL so that the database can select claim candidates, rows to reap and rows under the
-caps. :func:`check_predicates` writes random records as rows into a real database and
-checks, for each predicate, that ``SELECT task_id … WHERE predicate`` selects exactly the
-records the rule accepts, at the same ``now``. A dialect runs it on a fresh namespace::
+caps, and count what ``stats`` counts. :func:`check_predicates` writes random records as
+rows into a real database and checks, for each predicate, that ``SELECT task_id … WHERE
+predicate`` selects exactly the records the rule accepts, at the same ``now``. A dialect
+runs it on a fresh namespace::
 
     @pytest.mark.anyio
     async def test_sql_predicates_agree_with_the_rules(tmp_path: Path) -> None:
@@ -72,6 +73,13 @@ RULES: Final[Mapping[str, Callable[[TaskRecord, int, int], bool]]] = {
     "reapable": rules.is_reapable,
     "unexpired": lambda record, now, _retention: rules.counts_toward_cap(record, now),
     "active": lambda record, now, _retention: rules.is_active(record, now),
+    "claimed": lambda record, now, _retention: rules.is_claimed(record, now),
+    "lease_lapsed": lambda record, now, _retention: rules.lease_lapsed(record, now),
+    "retry_due": lambda record, now, _retention: rules.retry_due(record, now),
+    "retry_pending": lambda record, now, _retention: rules.retry_pending(record, now),
+    "expiring_soon": lambda record, now, _retention: rules.expires_within(
+        record, now, rules.EXPIRY_HORIZON_MS
+    ),
 }
 
 #: How far from their edges the generated instants and durations stray (one hour).
@@ -196,6 +204,8 @@ def _edge_case() -> PredicateCase:
         replace(base, status=TaskStatus.FAILED, last_updated_at=at_retention + 1),  # kept 1 ms
         replace(base, status=TaskStatus.CANCELLED, last_updated_at=at_retention, ttl_ms=5),
         replace(base, last_updated_at=at_retention),  # not terminal: never reaped by retention
+        replace(base, ttl_ms=5, expires_at=now + rules.EXPIRY_HORIZON_MS),  # expiring soon
+        replace(base, ttl_ms=5, expires_at=now + rules.EXPIRY_HORIZON_MS + 1),  # not yet
     ]
     return PredicateCase(now, retention, tuple(_numbered(variants)))
 

@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         store_from_url,
     )
     from mcp_tasks.stores.protocol import STORE_OPERATIONS, Store
+    from mcp_tasks.stores.stats import StoreStats
     from mcp_tasks.tasks import StorePinned, Tasks
 
 __all__ = [
@@ -129,6 +130,7 @@ __all__ = [
     "StoreNotInstalled",
     "StoreOptions",
     "StorePinned",
+    "StoreStats",
     "StoreUnavailable",
     "Subscription",
     "TaskCancelled",
@@ -207,6 +209,7 @@ _EXPORTS: dict[str, str] = {
     "StoreNotInstalled": "mcp_tasks.stores.opening",
     "StoreOptions": "mcp_tasks.domain.models",
     "StorePinned": "mcp_tasks.tasks",
+    "StoreStats": "mcp_tasks.stores.stats",
     "StoreUnavailable": "mcp_tasks.domain.errors",
     "Subscription": "mcp_tasks.runtime.notifier",
     "TaskCancelled": "mcp_tasks.runtime.context",

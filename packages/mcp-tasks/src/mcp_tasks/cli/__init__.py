@@ -62,6 +62,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "check the store: a read, a write of one probe task, its operations; "
         "prints what it checked and what it changed",
     ),
+    "stats": (
+        "mcp_tasks.cli.stats",
+        "count a store's tasks by status, lease, retry, expiry and cap; writes nothing",
+    ),
 }
 
 

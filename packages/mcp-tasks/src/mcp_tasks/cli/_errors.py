@@ -4,7 +4,8 @@ line of next step) and a documented exit code; `--debug` adds the traceback.
 Exit codes shared by every command (docs/cli.md): 0 success, 1 a check failed (or, for
 `call`, the tool's own error), 2 a usage error (a malformed argument, option, store URL
 or APP), 6 what the command needs could not be reached (a store, a server, the port to
-listen on), 130 interrupted. `call`, `get`, `watch` and `cancel` add 3, 4 and 5.
+listen on), 7 the store does not offer what the command needs (`stats` on a store without
+`stats()`), 130 interrupted. `call`, `get`, `watch` and `cancel` add 3, 4 and 5.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 6
+EXIT_NOT_OFFERED = 7
 EXIT_INTERRUPTED = 130
 
 

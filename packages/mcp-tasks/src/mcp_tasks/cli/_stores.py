@@ -17,6 +17,7 @@ from mcp_tasks.stores.opening import URL_ENV, store_from_url
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from mcp_tasks.domain.models import StoreOptions
     from mcp_tasks.stores.protocol import Store
 
 DEFAULT_STORE_URL = "sqlite:///./mcp-tasks.db"
@@ -42,16 +43,18 @@ def resolve_store_url(url: str | None, *, for_serving: bool = False) -> str:
     return DEFAULT_STORE_URL
 
 
-def open_store(url: str | None, *, for_serving: bool = False) -> Store:
-    """The Store for `url` (see `resolve_store_url`)."""
-    return store_from_url(resolve_store_url(url, for_serving=for_serving))
+def open_store(
+    url: str | None, *, for_serving: bool = False, options: StoreOptions | None = None
+) -> Store:
+    """The Store for `url` (see `resolve_store_url`), with `options` (default: the defaults)."""
+    return store_from_url(resolve_store_url(url, for_serving=for_serving), options)
 
 
 @asynccontextmanager
-async def using_store(url: str | None) -> AsyncIterator[Store]:
+async def using_store(url: str | None, options: StoreOptions | None = None) -> AsyncIterator[Store]:
     """The Store for `url`, closed afterwards; a store that cannot be reached inside the
     block becomes the CLI's one-line error (exit 6) naming the store and the cause."""
-    store = open_store(url)
+    store = open_store(url, options=options)
     try:
         yield store
     except BaseException as error:

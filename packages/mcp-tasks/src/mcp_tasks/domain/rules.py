@@ -411,6 +411,40 @@ def claimable(record: TaskRecord, now: int) -> bool:
     )
 
 
+# --- what an operator's aggregates count (``stats``), each from the rules above ---------
+
+#: How far ahead :func:`expires_within` looks for ``stats``: an hour.
+EXPIRY_HORIZON_MS: Final = 3_600_000
+
+
+def is_claimed(record: TaskRecord, now: int) -> bool:
+    """Active and held by a live lease: a worker runs it now."""
+    return is_active(record, now) and record.live_claim(now) is not None
+
+
+def lease_lapsed(record: TaskRecord, now: int) -> bool:
+    """Claimable because its claim ran out: its worker stopped renewing (a crashed or hung
+    process), and a recovery loop takes it next."""
+    return record.claim is not None and claimable(record, now)
+
+
+def retry_due(record: TaskRecord, now: int) -> bool:
+    """Claimable because its retry's delay has passed: a recovery loop takes it next."""
+    return record.retry_at is not None and claimable(record, now)
+
+
+def retry_pending(record: TaskRecord, now: int) -> bool:
+    """Active and waiting for its retry's delay to pass."""
+    return is_active(record, now) and record.retry_at is not None and record.retry_at > now
+
+
+def expires_within(record: TaskRecord, now: int, horizon_ms: int) -> bool:
+    """Not expired, and expires within ``horizon_ms`` of ``now`` (unless a lease or its end
+    holds it longer: S-TTL.1, S-TTL.2)."""
+    expires_at = record.expires_at
+    return expires_at is not None and now < expires_at <= now + horizon_ms
+
+
 class ClaimLane(StrEnum):
     """The two places a task that a claim may take waits in (:func:`claim_lane`)."""
 

@@ -37,6 +37,7 @@ from mcp_tasks.domain.models import (
 )
 from mcp_tasks.domain.rules import ClaimLane
 from mcp_tasks.stores.kit import CloseGuard
+from mcp_tasks.stores.stats import StoreStats, tally
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -367,6 +368,12 @@ class MemoryTaskStore:
     async def reap(self, *, limit: int = 500) -> int:
         backend = self._open_backend
         return backend.reap(self._clock(), self.options.terminal_retention_ms, limit)
+
+    async def stats(self) -> StoreStats:
+        """Aggregates of every task (``mcp-tasks stats``): one pass over the backend, which
+        it leaves as it was (no index moves)."""
+        backend = self._open_backend
+        return tally(list(backend.tasks.values()), self._clock(), self.options)
 
     async def close(self) -> None:
         self._guard.close()
