@@ -8,7 +8,7 @@ import inspect
 import logging
 import os
 import typing
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -296,9 +296,13 @@ class Tasks:
         :meth:`extension` and :meth:`register` under a lifespan of its own."""
         serve_listen(self.engine, server)
 
-    def fastmcp_extension(self) -> FastMCPTasksExtension:
+    def fastmcp_extension(self, *, not_rerun: Iterable[str] = ()) -> FastMCPTasksExtension:
         """The FastMCP extension: ``mcp.add_extension(tasks.fastmcp_extension())`` runs
-        ``@mcp.tool(task=True)`` tools on this Store (needs the ``fastmcp`` extra)."""
+        ``@mcp.tool(task=True)`` tools on this Store (needs the ``fastmcp`` extra).
+
+        ``not_rerun``: names of task tools whose interrupted tasks fail instead of running
+        again (``recovery="fail"`` of :meth:`register`; FastMCP's ``TaskConfig`` has no
+        field for it)."""
         # Imported here: fastmcp is an optional dependency (the ``fastmcp`` extra).
         try:
             from mcp_tasks.adapters.fastmcp import FastMCPTasksExtension  # noqa: PLC0415
@@ -308,6 +312,7 @@ class Tasks:
             raise ModuleNotFoundError(FASTMCP_MISSING, name=error.name) from None
 
         self.attached = True
+        self.runner.not_rerun.update(not_rerun)
         return FastMCPTasksExtension(self.engine, self.running)
 
     def control(self) -> TaskControl:
@@ -319,7 +324,7 @@ class Tasks:
     def register(self, name: str, *, run: ToolCall | None = None, **options: Any) -> ToolOptions:
         """Declare how the tool ``name`` takes part in tasks (any SDK's tool); ``options``
         are the fields of :class:`~mcp_tasks.engine.ToolOptions` (``mode``, ``ttl_ms``,
-        ``poll_interval_ms``, ``preflight``, ``manual``, ``retry_delays_ms``).
+        ``poll_interval_ms``, ``preflight``, ``manual``, ``retry_delays_ms``, ``recovery``).
 
         ``run(arguments)`` runs the tool without a request and returns its result: with it,
         a task of this tool is run again by any process after the one running it died, and
@@ -327,6 +332,8 @@ class Tasks:
         Without it such a task fails ("cannot be run again"). ``retry_delays_ms``: the delay
         before each retry the body asks for (``ctx.retry(...)``); see
         :func:`~mcp_tasks.fixed_backoff` and :func:`~mcp_tasks.exponential_backoff`.
+        ``recovery="fail"``: a task of this tool whose run was interrupted fails ("The task
+        was interrupted; this tool is not re-run") instead of running again.
 
         Raises:
             TypeError: a keyword that is no field of ``ToolOptions``.
@@ -336,6 +343,10 @@ class Tasks:
 
     def _register(self, name: str, options: ToolOptions, run: ToolCall | None) -> ToolOptions:
         self.engine.tools[name] = options
+        if options.recovery == "fail":
+            self.runner.not_rerun.add(name)
+        else:
+            self.runner.not_rerun.discard(name)
         if run is not None:
             self.runner.executors[name] = tool_executor(run)
         return options

@@ -43,7 +43,7 @@ from mcp_tasks.runtime.context import (
 )
 from mcp_tasks.runtime.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
 from mcp_tasks.runtime.logs import log_failure
-from mcp_tasks.runtime.runner import Body, Runner, RunnerNotStarted, tool_work
+from mcp_tasks.runtime.runner import RECOVERIES, Body, Recovery, Runner, RunnerNotStarted, tool_work
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -102,9 +102,15 @@ class ToolOptions:
     retry_delays_ms: Iterable[int] = ()
     """The delay before each retry a body asks for (``TaskContext.retry``); see
     :mod:`mcp_tasks.domain.retries` for the fixed and exponential helpers."""
+    recovery: Recovery = "rerun"
+    """A task whose run was interrupted (its process died or stopped mid-body) is run again
+    (``"rerun"``), or fails with "The task was interrupted; this tool is not re-run"
+    (``"fail"``: for a body that must not run twice; the client decides what next)."""
 
     def __post_init__(self) -> None:
         check_policy(self.mode)
+        if self.recovery not in RECOVERIES:
+            raise ValueError(f"recovery must be 'rerun' or 'fail', got {self.recovery!r}")
         object.__setattr__(self, "retry_delays_ms", retry_delays(self.retry_delays_ms))
         ttl: object = self.ttl_ms
         if not (isinstance(ttl, Unset) or callable(ttl) or is_positive_ms_or_none(ttl)):
