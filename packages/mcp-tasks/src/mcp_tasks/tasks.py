@@ -32,6 +32,11 @@ from mcp_tasks.engine import (
     to_jsonrpc_error,
     tool_executor,
 )
+from mcp_tasks.engine.listen_slots import (
+    DEFAULT_MAX_LISTEN_STREAMS,
+    DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
+    ListenSlots,
+)
 from mcp_tasks.runtime.context import TaskContext, current_task_context
 from mcp_tasks.runtime.control import Deferred, TaskControl, defer, defer_slot
 from mcp_tasks.runtime.notifier import GuardedNotifier, Notifier, NullNotifier, notifier_for
@@ -127,6 +132,10 @@ class Tasks:
     ``None``: notifications off (waiters poll every 2 s); or any
     :class:`~mcp_tasks.runtime.notifier.Notifier`, e.g. one wrapping the default. Its
     failures are logged and swallowed, never raised into a request or a body.
+
+    ``max_listen_streams`` (1,024) and ``max_listen_streams_per_owner`` (16) bound the task
+    ``subscriptions/listen`` streams open in this process and per principal; past either,
+    a listen is answered -32603 "Subscription limit reached" before anything is sent.
     """
 
     Context = TaskContext
@@ -149,6 +158,8 @@ class Tasks:
         reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
         run_tasks: bool = True,
         clock: Clock = system_clock,
+        max_listen_streams: int = DEFAULT_MAX_LISTEN_STREAMS,
+        max_listen_streams_per_owner: int = DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
     ) -> None:
         #: Whether the app chose the store itself (a Store or URL passed in).
         self.store_pinned = store is not None
@@ -184,6 +195,7 @@ class Tasks:
             default_poll_interval_ms=default_poll_interval_ms,
             require_name_header=require_name_header,
             clock=clock,
+            listen_slots=ListenSlots(max_listen_streams, max_listen_streams_per_owner),
         )
 
         for found in _collectors:

@@ -33,6 +33,7 @@ from mcp_tasks.domain.models import (
 )
 from mcp_tasks.domain.retries import retry_delays
 from mcp_tasks.engine import errors
+from mcp_tasks.engine.listen_slots import ListenSlots
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
 from mcp_tasks.runtime.context import (
@@ -199,8 +200,11 @@ class TaskEngine:
         default_poll_interval_ms: int = 2_000,
         require_name_header: bool = False,
         clock: Clock = system_clock,
+        listen_slots: ListenSlots | None = None,
     ) -> None:
         self.store = store
+        #: Bounds on open task listen streams (per process, per principal).
+        self.listen_slots = listen_slots or ListenSlots()
         self.runner = runner
         self._said_not_running = False
         self.notifier = notifier
