@@ -43,8 +43,9 @@ from mcp_tasks.runtime.context import (
     check_input_requests,
 )
 from mcp_tasks.runtime.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
-from mcp_tasks.runtime.logs import log_failure
+from mcp_tasks.runtime.logs import Outage, log_failure
 from mcp_tasks.runtime.runner import RECOVERIES, Body, Recovery, Runner, RunnerNotStarted, tool_work
+from mcp_tasks.stores.opening import describe_store
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -205,6 +206,13 @@ class TaskEngine:
         self.store = store
         #: Bounds on open task listen streams (per process, per principal).
         self.listen_slots = listen_slots or ListenSlots()
+        #: The store failing requests, per kind (a SQLite file locked by another process
+        #: fails writes while reads go on): each said once, naming the store, and when it
+        #: is back; each request meanwhile answers -32603.
+        self.outages = {
+            kind: Outage(logger, kind, describe_store(store))
+            for kind in ("creating tasks", *sorted(TASK_METHODS))
+        }
         self.runner = runner
         self._said_not_running = False
         self.notifier = notifier
@@ -384,10 +392,9 @@ class TaskEngine:
         except TaskLimitReached as exc:
             raise errors.to_jsonrpc_error(exc) from None
         except StoreUnavailable as exc:
-            log_failure(
-                logger, "creating a task failed: the store is unavailable", exc, task.task_id
-            )
+            self.outages["creating tasks"].failed(exc)
             raise errors.to_jsonrpc_error(exc) from None
+        self.outages["creating tasks"].recovered()
         # created_at was stamped during the call: the estimate errs by one round trip at most.
         self._store_offset_ms = record.created_at - self._local_clock()
         logger.debug("created task %s", redact(task.task_id))
@@ -541,6 +548,7 @@ class TaskEngine:
         try:
             if method == "tasks/get":
                 record = await self.store.get(task_id, request.owner)
+                self.outages[method].recovered()
                 return get_task_result(record, self.clock())
             if responses is not None:  # tasks/update
                 await self._check_answers(task_id, request.owner, responses)
@@ -552,8 +560,9 @@ class TaskEngine:
         except NotJSONSafe:
             raise errors.invalid_params("inputResponses must be JSON") from None
         except StoreUnavailable as exc:
-            log_failure(logger, f"{method} failed: the store is unavailable", exc, task_id)
+            self.outages[method].failed(exc)
             raise errors.to_jsonrpc_error(exc) from None
+        self.outages[method].recovered()
         await self.notifier.publish(task_id)
         return dict(ACK)
 
