@@ -213,6 +213,10 @@ class MongoTaskStore(ReadModifyWrite):
     # --- create and the caps ---------------------------------------------------------------
 
     async def create(self, task: NewTask) -> TaskRecord:
+        with within(self.options.timeout_ms):
+            return await self._create(task)
+
+    async def _create(self, task: NewTask) -> TaskRecord:
         tasks = await self._tasks()
         cap, per_owner = self.options.max_rows, self.options.max_active_per_owner
         if cap is None and per_owner is None:
@@ -223,7 +227,8 @@ class MongoTaskStore(ReadModifyWrite):
         # Handles of this process queue here first, so that only one of them at a time
         # asks the server for the lock (the others would only poll it).
         async with self._local_lock("create"):
-            lock = await create_lock.take(self._meta())
+            bound_ms = self.options.timeout_ms
+            lock = await create_lock.take(self._meta(), hold_ms=bound_ms, wait_s=bound_ms / 1000)
             # What the unlock adds to the bound: a new base (an exact count) minus the
             # bound read with the lock, plus the row once the insert may have happened.
             # Unknown whether the insert happened (a driver error) counts as inserted:
