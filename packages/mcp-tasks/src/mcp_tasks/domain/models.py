@@ -359,24 +359,14 @@ class Claimed:
     lease: Lease
 
 
-#: ``StoreOptions.max_active_per_owner`` when not given: this, or unlimited without a row cap.
-PER_OWNER_FROM_ROWS: Final = -1
-#: The default per-owner cap: a tenth of the default row cap.
-DEFAULT_ACTIVE_PER_OWNER: Final = 1_000
-
-
 @dataclass(frozen=True, slots=True)
 class StoreOptions:
     """Behaviour every Store takes the same way."""
 
     max_rows: int | None = 10_000
     """Rows that are not expired, at most; ``None`` = unlimited."""
-    max_active_per_owner: int | None = PER_OWNER_FROM_ROWS
-    """``working``/``input_required`` tasks per owner, at most; ``None`` = unlimited. By
-    default 1,000, a tenth of the default row cap, which leaves room for other principals:
-    one cannot fill the table and make every other principal's creates fail (unlimited
-    when ``max_rows`` is: there is no table to fill). Unauthenticated tasks (no owner)
-    share one such budget."""
+    max_active_per_owner: int | None = None
+    """``working``/``input_required`` tasks per owner, at most; ``None`` = unlimited."""
     terminal_retention_ms: int = 3_600_000
     """How long a task with no TTL is kept after it turned terminal."""
     result_retention_ms: int = 60_000
@@ -390,9 +380,6 @@ class StoreOptions:
     none; a store URL's ``?timeout_ms=`` sets it too."""
 
     def __post_init__(self) -> None:
-        if self.max_active_per_owner == PER_OWNER_FROM_ROWS:
-            share = None if self.max_rows is None else DEFAULT_ACTIVE_PER_OWNER
-            object.__setattr__(self, "max_active_per_owner", share)
         timeout: object = self.timeout_ms
         if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
             raise InvalidArgument("timeout_ms must be a positive integer")
