@@ -134,6 +134,18 @@ class EmbeddedPostgres:
         self._package.pg_ctl(["-w", "stop"], pgdata=server.pgdata, user=server.system_user)
         server.ensure_postgres_running()
 
+    def kill(self) -> None:
+        """Stop the server hard (``pg_ctl stop -m immediate``: no checkpoint, every
+        connection dropped, as a crash); :meth:`start` brings it back on the same data."""
+        server = self._server
+        self._package.pg_ctl(
+            ["-w", "-m", "immediate", "stop"], pgdata=server.pgdata, user=server.system_user
+        )
+
+    def start(self) -> None:
+        """Start the server again on its data (after :meth:`kill`)."""
+        self._server.ensure_postgres_running()
+
     def stop(self) -> None:
         self._server.cleanup()
 
@@ -270,6 +282,13 @@ class RedisProcess:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+    def kill(self) -> None:
+        """Stop the server hard (SIGKILL: no shutdown); :meth:`start` brings it back."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 @contextmanager

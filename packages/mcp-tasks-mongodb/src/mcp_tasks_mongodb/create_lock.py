@@ -67,7 +67,8 @@ __all__ = [
     "unlock",
 ]
 
-#: The create lock's longest hold: a holder stalled longer loses it to the next create.
+#: The create lock's longest hold by default (a store holds it for its bound on waiting): a
+#: holder stalled longer loses it to the next create.
 LOCK_MS = 30_000
 _LOCK_ID = "create"
 #: How long a create waits for the lock before giving up (StoreUnavailable).
@@ -108,11 +109,16 @@ async def ensure_lock(meta: AsyncCollection[Document]) -> None:
         )
 
 
-async def take(meta: AsyncCollection[Document]) -> Lock:
-    """Take the namespace's create lock; the bound comes with it, in the same round trip.
+async def take(
+    meta: AsyncCollection[Document], *, hold_ms: int = LOCK_MS, wait_s: float = _LOCK_WAIT_S
+) -> Lock:
+    """Take the namespace's create lock for at most ``hold_ms``; the bound comes with it,
+    in the same round trip. The store holds it for its bound on waiting
+    (``StoreOptions.timeout_ms``): a create cancelled past that bound, or whose unlock
+    failed in an outage, blocks the others no longer than that.
 
     Raises:
-        StoreUnavailable: the lock stayed taken for ``_LOCK_WAIT_S``, or the server failed.
+        StoreUnavailable: the lock stayed taken for ``wait_s``, or the server failed.
     """
     holder = new_token()
     free: Document = {"$or": [{"$eq": ["$holder", None]}, {"$lte": ["$until", "$now"]}]}
@@ -122,14 +128,14 @@ async def take(meta: AsyncCollection[Document]) -> Lock:
         {
             "$set": {
                 "holder": {"$cond": [free, {"$literal": holder}, "$holder"]},
-                "until": {"$cond": [free, {"$add": ["$now", LOCK_MS]}, "$until"]},
+                "until": {"$cond": [free, {"$add": ["$now", hold_ms]}, "$until"]},
                 # taken from a holder that stalled (or whose unlock failed): the bound
                 # may lack that holder's row, so the taker counts exactly.
                 "stolen": {"$cond": [free, {"$ne": ["$holder", None]}, "$stolen"]},
             }
         },
     ]
-    deadline = time.monotonic() + _LOCK_WAIT_S
+    deadline = time.monotonic() + wait_s
     pause = 0.004
     while True:
         with UNAVAILABLE:

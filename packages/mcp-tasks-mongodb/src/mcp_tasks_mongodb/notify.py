@@ -26,6 +26,7 @@ from bson import ObjectId
 from pymongo import AsyncMongoClient
 from pymongo.errors import CollectionInvalid, OperationFailure
 
+from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.runtime.notifier import RelayNotifier
 
 if TYPE_CHECKING:
@@ -75,8 +76,10 @@ class MongoRelay:
         *,
         polling: bool = False,
         poll_interval_s: float = POLL_INTERVAL_S,
+        timeout_ms: int = StoreOptions().timeout_ms,
     ) -> None:
         self._connect_url = connect_url
+        self._timeout_ms = timeout_ms
         self.database = database
         self.collection = signals_collection_of(prefix)
         self.polling = polling
@@ -93,7 +96,14 @@ class MongoRelay:
     async def _signals(self) -> AsyncCollection[Document]:
         """The signals collection, created capped on this relay's first use."""
         if self._client is None:
-            self._client = AsyncMongoClient(self._connect_url, tz_aware=False)
+            # The store's bound on finding the server and connecting; no socket timeout:
+            # a change stream's reads wait for changes.
+            self._client = AsyncMongoClient(
+                self._connect_url,
+                tz_aware=False,
+                serverSelectionTimeoutMS=self._timeout_ms,
+                connectTimeoutMS=self._timeout_ms,
+            )
         db = self._client[self.database]
         if not self._created:
             try:
@@ -197,6 +207,7 @@ def notifier(store: object) -> RelayNotifier | None:
     connect_url = getattr(store, "connect_url", None)
     database = getattr(store, "database", None)
     prefix = getattr(store, "prefix", None)
+    timeout_ms = getattr(store, "options", StoreOptions()).timeout_ms
     if isinstance(connect_url, str) and isinstance(database, str) and isinstance(prefix, str):
-        return RelayNotifier(MongoRelay(connect_url, database, prefix))
+        return RelayNotifier(MongoRelay(connect_url, database, prefix, timeout_ms=timeout_ms))
     return None

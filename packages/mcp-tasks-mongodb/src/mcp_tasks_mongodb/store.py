@@ -33,13 +33,13 @@ from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, InvalidArgument, StaleLease, TaskLimitReached
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
-from mcp_tasks.stores.kit import CloseGuard
+from mcp_tasks.stores.kit import CloseGuard, options_from_url, within
 from mcp_tasks.stores.opening import mask_password, with_query
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks.stores.stats import from_counts
 from mcp_tasks_mongodb import claims, create_lock, doctor, pipelines
 from mcp_tasks_mongodb.codec import INDEXES, document_of, epoch_ms, new_version, record_of
-from mcp_tasks_mongodb.driver import UNAVAILABLE, server_now
+from mcp_tasks_mongodb.driver import UNAVAILABLE, driver_timeouts, server_now
 from mcp_tasks_mongodb.urls import DEFAULT_DATABASE, DEFAULT_PREFIX, check_names, parse
 
 if TYPE_CHECKING:
@@ -125,7 +125,9 @@ class MongoTaskStore(ReadModifyWrite):
     def _db(self) -> AsyncDatabase[Document]:
         self._guard.check()
         if self._client is None:
-            self._client = AsyncMongoClient(self.connect_url, tz_aware=False)
+            self._client = AsyncMongoClient(
+                self.connect_url, tz_aware=False, **driver_timeouts(self.connect_url, self.options)
+            )
         return self._client[self.database]
 
     @property
@@ -200,18 +202,23 @@ class MongoTaskStore(ReadModifyWrite):
     ) -> R:
         """Read the record and the server's now, let the rules compute the write, persist it
         only if the version is unchanged; on a lost race, read again."""
-        while True:
-            record, version, now = await self._read(task_id)
-            result, write = compute(record, now)
-            if write is None:
-                return result
-            assert version is not None  # the rules write only a record that exists
-            if await self._write(write, version):
-                return result
+        with within(self.options.timeout_ms):
+            while True:
+                record, version, now = await self._read(task_id)
+                result, write = compute(record, now)
+                if write is None:
+                    return result
+                assert version is not None  # the rules write only a record that exists
+                if await self._write(write, version):
+                    return result
 
     # --- create and the caps ---------------------------------------------------------------
 
     async def create(self, task: NewTask) -> TaskRecord:
+        with within(self.options.timeout_ms):
+            return await self._create(task)
+
+    async def _create(self, task: NewTask) -> TaskRecord:
         tasks = await self._tasks()
         cap, per_owner = self.options.max_rows, self.options.max_active_per_owner
         if cap is None and per_owner is None:
@@ -222,7 +229,8 @@ class MongoTaskStore(ReadModifyWrite):
         # Handles of this process queue here first, so that only one of them at a time
         # asks the server for the lock (the others would only poll it).
         async with self._local_lock("create"):
-            lock = await create_lock.take(self._meta())
+            bound_ms = self.options.timeout_ms
+            lock = await create_lock.take(self._meta(), hold_ms=bound_ms, wait_s=bound_ms / 1000)
             # What the unlock adds to the bound: a new base (an exact count) minus the
             # bound read with the lock, plus the row once the insert may have happened.
             # Unknown whether the insert happened (a driver error) counts as inserted:
@@ -257,7 +265,8 @@ class MongoTaskStore(ReadModifyWrite):
     # --- the other Store operations ---------------------------------------------------------
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
-        record, _, now = await self._read(task_id)
+        with within(self.options.timeout_ms):
+            record, _, now = await self._read(task_id)
         return rules.visible(record, owner, now)
 
     async def claim(
@@ -277,14 +286,15 @@ class MongoTaskStore(ReadModifyWrite):
             version=version,
             grace_ms=self.janitor_grace_ms,
         )
-        if task_id is not None:
-            document = await claims.claim_by_id(tasks, task_id, claim, version)
-        else:
-            # Claimers of this process take turns: all of them would otherwise race for
-            # the same oldest task, and all but one would lose and retry on the server.
-            async with self._local_lock("claim"):
-                now = await self._server_now()
-                document = await claims.claim_next(tasks, claim, version, now)
+        with within(self.options.timeout_ms):
+            if task_id is not None:
+                document = await claims.claim_by_id(tasks, task_id, claim, version)
+            else:
+                # Claimers of this process take turns: all of them would otherwise race for
+                # the same oldest task, and all but one would lose and retry on the server.
+                async with self._local_lock("claim"):
+                    now = await self._server_now()
+                    document = await claims.claim_next(tasks, claim, version, now)
         if document is None:
             return None
         record = record_of(document)
@@ -334,7 +344,7 @@ class MongoTaskStore(ReadModifyWrite):
             return 0
         now = await self._server_now()
         due: list[str] = []
-        with UNAVAILABLE:
+        with within(self.options.timeout_ms), UNAVAILABLE:
             for condition, index in self._reapable(now):
                 if len(due) < limit:
                     found = tasks.find(condition, {"_id": 1}, limit=limit - len(due), hint=index)
@@ -385,9 +395,11 @@ async def _drop(connect_url: str, database: str, prefix: str) -> None:
 class MongoStoreBackend:
     """Opens ``mongodb://[user:password@]host:27017/database`` (or ``mongodb+srv://``);
     the database (default ``mcp_tasks``) and ``?prefix=NAME`` (the collection prefix,
-    default ``mcp_tasks``) are the namespace; PyMongo reads every other option."""
+    default ``mcp_tasks``) are the namespace; ``?timeout_ms=`` is the store's bound on
+    waiting (``StoreOptions.timeout_ms``); PyMongo reads every other option."""
 
     def open(self, url: str, options: StoreOptions | None = None, /) -> MongoTaskStore:
+        url, options = options_from_url(url, options)
         connect_url, database, prefix = parse(url)
         return MongoTaskStore(connect_url, options, database=database, prefix=prefix)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
+from mcp_tasks.stores.kit import TIMEOUT_PARAM
 from mcp_tasks.stores.opening import query_value, with_query
 
 __all__ = ["DEFAULT_DATABASE", "DEFAULT_PREFIX", "SCHEMES", "check_names", "parse"]
@@ -34,7 +35,7 @@ def parse(url: str) -> tuple[str, str, str]:
     prefix = query_value(url, "prefix") or DEFAULT_PREFIX
     if not _PREFIX.fullmatch(prefix):
         raise ValueError("A MongoDB store's ?prefix= is letters, digits, '_' or '-'")
-    return with_query(url, prefix=None), database, prefix
+    return with_query(url, prefix=None, **{TIMEOUT_PARAM: None}), database, prefix
 
 
 def check_names(url: str, database: str, prefix: str) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import asyncpg
 
+from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.runtime.notifier import RelayNotifier
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: How often the listening connection is checked (a dropped connection raises here).
+#: The relay's bound when it is built without a store's (``StoreOptions.timeout_ms``).
+DEFAULT_TIMEOUT_S = StoreOptions().timeout_ms / 1000
 HEALTH_CHECK_S = 5.0
 
 
@@ -35,8 +38,11 @@ def channel_of(schema: str) -> str:
 class PostgresRelay:
     """Carries signal keys between processes sharing one Postgres schema."""
 
-    def __init__(self, connect_url: str, schema: str) -> None:
+    def __init__(
+        self, connect_url: str, schema: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
         self._connect_url = connect_url
+        self._timeout_s = timeout_s  # the store's bound, on connecting and on each send
         self.channel = channel_of(schema)
         self._sender: asyncpg.Connection | None = None
         self._send_lock = asyncio.Lock()
@@ -46,7 +52,9 @@ class PostgresRelay:
 
     async def _connect(self) -> asyncpg.Connection:
         connection: asyncpg.Connection = await asyncpg.connect(
-            self._connect_url, server_settings={"application_name": "mcp-tasks-notify"}
+            self._connect_url,
+            server_settings={"application_name": "mcp-tasks-notify"},
+            timeout=self._timeout_s,
         )
         return connection
 
@@ -59,7 +67,9 @@ class PostgresRelay:
         async with self._send_lock:
             sender = await self._sending_connection()
             try:
-                await sender.execute("SELECT pg_notify($1, $2)", self.channel, key)
+                await sender.execute(
+                    "SELECT pg_notify($1, $2)", self.channel, key, timeout=self._timeout_s
+                )
             except (asyncpg.PostgresError, OSError):
                 await self._drop_sender()
                 raise
@@ -115,4 +125,5 @@ def notifier(store: object) -> RelayNotifier | None:
     dialect = getattr(store, "dialect", None)
     if not isinstance(dialect, PostgresDialect):
         return None
-    return RelayNotifier(PostgresRelay(dialect.connect_url, dialect.schema))
+    timeout_s = getattr(store, "options", StoreOptions()).timeout_ms / 1000
+    return RelayNotifier(PostgresRelay(dialect.connect_url, dialect.schema, timeout_s=timeout_s))

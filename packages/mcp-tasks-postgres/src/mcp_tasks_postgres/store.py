@@ -23,8 +23,9 @@ from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, MCPTasksError
+from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.stores.diagnosis import clock_skew_row
-from mcp_tasks.stores.kit import CloseGuard, DriverErrors
+from mcp_tasks.stores.kit import TIMEOUT_PARAM, CloseGuard, DriverErrors, options_from_url
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks_postgres import fast_create
 from mcp_tasks_sql import (
@@ -41,7 +42,7 @@ from mcp_tasks_sql import statements as sql_statements
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
-    from mcp_tasks.domain.models import NewTask, StoreOptions, TaskRecord
+    from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.stores.diagnosis import DiagnosisRow
     from mcp_tasks_sql import CompiledSQL, Row, Statements, Transaction
 
@@ -106,11 +107,13 @@ class PostgresDialect:
         schema: str = DEFAULT_SCHEMA,
         min_connections: int = 1,
         max_connections: int = 10,
+        timeout_s: float = StoreOptions().timeout_ms / 1000,
     ) -> None:
         if not _IDENTIFIER.fullmatch(schema):
             raise ValueError("schema must be a lowercase SQL identifier ([a-z_][a-z0-9_]*)")
         self.connect_url, self.schema = url, schema
         self._pool_sizes = (min_connections, max_connections)
+        self._timeout_s = timeout_s
         self._dialect = PGDialect_asyncpg()  # type: ignore[no-untyped-call]
         self._tables = task_tables(schema=schema)
         now = sa.literal_column(SERVER_NOW, sa.BigInteger)
@@ -167,6 +170,9 @@ class PostgresDialect:
                         # a URL's own ?application_name= names the connections instead
                         server_settings=None if _names_itself(self.connect_url) else _OURS,
                         reset=_keep_session,
+                        # the store's bound on connecting and on each statement
+                        timeout=self._timeout_s,
+                        command_timeout=self._timeout_s,
                     )
         return self._pool
 
@@ -236,7 +242,7 @@ class PostgresDialect:
             await pool.release(conn)  # its server went away while it was idle
         self._waiting += 1
         try:
-            conn = await pool.acquire()
+            conn = await pool.acquire(timeout=self._timeout_s)
         finally:
             self._waiting -= 1
         assert isinstance(conn, PoolConnectionProxy)
@@ -362,8 +368,13 @@ class PostgresTaskStore(SQLTaskStore):
         min_connections: int = 1,
         max_connections: int = 10,
     ) -> None:
+        options = options or StoreOptions()
         dialect = PostgresDialect(
-            url, schema=schema, min_connections=min_connections, max_connections=max_connections
+            url,
+            schema=schema,
+            min_connections=min_connections,
+            max_connections=max_connections,
+            timeout_s=options.timeout_ms / 1000,
         )
         super().__init__(dialect, options)
 
@@ -395,9 +406,11 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 class PostgresStoreBackend:
     """Opens ``postgresql://user@host/db`` (or ``postgres://``); ``?schema=name`` picks the
     schema, the namespace (default ``mcp_tasks``); ``?max_connections=N`` and
-    ``?min_connections=N`` size the connection pool (default 10 and 1)."""
+    ``?min_connections=N`` size the connection pool (default 10 and 1); ``?timeout_ms=`` is
+    the store's bound on waiting (``StoreOptions.timeout_ms``)."""
 
     def open(self, url: str, options: StoreOptions | None = None, /) -> PostgresTaskStore:
+        url, options = options_from_url(url, options)
         connect_url, schema = _parse(url)
         low, high = _pool_sizes(url)
         return PostgresTaskStore(
@@ -422,7 +435,9 @@ def _parse(url: str) -> tuple[str, str]:
     one to the server as a setting) and the schema."""
     if urlsplit(url).scheme.lower() not in {"postgresql", "postgres"}:
         raise ValueError("A Postgres store URL looks like postgresql://user@host/db")
-    connect_url = with_query(url, schema=None, min_connections=None, max_connections=None)
+    connect_url = with_query(
+        url, schema=None, min_connections=None, max_connections=None, **{TIMEOUT_PARAM: None}
+    )
     return connect_url, query_value(url, "schema") or DEFAULT_SCHEMA
 
 

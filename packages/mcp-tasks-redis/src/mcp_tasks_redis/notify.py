@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from redis.asyncio import Redis
 
+from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.runtime.notifier import RelayNotifier
 from mcp_tasks_redis.store import driver_url
 
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: Seconds between the listening connection's health checks (a PING on an idle link).
+#: The relay's bound when it is built without a store's (``StoreOptions.timeout_ms``).
+DEFAULT_TIMEOUT_S = StoreOptions().timeout_ms / 1000
 HEALTH_CHECK_S = 5
 
 
@@ -36,8 +39,11 @@ def channel_of(prefix: str) -> str:
 class RedisRelay:
     """Carries signal keys between processes sharing one Redis namespace."""
 
-    def __init__(self, connect_url: str, prefix: str) -> None:
+    def __init__(
+        self, connect_url: str, prefix: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
         self._connect_url = connect_url
+        self._timeout_s = timeout_s  # the store's bound, on connecting and on each send
         self.channel = channel_of(prefix)
         self._client: Redis | None = None
 
@@ -50,6 +56,9 @@ class RedisRelay:
                 driver_url(self._connect_url),
                 decode_responses=True,
                 health_check_interval=HEALTH_CHECK_S,
+                # the pub/sub reads wait with their own timeout, not the socket's
+                socket_timeout=self._timeout_s,
+                socket_connect_timeout=self._timeout_s,
             )
         return self._client
 
@@ -87,4 +96,5 @@ def notifier(store: object) -> RelayNotifier | None:
     prefix = getattr(store, "prefix", None)
     if not isinstance(connect_url, str) or not isinstance(prefix, str):
         return None
-    return RelayNotifier(RedisRelay(connect_url, prefix))
+    timeout_s = getattr(store, "options", StoreOptions()).timeout_ms / 1000
+    return RelayNotifier(RedisRelay(connect_url, prefix, timeout_s=timeout_s))

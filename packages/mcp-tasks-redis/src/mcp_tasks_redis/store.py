@@ -86,7 +86,7 @@ from mcp_tasks.domain.models import (
 )
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.domain.states import TaskStatus
-from mcp_tasks.stores.kit import CloseGuard, DriverErrors
+from mcp_tasks.stores.kit import TIMEOUT_PARAM, CloseGuard, DriverErrors, options_from_url, within
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks.stores.stats import StoreStats, tally
 from mcp_tasks_redis import scripts
@@ -371,13 +371,19 @@ class RedisTaskStore:
     def _client(self) -> Redis | RedisCluster:
         self._guard.check()
         if self._redis is None:
-            self._redis = client = _connect(self.connect_url, self.cluster, self._max_connections)
+            self._redis = client = _connect(
+                self.connect_url,
+                self.cluster,
+                self._max_connections,
+                timeout_s=self.options.timeout_ms / 1000,
+            )
             self._scripts = {name: client.register_script(text) for name, text in _SCRIPTS.items()}
         return self._redis
 
     async def _run(self, script: str, keys: list[str], args: list[str | int]) -> Any:
         client = self._client()
-        with _UNAVAILABLE:
+        # The socket timeouts bound each attempt; this bounds the resends with them.
+        with within(self.options.timeout_ms), _UNAVAILABLE:
             if isinstance(client, RedisCluster):
                 # redis-py routes a command before it initializes the client: on a client
                 # without its slot table (new, or reset after a failure) a script would go
@@ -579,7 +585,9 @@ class RedisTaskStore:
             await plain.aclose()
 
 
-def _connect(url: str, cluster: bool, max_connections: int | None) -> Redis | RedisCluster:
+def _connect(
+    url: str, cluster: bool, max_connections: int | None, *, timeout_s: float | None = None
+) -> Redis | RedisCluster:
     """A client of a server, or of a cluster (a cluster client follows the slot of each
     script's keys to its node; a namespace is one slot).
 
@@ -593,10 +601,15 @@ def _connect(url: str, cluster: bool, max_connections: int | None) -> Redis | Re
     redis-py would close every connection of the client, also those other calls are
     waiting on, which makes those calls fail (or be resent). ``MOVED`` then only patches
     the slot it names.
+
+    ``timeout_s`` (the store's bound) is each connect's and each command's socket timeout.
     """
+    timeouts: dict[str, Any] = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
     if not cluster:
-        return Redis.from_url(driver_url(url), max_connections=max_connections, retry=_retry())
-    options: dict[str, Any] = {"retry": _retry(), "reinitialize_steps": 0}
+        return Redis.from_url(
+            driver_url(url), max_connections=max_connections, retry=_retry(), **timeouts
+        )
+    options: dict[str, Any] = {"retry": _retry(), "reinitialize_steps": 0, **timeouts}
     if max_connections is not None:  # else the cluster client's own default (per node)
         options["max_connections"] = max_connections
     return RedisCluster.from_url(driver_url(url), **options)
@@ -652,9 +665,11 @@ class RedisStoreBackend:
     """Opens ``redis://[user:password@]host:6379/0`` (or ``rediss://`` for TLS, or
     ``redis+unix:///path/redis.sock?db=0`` for a unix socket); ``?prefix=NAME`` picks the
     namespace, the hash tag of every key (default ``mcp_tasks``); ``?cluster=1`` reaches a
-    Redis Cluster through any of its nodes."""
+    Redis Cluster through any of its nodes; ``?timeout_ms=`` is the store's bound on waiting
+    (``StoreOptions.timeout_ms``)."""
 
     def open(self, url: str, options: StoreOptions | None = None, /) -> RedisTaskStore:
+        url, options = options_from_url(url, options)
         connect_url, prefix, cluster = _parse(url)
         return RedisTaskStore(connect_url, options, prefix=prefix, cluster=cluster)
 
@@ -677,7 +692,8 @@ def _parse(url: str) -> tuple[str, str, bool]:
     cluster = query_value(url, "cluster")
     if cluster not in (None, "0", "1", "true", "false"):
         raise ValueError("A Redis store's ?cluster= is 1 or 0")
-    return with_query(url, prefix=None, cluster=None), prefix, cluster in ("1", "true")
+    connect_url = with_query(url, prefix=None, cluster=None, **{TIMEOUT_PARAM: None})
+    return connect_url, prefix, cluster in ("1", "true")
 
 
 def from_url(url: str, options: StoreOptions | None = None) -> RedisTaskStore:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self, TypeVar
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
-from mcp_tasks.stores.kit import CloseGuard
+from mcp_tasks.stores.kit import CloseGuard, within
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks.stores.stats import BUSIEST_OWNERS, from_counts
 from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
@@ -122,8 +122,6 @@ class SQLTaskStore(ReadModifyWrite):
         self.dialect = dialect
         self.options = options or StoreOptions()
         self._sql = dialect.statements
-        self._transact = dialect.transact
-        self._fetch_one = dialect.fetch_one
         self._decode = RowDecoder()
         self._with_now = dialect.with_now
         self._ready = False
@@ -132,6 +130,16 @@ class SQLTaskStore(ReadModifyWrite):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self.url!r}, max_rows={self.options.max_rows})"
+
+    # Every operation within the store's bound: a transaction is several statements, each
+    # under the driver's own timeout, and a queued SQLite write waits for those before it.
+    async def _transact(self, mode: Mode, body: Transaction[R]) -> R:
+        with within(self.options.timeout_ms):
+            return await self.dialect.transact(mode, body)
+
+    async def _fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
+        with within(self.options.timeout_ms):
+            return await self.dialect.fetch_one(sql, values)
 
     @property
     def url(self) -> str:
@@ -186,16 +194,20 @@ class SQLTaskStore(ReadModifyWrite):
     async def _ensure_ready(self) -> None:
         self._guard.check()
         if not self._ready:
-            async with self._ready_lock:
-                if not self._ready:
-                    await self.dialect.migrate()
-                    self._ready = True
+            # Bounded with the wait for the lock: calls queued behind a migration that
+            # cannot reach the database must not wait for each other's attempts in turn.
+            with within(self.options.timeout_ms):
+                async with self._ready_lock:
+                    if not self._ready:
+                        await self.dialect.migrate()
+                        self._ready = True
 
     # --- the Store operations -------------------------------------------------------------
 
     async def create(self, task: NewTask) -> TaskRecord:
         await self._ensure_ready()
-        fast = await self.dialect.create(task, self.options)
+        with within(self.options.timeout_ms):
+            fast = await self.dialect.create(task, self.options)
         if fast is not None:
             return fast
         return await self._transact(Mode.TRANSACTION, self._create(task))

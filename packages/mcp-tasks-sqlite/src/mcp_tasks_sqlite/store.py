@@ -22,7 +22,8 @@ from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import StoreUnavailable
-from mcp_tasks.stores.kit import CloseGuard, DriverErrors
+from mcp_tasks.domain.models import StoreOptions
+from mcp_tasks.stores.kit import CloseGuard, DriverErrors, options_from_url
 from mcp_tasks.stores.opening import query_value, with_query
 from mcp_tasks_sql import (
     Mode,
@@ -37,7 +38,7 @@ from mcp_tasks_sqlite.thread import ConnectionThread
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from mcp_tasks.domain.models import NewTask, StoreOptions, TaskRecord
+    from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.stores.diagnosis import DiagnosisRow
     from mcp_tasks_sql import CompiledSQL, Row, Statements, Transaction
 
@@ -296,11 +297,13 @@ class SQLiteTaskStore(SQLTaskStore):
         *,
         clock: Clock = system_clock,
         table_prefix: str = "",
-        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        busy_timeout_s: float | None = None,
     ) -> None:
-        dialect = SQLiteDialect(
-            path, clock=clock, table_prefix=table_prefix, busy_timeout_s=busy_timeout_s
-        )
+        options = options or StoreOptions()
+        # How long a write waits for another connection's lock: the store's bound unless
+        # given here.
+        busy = options.timeout_ms / 1000 if busy_timeout_s is None else busy_timeout_s
+        dialect = SQLiteDialect(path, clock=clock, table_prefix=table_prefix, busy_timeout_s=busy)
         super().__init__(dialect, options)
 
     @property
@@ -310,9 +313,11 @@ class SQLiteTaskStore(SQLTaskStore):
 
 class SQLiteStoreBackend:
     """Opens ``sqlite:///relative/tasks.db`` and ``sqlite:////absolute/tasks.db``
-    (SQLAlchemy's form); ``?table_prefix=NAME_`` picks the namespace within the file."""
+    (SQLAlchemy's form); ``?table_prefix=NAME_`` picks the namespace within the file,
+    ``?timeout_ms=`` the store's bound on waiting (``StoreOptions.timeout_ms``)."""
 
     def open(self, url: str, options: StoreOptions | None = None, /) -> SQLiteTaskStore:
+        url, options = options_from_url(url, options)
         path, prefix = _parse(url)
         return SQLiteTaskStore(path, options, table_prefix=prefix)
 

@@ -8,7 +8,7 @@ import inspect
 import logging
 import os
 import typing
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -32,6 +32,11 @@ from mcp_tasks.engine import (
     ToolOptions,
     to_jsonrpc_error,
     tool_executor,
+)
+from mcp_tasks.engine.listen_slots import (
+    DEFAULT_MAX_LISTEN_STREAMS,
+    DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
+    ListenSlots,
 )
 from mcp_tasks.runtime.context import TaskContext, current_task_context
 from mcp_tasks.runtime.control import Deferred, TaskControl, defer, defer_slot
@@ -128,6 +133,10 @@ class Tasks:
     ``None``: notifications off (waiters poll every 2 s); or any
     :class:`~mcp_tasks.runtime.notifier.Notifier`, e.g. one wrapping the default. Its
     failures are logged and swallowed, never raised into a request or a body.
+
+    ``max_listen_streams`` (1,024) and ``max_listen_streams_per_owner`` (16) bound the task
+    ``subscriptions/listen`` streams open in this process and per principal; past either,
+    a listen is answered -32603 "Subscription limit reached" before anything is sent.
     """
 
     Context = TaskContext
@@ -150,6 +159,8 @@ class Tasks:
         reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
         run_tasks: bool = True,
         clock: Clock = system_clock,
+        max_listen_streams: int = DEFAULT_MAX_LISTEN_STREAMS,
+        max_listen_streams_per_owner: int = DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
     ) -> None:
         #: Whether the app chose the store itself (a Store or URL passed in).
         self.store_pinned = store is not None
@@ -185,6 +196,7 @@ class Tasks:
             default_poll_interval_ms=default_poll_interval_ms,
             require_name_header=require_name_header,
             clock=clock,
+            listen_slots=ListenSlots(max_listen_streams, max_listen_streams_per_owner),
         )
 
         for found in _collectors:
@@ -219,6 +231,8 @@ class Tasks:
             raise RuntimeError("use_store() must be called before the Tasks starts running")
         new = store_from_url(store) if isinstance(store, str) else store
         self.store = self.runner.store = self.engine.store = new
+        for outage in self.engine.outages.values():
+            outage.where = describe_store(new)
         if not self._notifier_chosen:  # the old store's notifier would watch the old store
             self.notifier.inner = notifier_for(new)
         self.close_store = isinstance(store, str) if close_store is None else close_store
@@ -304,9 +318,13 @@ class Tasks:
         serve_listen(self.engine, server)
         check_arguments_on(self.engine, server)
 
-    def fastmcp_extension(self) -> FastMCPTasksExtension:
+    def fastmcp_extension(self, *, not_rerun: Iterable[str] = ()) -> FastMCPTasksExtension:
         """The FastMCP extension: ``mcp.add_extension(tasks.fastmcp_extension())`` runs
-        ``@mcp.tool(task=True)`` tools on this Store (needs the ``fastmcp`` extra)."""
+        ``@mcp.tool(task=True)`` tools on this Store (needs the ``fastmcp`` extra).
+
+        ``not_rerun``: names of task tools whose interrupted tasks fail instead of running
+        again (``recovery="fail"`` of :meth:`register`; FastMCP's ``TaskConfig`` has no
+        field for it)."""
         # Imported here: fastmcp is an optional dependency (the ``fastmcp`` extra).
         try:
             from mcp_tasks.adapters.fastmcp import FastMCPTasksExtension  # noqa: PLC0415
@@ -316,6 +334,7 @@ class Tasks:
             raise ModuleNotFoundError(FASTMCP_MISSING, name=error.name) from None
 
         self.attached = True
+        self.runner.not_rerun.update(not_rerun)
         return FastMCPTasksExtension(self.engine, self.running)
 
     def control(self) -> TaskControl:
@@ -327,7 +346,7 @@ class Tasks:
     def register(self, name: str, *, run: ToolCall | None = None, **options: Any) -> ToolOptions:
         """Declare how the tool ``name`` takes part in tasks (any SDK's tool); ``options``
         are the fields of :class:`~mcp_tasks.engine.ToolOptions` (``mode``, ``ttl_ms``,
-        ``poll_interval_ms``, ``preflight``, ``manual``, ``retry_delays_ms``).
+        ``poll_interval_ms``, ``preflight``, ``manual``, ``retry_delays_ms``, ``recovery``).
 
         ``run(arguments)`` runs the tool without a request and returns its result: with it,
         a task of this tool is run again by any process after the one running it died, and
@@ -335,6 +354,8 @@ class Tasks:
         Without it such a task fails ("cannot be run again"). ``retry_delays_ms``: the delay
         before each retry the body asks for (``ctx.retry(...)``); see
         :func:`~mcp_tasks.fixed_backoff` and :func:`~mcp_tasks.exponential_backoff`.
+        ``recovery="fail"``: a task of this tool whose run was interrupted fails ("The task
+        was interrupted; this tool is not re-run") instead of running again.
 
         Raises:
             TypeError: a keyword that is no field of ``ToolOptions``.
@@ -344,6 +365,10 @@ class Tasks:
 
     def _register(self, name: str, options: ToolOptions, run: ToolCall | None) -> ToolOptions:
         self.engine.tools[name] = options
+        if options.recovery == "fail":
+            self.runner.not_rerun.add(name)
+        else:
+            self.runner.not_rerun.discard(name)
         if run is not None:
             self.runner.executors[name] = tool_executor(run)
         return options

@@ -131,3 +131,14 @@ async def answerable(ctx: TaskContext) -> str:
     log("answered", ctx.idempotency_key, f"{time.time():.6f}")
     log("finishing", ctx.idempotency_key, f"{time.time():.6f}")
     return "answered"
+
+
+@tasks.tool(mcp, mode="required", poll_interval_ms=100, recovery="fail")
+async def pay(seconds: float, ctx: TaskContext) -> str:
+    """A body that must not run twice: sleep, then answer; a run that is interrupted is not
+    run again (``recovery="fail"``)."""
+    assert ctx.idempotency_key is not None
+    log("run", ctx.idempotency_key, f"attempt={ctx.attempt}")
+    await ctx.progress(0, seconds, f"running in {os.getpid()}")
+    await anyio.sleep(seconds)
+    return f"paid by {os.getpid()}"

@@ -236,3 +236,37 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+async def test_a_tool_that_is_not_rerun_fails_when_interrupted(processes: Processes) -> None:
+    """A ``recovery="fail"`` task and a re-run task run on process A; A is SIGKILLed
+    mid-body. Process B, once A's lease ran out, fails the first with "The task was
+    interrupted; this tool is not re-run" without running its body, and runs the second
+    again to completion. (The policy reads only the claimed record, the same on every
+    store: one store suffices here.)"""
+    lease_ms = str(int(LEASE_S * 1000))
+    first = await processes.serve(CRASH_LEASE_MS=lease_ms)
+    second = await processes.serve(CRASH_LEASE_MS=lease_ms)
+    assert first.url is not None
+    assert second.url is not None
+    (paid,) = await create_tasks(first.url, "pay", {"seconds": 60}, 1)
+    (rerun,) = await create_tasks(first.url, "slow", {"seconds": 0.5}, 1)
+    await wait_for_states(first.url, [paid, rerun], all_running_in(first.pid), timeout_s=30)
+    first.kill()
+    assert await first.wait() == -9
+
+    def settled(seen: dict[str, TaskState]) -> bool:
+        return seen[paid].status == "failed" and seen[rerun].status == "completed"
+
+    final = await wait_for_states(second.url, [paid, rerun], settled, timeout_s=60)
+    assert final[paid].error == {
+        "code": -32603,
+        "message": "The task was interrupted; this tool is not re-run",
+    }
+    runs = processes.lines("run")
+    assert [p for p, t, _ in runs if t == paid] == [first.pid], "never run again"
+    assert [p for p, t, _ in runs if t == rerun] == [first.pid, second.pid]
+    assert [t for _, t, what in processes.lines("commit") if what.startswith("completed")] == [
+        rerun
+    ]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from mcp_tasks import StoreUnavailable, new_task_id
 from mcp_tasks.domain.ids import redact
-from mcp_tasks.runtime.logs import OUTAGE_REPEAT_S, Outage, cause_of, log_failure
+from mcp_tasks.runtime.logs import OUTAGE_REPEAT_S, RELAPSE_S, Outage, cause_of, log_failure
 
 if TYPE_CHECKING:
     import pytest
@@ -83,6 +83,38 @@ def test_an_outage_is_said_once_then_at_a_bounded_rate_with_a_count(
         f"claiming unheld tasks works again: the task store redis://h:1/0 is back after "
         f"{failures} failures over {failures:.0f} s",
     )
+
+
+def test_a_relapse_right_after_the_return_is_the_same_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A store that fails once more just after it was said to be back (a restarted server's
+    stale connections) adds no line; one that fails again for longer than RELAPSE_S is a new
+    outage, said and ended as such."""
+    now = [0.0]
+    outage = Outage(
+        logging.getLogger("outage-test"), "creating tasks", "redis://h:1/0", clock=lambda: now[0]
+    )
+    caplog.set_level(logging.INFO, logger="outage-test")
+    refused = StoreUnavailable("The store is unavailable")
+    outage.failed(refused)
+    now[0] = 3.0
+    outage.recovered()
+    now[0] = 3.5
+    outage.failed(refused)  # the relapse
+    now[0] = 3.6
+    outage.recovered()
+    assert [level for level, _ in _outage_lines(caplog)] == [logging.WARNING, logging.INFO]
+    now[0] = 4.0
+    outage.failed(refused)  # within RELAPSE_S of the return, but it lasts
+    now[0] = 4.0 + RELAPSE_S
+    outage.failed(refused)
+    now[0] = 20.0
+    outage.recovered()
+    lines = _outage_lines(caplog)
+    assert [level for level, _ in lines] == [logging.WARNING, logging.INFO] * 2
+    assert lines[2][1].startswith("creating tasks failed: the task store redis://h:1/0")
+    assert lines[3][1].startswith("creating tasks works again: the task store redis://h:1/0")
 
 
 def test_a_success_without_an_outage_says_nothing(caplog: pytest.LogCaptureFixture) -> None:

@@ -30,7 +30,7 @@ from mcp_tasks import (
     lease_of,
     new_task_id,
 )
-from mcp_tasks.runtime.runner import NO_EXECUTOR_ERROR, tool_work
+from mcp_tasks.runtime.runner import INTERRUPTED_ERROR, NO_EXECUTOR_ERROR, tool_work
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.models import TaskRecord
@@ -306,3 +306,74 @@ async def test_a_takeover_is_logged_at_info_with_its_tool_and_wait_and_no_id(
     assert waited >= DEAD_LEASE_MS / 1000
     assert f"after {waited:.1f} s" in takeover.getMessage()
     assert all(task_id not in r.getMessage() for r in caplog.records if r.levelno >= 20)
+
+
+async def test_an_interrupted_task_of_a_tool_that_is_not_rerun_fails() -> None:
+    """A task of a ``recovery="fail"`` tool left by a dead process fails with "The task
+    was interrupted; this tool is not re-run" and its body never runs again; a FastMCP tool
+    named in ``fastmcp_extension(not_rerun=…)`` likewise; a re-run tool's orphan still runs
+    again."""
+    backend = MemoryBackend()
+    paid = await orphan(backend, "pay", {})
+    fast_paid = await orphan(backend, "fast_pay", {})
+    again = await orphan(backend, "count", {})
+    tasks = recovering_tasks(backend)
+    runs: list[str] = []
+
+    async def record_run(arguments: Any) -> str:
+        context = current_task_context()
+        assert context is not None
+        runs.append(context.task_id)
+        return "done"
+
+    tasks.register("pay", mode="required", run=record_run, recovery="fail")
+    tasks.register("count", mode="required", run=record_run)
+    mcp = FastMCP("f")
+    mcp.add_extension(tasks.fastmcp_extension(not_rerun=["fast_pay"]))
+
+    @mcp.tool(task=True)
+    async def fast_pay() -> str:
+        return await record_run({})
+
+    async with tasks.running():
+        records = [await finished(tasks.store, t) for t in (paid, fast_paid, again)]  # type: ignore[arg-type]
+    assert [(r.status, r.error) for r in records[:2]] == [
+        (TaskStatus.FAILED, INTERRUPTED_ERROR)
+    ] * 2
+    assert records[2].status is TaskStatus.COMPLETED
+    assert runs == [again]
+
+
+async def test_a_due_retry_of_a_tool_that_is_not_rerun_still_runs() -> None:
+    """A retry the body asked for is no interruption: a ``recovery="fail"`` task created
+    for workers runs, asks for one retry, and its retry runs and completes (claims at
+    generations 1 and 2, attempts 0 and 1)."""
+    backend = MemoryBackend()
+    task_id = new_task_id()
+    await MemoryTaskStore(backend=backend).create(
+        NewTask(task_id=task_id, work=tool_work("pay", {}, task_id=task_id, retry_delays_ms=(50,)))
+    )
+    tasks = recovering_tasks(backend)
+    attempts: list[int] = []
+
+    async def pay(arguments: Any) -> str:
+        context = current_task_context()
+        assert context is not None
+        attempts.append(context.attempt)
+        if context.attempt == 0:
+            context.retry("busy")
+        return "paid"
+
+    tasks.register("pay", mode="required", run=pay, retry_delays_ms=[50], recovery="fail")
+    async with tasks.running():
+        record = await finished(tasks.store, task_id)  # type: ignore[arg-type]
+    assert record.status is TaskStatus.COMPLETED
+    assert (attempts, record.generation) == ([0, 1], 2)
+
+
+def test_recovery_is_rerun_or_fail() -> None:
+    """``recovery`` takes "rerun" (the default) or "fail"; anything else is refused."""
+    tasks = Tasks(store=MemoryTaskStore())
+    assert tasks.register("a").recovery == "rerun"
+    with pytest.raises(ValueError, match="recovery"):
+        tasks.register("b", recovery="never")

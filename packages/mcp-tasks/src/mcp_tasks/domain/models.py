@@ -390,8 +390,16 @@ class StoreOptions:
     """How long a task with a TTL stays readable at least once it ended (completed, failed,
     cancelled), even when its TTL ran out while it ran: its ``expires_at`` becomes at least
     the end + this (S-TTL.2). 0 = off (the TTL alone decides)."""
+    timeout_ms: int = 5_000
+    """How long one operation may wait for a store that does not answer (unreachable,
+    failing, locked) before it raises ``StoreUnavailable`` (a request answers -32603). The
+    drivers' own timeouts are set from it, and an overall bound holds where a driver has
+    none; a store URL's ``?timeout_ms=`` sets it too."""
 
     def __post_init__(self) -> None:
+        timeout: object = self.timeout_ms
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+            raise InvalidArgument("timeout_ms must be a positive integer")
         for name in ("terminal_retention_ms", "result_retention_ms"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -399,6 +399,19 @@ def _failed(
     )
 
 
+def interrupted(claimed: TaskRecord) -> bool:
+    """Whether this claim takes over an attempt an earlier claim began and never ended (its
+    process died, or stopped and released it), so the body may have run, wholly or in part.
+
+    Each claim adds one to ``generation``, and an attempt's first claim is its only one
+    unless it is interrupted: the task's first claim (made at creation, or of a task created
+    for workers) and the claim of a due retry (each retry adds one to ``attempt``). So with
+    no interruption so far ``generation == attempt + 1``; once one happened, more. Exact for
+    a tool whose interrupted tasks fail at their first takeover (nothing later is claimed);
+    for a re-run tool, every claim after a first interruption counts too."""
+    return claimed.generation > claimed.attempt + 1
+
+
 def claimable(record: TaskRecord, now: int) -> bool:
     """The status machine allows a claim, has work, due (``retry_at``), unexpired, and no
     live claim. :func:`apply_claim` takes only a record this says is claimable."""

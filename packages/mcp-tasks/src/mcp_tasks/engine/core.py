@@ -34,6 +34,7 @@ from mcp_tasks.domain.models import (
 )
 from mcp_tasks.domain.retries import retry_delays
 from mcp_tasks.engine import errors
+from mcp_tasks.engine.listen_slots import ListenSlots
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
 from mcp_tasks.runtime.context import (
@@ -43,9 +44,10 @@ from mcp_tasks.runtime.context import (
     check_input_requests,
 )
 from mcp_tasks.runtime.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
-from mcp_tasks.runtime.logs import log_failure
-from mcp_tasks.runtime.runner import Body, Runner, RunnerNotStarted, tool_work
+from mcp_tasks.runtime.logs import Outage, log_failure
+from mcp_tasks.runtime.runner import RECOVERIES, Body, Recovery, Runner, RunnerNotStarted, tool_work
 from mcp_tasks.stores.observed import observed
+from mcp_tasks.stores.opening import describe_store
 from mcp_tasks.telemetry import (
     METHOD,
     OUTCOME,
@@ -126,9 +128,15 @@ class ToolOptions:
     retry_delays_ms: Iterable[int] = ()
     """The delay before each retry a body asks for (``TaskContext.retry``); see
     :mod:`mcp_tasks.domain.retries` for the fixed and exponential helpers."""
+    recovery: Recovery = "rerun"
+    """A task whose run was interrupted (its process died or stopped mid-body) is run again
+    (``"rerun"``), or fails with "The task was interrupted; this tool is not re-run"
+    (``"fail"``: for a body that must not run twice; the client decides what next)."""
 
     def __post_init__(self) -> None:
         check_policy(self.mode)
+        if self.recovery not in RECOVERIES:
+            raise ValueError(f"recovery must be 'rerun' or 'fail', got {self.recovery!r}")
         object.__setattr__(self, "retry_delays_ms", retry_delays(self.retry_delays_ms))
         ttl: object = self.ttl_ms
         if not (isinstance(ttl, Unset) or callable(ttl) or is_positive_ms_or_none(ttl)):
@@ -217,8 +225,18 @@ class TaskEngine:
         default_poll_interval_ms: int = 2_000,
         require_name_header: bool = False,
         clock: Clock = system_clock,
+        listen_slots: ListenSlots | None = None,
     ) -> None:
         self.store = store
+        #: Bounds on open task listen streams (per process, per principal).
+        self.listen_slots = listen_slots or ListenSlots()
+        #: The store failing requests, per kind (a SQLite file locked by another process
+        #: fails writes while reads go on): each said once, naming the store, and when it
+        #: is back; each request meanwhile answers -32603.
+        self.outages = {
+            kind: Outage(logger, kind, describe_store(store))
+            for kind in ("creating tasks", *sorted(TASK_METHODS))
+        }
         self.runner = runner
         self._said_not_running = False
         self.notifier = notifier
@@ -425,10 +443,9 @@ class TaskEngine:
             instruments.refused.add(1, tool)
             raise errors.to_jsonrpc_error(exc) from None
         except StoreUnavailable as exc:
-            log_failure(
-                logger, "creating a task failed: the store is unavailable", exc, task.task_id
-            )
+            self.outages["creating tasks"].failed(exc)
             raise errors.to_jsonrpc_error(exc) from None
+        self.outages["creating tasks"].recovered()
         instruments.created.add(1, tool)
         # created_at was stamped during the call: the estimate errs by one round trip at most.
         self._store_offset_ms = record.created_at - self._local_clock()
@@ -629,6 +646,7 @@ class TaskEngine:
         try:
             if method == "tasks/get":
                 record = await self.store.get(task_id, request.owner)
+                self.outages[method].recovered()
                 if span.is_recording():
                     span.set_attributes({STATUS: record.status.value, **tool_attributes(record)})
                 return get_task_result(record, self.clock())
@@ -647,8 +665,9 @@ class TaskEngine:
         except NotJSONSafe:
             raise errors.invalid_params("inputResponses must be JSON") from None
         except StoreUnavailable as exc:
-            log_failure(logger, f"{method} failed: the store is unavailable", exc, task_id)
+            self.outages[method].failed(exc)
             raise errors.to_jsonrpc_error(exc) from None
+        self.outages[method].recovered()
         await self.notifier.publish(task_id)
         return dict(ACK)
 

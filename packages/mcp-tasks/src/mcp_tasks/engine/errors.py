@@ -65,6 +65,11 @@ def task_limit_reached() -> MCPError:
     return MCPError(code=INTERNAL_ERROR, message="Task limit reached")
 
 
+def subscription_limit_reached() -> MCPError:
+    """-32603 when no more listen streams may open: the SDK's own answer past its limit."""
+    return MCPError(code=INTERNAL_ERROR, message="Subscription limit reached")
+
+
 def internal_error(message: str = "Internal error") -> MCPError:
     """-32603."""
     return MCPError(code=INTERNAL_ERROR, message=message)

@@ -131,13 +131,19 @@ class TaskWatch:
 async def watch_tasks(
     engine: TaskEngine, request: RequestView, task_ids: list[str]
 ) -> AsyncIterator[TaskWatch]:
-    """Watch the caller's tasks among ``task_ids`` (none when notifications are off)."""
-    if not task_ids or not engine.notifications_enabled:
-        yield TaskWatch(engine, request.owner, None)
-        return
-    # Subscribed before the first read, so a change between the read and the first wait
-    # is not missed.
-    async with engine.notifier.subscribe(*task_ids) as changes:
-        watch = TaskWatch(engine, request.owner, changes)
-        await watch.load(task_ids)
-        yield watch
+    """Watch the caller's tasks among ``task_ids`` (none when notifications are off), in
+    one of the engine's listen slots (:class:`~mcp_tasks.engine.listen_slots.ListenSlots`).
+
+    Raises:
+        MCPError: -32603 "Subscription limit reached": no listen slot is left.
+    """
+    with engine.listen_slots.taken(request.owner):
+        if not task_ids or not engine.notifications_enabled:
+            yield TaskWatch(engine, request.owner, None)
+            return
+        # Subscribed before the first read, so a change between the read and the first
+        # wait is not missed.
+        async with engine.notifier.subscribe(*task_ids) as changes:
+            watch = TaskWatch(engine, request.owner, changes)
+            await watch.load(task_ids)
+            yield watch

@@ -28,6 +28,10 @@ def log_failure(logger: logging.Logger, what: str, error: BaseException, task_id
 
 #: After the first line of an outage, how often at most it is said again (with a count).
 OUTAGE_REPEAT_S: float = 60.0
+#: A failure this soon after the store was said to be back (a server that just restarted:
+#: its driver's old connections fail once more) continues the outage instead of starting
+#: a new one: no line, and no second "back" line unless it lasts longer.
+RELAPSE_S: float = 5.0
 #: A minted task id (43 url-safe characters) wherever it appears in a driver's text.
 _TASK_ID_LIKE: Final = re.compile(r"[A-Za-z0-9_-]{43}")
 
@@ -47,7 +51,8 @@ class Outage:
     """One recurring failure of background work against a store (``what`` on ``where``):
     the first failure is said at once (WARNING, naming the store and the cause), repeats
     at most every :data:`OUTAGE_REPEAT_S` with how many there were, and the first success
-    after it at INFO. Never a task id: callers pass no task's work here."""
+    after it at INFO; a relapse within :data:`RELAPSE_S` of that success is not said again
+    unless it lasts that long. Never a task id: callers pass no task's work here."""
 
     def __init__(
         self,
@@ -65,13 +70,21 @@ class Outage:
         self._unsaid = 0
         self._said_at = 0.0
         self._since = 0.0
+        self._back_at: float | None = None
+        self._relapse = False
 
     def failed(self, error: BaseException) -> None:
         """Count a failure; say it when it is the first, or when a repeat is due."""
         now = self._clock()
         self.failures += 1
-        if self.failures == 1:
+        if self.failures == 1 and self._back_at is not None and now - self._back_at < RELAPSE_S:
             self._since = self._said_at = now
+            self._relapse = True
+            return
+        if self.failures == 1 or (self._relapse and now - self._since >= RELAPSE_S):
+            if self.failures == 1:
+                self._since = now
+            self._said_at, self._relapse = now, False
             self._logger.warning(
                 "%s failed: the task store %s is unavailable (%s); retrying",
                 self.what,
@@ -98,12 +111,18 @@ class Outage:
         """The work succeeded: after failures, say that the store is back (INFO)."""
         if not self.failures:
             return
+        now = self._clock()
+        if self._relapse and now - self._since < RELAPSE_S:
+            self.failures = self._unsaid = 0
+            self._relapse = False
+            return
+        self._back_at, self._relapse = now, False
         self._logger.info(
             "%s works again: the task store %s is back after %d failures over %.0f s",
             self.what,
             self.where,
             self.failures,
-            self._clock() - self._since,
+            now - self._since,
             extra={"store_url": self.where},
         )
         self.failures = self._unsaid = 0

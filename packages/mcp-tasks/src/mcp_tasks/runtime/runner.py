@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import anyio
 import anyio.abc
@@ -37,7 +37,7 @@ from mcp_tasks.domain.models import (
     TaskRecord,
     WorkSpec,
 )
-from mcp_tasks.domain.rules import ANY_OWNER, lease_of
+from mcp_tasks.domain.rules import ANY_OWNER, interrupted, lease_of
 from mcp_tasks.runtime.context import RetryRequested, RunningTaskContext, TaskCancelled
 from mcp_tasks.runtime.logs import Outage, log_failure
 from mcp_tasks.runtime.notifier import POLL_FALLBACK_S, WORK_SIGNAL
@@ -76,6 +76,12 @@ tools, looked up when a task of theirs is recovered)."""
 Create = Callable[[NewTask], Awaitable[TaskRecord]]
 """Writes a new task (``Store.create``, or a caller's wrapper of it) and returns its record."""
 
+Recovery: TypeAlias = Literal["rerun", "fail"]
+"""What a runner does with a task of a tool whose run was interrupted (its process died or
+stopped mid-body): ``"rerun"`` runs the body again (at least once), ``"fail"`` ends the task
+``failed`` with :data:`INTERRUPTED_ERROR` instead, for a body that must not run twice."""
+RECOVERIES: Final = ("rerun", "fail")
+
 DEFAULT_LEASE_MS: Final = 30_000
 DEFAULT_HEARTBEAT_MS: Final = 10_000
 DEFAULT_RECOVERY_INTERVAL_S: Final = 1.0
@@ -90,6 +96,11 @@ MIN_CLAIM_GAP_S: Final = 0.05
 NO_EXECUTOR_ERROR: Final[JSONObject] = {
     "code": -32603,
     "message": "The task was interrupted and its tool cannot be run again on this server",
+}
+#: What an interrupted task of a tool that is not re-run (``recovery="fail"``) ends with.
+INTERRUPTED_ERROR: Final[JSONObject] = {
+    "code": -32603,
+    "message": "The task was interrupted; this tool is not re-run",
 }
 #: What a task created while this runner stopped ends with.
 NOT_RUNNING_ERROR: Final[JSONObject] = {"code": -32603, "message": "The task runner is not running"}
@@ -191,6 +202,8 @@ class Runner:
         self.executors: dict[str, Body] = {}
         #: Asked in order when :attr:`executors` has no entry for a tool.
         self.resolvers: list[Resolver] = []
+        #: Tools whose interrupted tasks fail instead of running again (``recovery="fail"``).
+        self.not_rerun: set[str] = set()
         self._group: anyio.abc.TaskGroup | None = None
         self._depth = 0
         self._adopted = 0
@@ -369,6 +382,14 @@ class Runner:
             )
             await self._fail(claimed, NO_EXECUTOR_ERROR)
             await self._release(claimed)
+            return
+        if tool in self.not_rerun and interrupted(record):
+            logger.warning(
+                "a task of tool %r was interrupted and this tool is not re-run: it fails",
+                tool,
+                extra={"tool": tool, "attempt": record.attempt, "store": self._backend},
+            )
+            await self._fail(claimed, INTERRUPTED_ERROR)
             return
         if record.generation > 1:  # it was claimed before: its lease ran out or was released
             instruments.recoveries.add(1, tool_attributes(record))

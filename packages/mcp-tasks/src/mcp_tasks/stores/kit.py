@@ -1,6 +1,7 @@
 """What every store backend does beside the rules: its driver's failures surface as
-:class:`~mcp_tasks.domain.errors.StoreUnavailable`, and a closed handle refuses every
-operation (``S-CLOSE``).
+:class:`~mcp_tasks.domain.errors.StoreUnavailable`, no operation waits longer than the
+store's bound (``StoreOptions.timeout_ms``, also ``?timeout_ms=`` in its URL), and a closed
+handle refuses every operation (``S-CLOSE``).
 
 A backend names the exception types of its driver that mean "the backend could not be
 reached or did not answer" (a connection refused or lost, a timeout, a server error);
@@ -32,18 +33,46 @@ subclasses a listed type; anything else (a bug, a cancellation) passes through t
 
 A :class:`DriverErrors` holds no state of a call: one object serves every operation of
 every handle, nested and concurrent alike.
+
+The bound on waiting: a backend reads its URL with :func:`options_from_url` (which takes
+``?timeout_ms=`` out of the URL and into the options), sets its driver's own timeouts
+(connect, socket or command, pool acquire, lock wait) from ``options.timeout_ms``, and
+wraps each operation in :func:`within` where the driver has no overall bound of its own
+(a driver that retries, a transaction of several statements)::
+
+        async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
+            self._guard.check()
+            with within(self.options.timeout_ms), UNAVAILABLE:
+                row = await self._pool.fetch_one(...)
 """
 
 from __future__ import annotations
 
+import dataclasses
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
+import anyio
+
 from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
+from mcp_tasks.domain.models import StoreOptions
+from mcp_tasks.stores.opening import query_value, with_query
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from types import TracebackType
 
-__all__ = ["CLOSED_MESSAGE", "CloseGuard", "DriverErrors"]
+__all__ = [
+    "CLOSED_MESSAGE",
+    "TIMEOUT_PARAM",
+    "CloseGuard",
+    "DriverErrors",
+    "options_from_url",
+    "within",
+]
+
+#: The store URL query parameter that sets ``StoreOptions.timeout_ms``.
+TIMEOUT_PARAM: Final = "timeout_ms"
 
 #: The message of the ``StoreUnavailable`` a closed handle raises.
 CLOSED_MESSAGE: Final = "The store is closed"
@@ -117,3 +146,35 @@ class CloseGuard:
         StoreUnavailable: the handle is closed."""
         if self._closed:
             raise StoreUnavailable(CLOSED_MESSAGE)
+
+
+def options_from_url(url: str, options: StoreOptions | None) -> tuple[str, StoreOptions]:
+    """``url`` without ``?timeout_ms=``, and ``options`` (default ``StoreOptions()``) with
+    that value as its ``timeout_ms``: the URL, being what the operator wrote, wins.
+
+    Raises:
+        ValueError: ``?timeout_ms=`` is not a positive whole number of milliseconds.
+    """
+    options = options or StoreOptions()
+    text = query_value(url, TIMEOUT_PARAM)
+    if text is None:
+        return url, options
+    if not (text.isascii() and text.isdigit()) or int(text) == 0:
+        raise ValueError(f"?{TIMEOUT_PARAM}= is a positive whole number of milliseconds")
+    return with_query(url, **{TIMEOUT_PARAM: None}), dataclasses.replace(
+        options, timeout_ms=int(text)
+    )
+
+
+@contextmanager
+def within(timeout_ms: int) -> Iterator[None]:
+    """An overall bound on one store operation: past ``timeout_ms`` it is cancelled and
+    raises ``StoreUnavailable`` (a timeout the driver raises inside becomes one too).
+
+    For where a driver has no overall bound of its own; a backend sets the driver's
+    timeouts from the same value, so that the driver usually answers first."""
+    try:
+        with anyio.fail_after(timeout_ms / 1000):
+            yield
+    except TimeoutError as error:
+        raise StoreUnavailable(f"The store did not answer within {timeout_ms} ms") from error

@@ -36,7 +36,7 @@ from mcp_tasks.domain.models import (
     Transition,
 )
 from mcp_tasks.domain.rules import ClaimLane
-from mcp_tasks.stores.kit import CloseGuard
+from mcp_tasks.stores.kit import CloseGuard, options_from_url
 from mcp_tasks.stores.stats import StoreStats, tally
 
 if TYPE_CHECKING:
@@ -382,12 +382,14 @@ class MemoryTaskStore:
 class MemoryStoreBackend:
     """Opens ``memory://`` (a fresh private store each time) and ``memory://NAME``: every
     store of one NAME in this process shares its tasks, like connections to one database,
-    until the name is dropped."""
+    until the name is dropped. ``?timeout_ms=`` is accepted as on every store (memory
+    never waits)."""
 
     def __init__(self) -> None:
         self._named: dict[str, MemoryBackend] = {}
 
     def open(self, url: str, options: StoreOptions | None = None, /) -> MemoryTaskStore:
+        url, options = options_from_url(url, options)
         name = _name_of(url)
         if not name:
             return MemoryTaskStore(options)
