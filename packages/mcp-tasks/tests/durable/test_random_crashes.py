@@ -28,7 +28,7 @@ import anyio
 import httpx2 as httpx
 import pytest
 
-from mcp_tasks.testing import RawClient
+from mcp_tasks.testing import RawClient, decode
 
 if TYPE_CHECKING:
     from conftest import Process, Processes
@@ -106,17 +106,22 @@ async def answer(
     JSON-RPC result."""
     server = server or cluster.pick()
     assert server.url is not None
+    # Only a killed server may leave a request unanswered, or its answer cut short after
+    # the status line (a kill takes the server out of `up` before the signal).
     try:
         response = await RawClient(client, server.url).post(method, params)
     except httpx.TransportError:
-        # Only a killed server may leave a request unanswered (a kill takes it out of `up`
-        # before the signal).
+        if server in cluster.up.values():
+            raise
+        return None
+    assert response.status_code == 200, f"{method} answered HTTP {response.status_code}"
+    try:
+        message = decode(response)
+    except ValueError:
         if server in cluster.up.values():
             raise
         return None
     cluster.answers += 1
-    assert response.status_code == 200, f"{method} answered HTTP {response.status_code}"
-    message = response.json()
     assert "error" not in message, f"{method} answered {message['error']}"
     return message["result"]
 
