@@ -1,5 +1,6 @@
 """Real processes on one store: ``mcp-tasks serve`` / ``mcp-tasks worker`` of ``crash_app``
-(or the conformance fixture server), started, killed and stopped by the crash tests."""
+(or the conformance fixture server, or ``soak_app``), started, killed and stopped by the
+crash tests and the soak."""
 
 from __future__ import annotations
 
