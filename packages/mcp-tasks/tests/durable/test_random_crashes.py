@@ -9,7 +9,8 @@ task settles within lease + its body + ``SLACK_S`` of the last kill (or of its c
 that came later). The app's commit log adds: each task was committed exactly once.
 
 The run is seeded: the seed is printed, and named on a failure; ``MCP_TASKS_CRASH_SEED=N``
-replays its plan (what is killed when, which server serves each request). Bounded: a fixed
+replays its plan (the creates and their bodies, which slot is killed when and restarted
+after what pause; which server answers each request as far as timing allows). Bounded: a fixed
 number of tasks and kills, and ``RUN_LIMIT_S`` over the whole scenario. The bench runs a
 larger size: ``MCP_TASKS_CRASH_TASKS``, ``MCP_TASKS_CRASH_KILLS``, ``MCP_TASKS_CRASH_CHAOS_S``.
 """
@@ -68,29 +69,40 @@ class Cluster:
     """The servers by slot, the ones up, and the client's view of them."""
 
     processes: Processes
-    rng: random.Random
+    seed: int
     up: dict[int, Process] = field(default_factory=dict)
-    kills: list[float] = field(default_factory=list)
+    #: One stream per activity, so that a replay repeats the creates and the kills exactly
+    #: however the activities interleave (which server answers a request depends on which
+    #: are up at that moment, so routing repeats as far as timing allows).
+    create_plan: random.Random = field(init=False)
+    kill_plan: random.Random = field(init=False)
+    routes: random.Random = field(init=False)
+    killed_at: list[float] = field(default_factory=list)
     unacknowledged: int = 0
     answers: int = 0
+
+    def __post_init__(self) -> None:
+        self.create_plan = random.Random(f"{self.seed}:creates")
+        self.kill_plan = random.Random(f"{self.seed}:kills")
+        self.routes = random.Random(f"{self.seed}:routes")
 
     async def start(self, slot: int) -> None:
         self.up[slot] = await self.processes.serve(CRASH_LEASE_MS=str(int(LEASE_S * 1000)))
 
     def pick(self) -> Process:
-        return self.up[self.rng.choice(sorted(self.up))]
+        return self.up[self.routes.choice(sorted(self.up))]
 
     async def victim(self) -> int:
         """A random server's slot, once at least two are up (never the last one up)."""
         while len(self.up) < 2:  # noqa: ASYNC110 - restarts run in other tasks
             await anyio.sleep(0.05)
-        return self.rng.choice(sorted(self.up))
+        return self.kill_plan.choice(sorted(self.up))
 
     async def kill(self, slot: int) -> None:
         """SIGKILL the server of ``slot``; from now on no request goes to it."""
         server = self.up.pop(slot)
         server.kill()
-        self.kills.append(time.monotonic())
+        self.killed_at.append(time.monotonic())
         assert await server.wait() == -9
 
 
@@ -130,11 +142,12 @@ async def create(
     client: httpx.AsyncClient,
     cluster: Cluster,
     tracked: dict[str, Tracked],
+    body_s: float,
     server: Process | None = None,
 ) -> None:
-    """Create one task through ``server`` (default: any server); a create whose server died
-    before it answered is not acknowledged and is made again elsewhere."""
-    body_s = round(cluster.rng.uniform(*BODY_S), 2)
+    """Create one task of ``body_s`` seconds through ``server`` (default: any server); a
+    create whose server died before it answered is not acknowledged and is made again
+    elsewhere."""
     while True:
         token = secrets.token_hex(8)
         arguments = {"token": token, "seconds": body_s}
@@ -153,8 +166,9 @@ async def create_all(
 ) -> None:
     """Create ``TASKS`` tasks at random moments of the chaos window, through any server."""
     for _ in range(TASKS):
-        await anyio.sleep(cluster.rng.uniform(0, 2 * CHAOS_S / TASKS))
-        await create(client, cluster, tracked)
+        plan = cluster.create_plan
+        await anyio.sleep(plan.uniform(0, 2 * CHAOS_S / TASKS))
+        await create(client, cluster, tracked, round(plan.uniform(*BODY_S), 2))
 
 
 async def kill_and_restart(
@@ -172,11 +186,12 @@ async def kill_and_restart(
         await cluster.start(slot)
 
     for _ in range(KILLS):
-        await anyio.sleep(cluster.rng.uniform(0.5, 2 * CHAOS_S / KILLS))
+        await anyio.sleep(cluster.kill_plan.uniform(0.5, 2 * CHAOS_S / KILLS))
         slot = await cluster.victim()
-        await create(client, cluster, tracked, cluster.up[slot])
+        body_s = round(cluster.kill_plan.uniform(*BODY_S), 2)
+        await create(client, cluster, tracked, body_s, cluster.up[slot])
         await cluster.kill(slot)
-        restarts.start_soon(restart, slot, cluster.rng.uniform(0, 1.5))
+        restarts.start_soon(restart, slot, cluster.kill_plan.uniform(0, 1.5))
 
 
 async def poll_round(
@@ -218,7 +233,7 @@ async def run_scenario(cluster: Cluster) -> dict[str, Tracked]:
             await poll_round(client, cluster, tracked)
             await anyio.sleep(POLL_PERIOD_S)
         # Past this, a task that has not ended is late: stop polling and say which.
-        settle_by = max(cluster.kills[-1], *(t.acked_at for t in tracked.values()))
+        settle_by = max(cluster.killed_at[-1], *(t.acked_at for t in tracked.values()))
         settle_by += LEASE_S + BODY_S[1] + SLACK_S
         while any(task.ended is None for task in tracked.values()):
             if time.monotonic() > settle_by:
@@ -240,7 +255,7 @@ async def test_random_sigkills_and_restarts_lose_nothing(processes: Processes) -
     last kill; no request got anything but HTTP 200 and a result."""
     seed = int(os.environ.get(SEED_ENV) or secrets.randbits(32))
     print(f"random crashes: seed {seed} (replay with {SEED_ENV}={seed})")
-    cluster = Cluster(processes, random.Random(seed))
+    cluster = Cluster(processes, seed)
     try:
         with anyio.fail_after(RUN_LIMIT_S):
             async with anyio.create_task_group() as starting:
@@ -248,7 +263,7 @@ async def test_random_sigkills_and_restarts_lose_nothing(processes: Processes) -
                     starting.start_soon(cluster.start, slot)
             tracked = await run_scenario(cluster)
         assert len(tracked) == TASKS + KILLS
-        last_kill = max(cluster.kills)
+        last_kill = max(cluster.killed_at)
         late = {}
         unsettled = sum(task.ended is None for task in tracked.values())
         assert not unsettled, f"{unsettled} of {len(tracked)} tasks never ended"
