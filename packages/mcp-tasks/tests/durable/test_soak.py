@@ -38,6 +38,10 @@ GROWTH = 0.10
 PAYLOAD_BYTES = 16_384
 #: Requests in flight at once: enough to keep the server busy, few enough for 2 cores.
 CONCURRENCY = 8
+#: Creates per second at most: the tasks alive at once (this x soak_app.TTL_MS, 800) are
+#: all there before the first ``WARM_TASKS`` end, so the level measured then is the steady
+#: one. A loaded machine only runs slower, with fewer alive.
+MAX_RATE = 100
 #: The body is instant: the first poll, this long after the create, finds it done.
 FIRST_POLL_S = 0.02
 
@@ -88,9 +92,12 @@ async def soak(url: str, pid: int, n: int) -> tuple[int, int]:
     async with httpx.AsyncClient(timeout=httpx.Timeout(60), limits=limits) as http:
         client = RawClient(http, url)
 
+        started = anyio.current_time()
+
         async def one_by_one() -> None:
             nonlocal done, warm_rss
             for number in numbers:
+                await anyio.sleep_until(started + number / MAX_RATE)
                 token = f"{number}:" + "x" * PAYLOAD_BYTES
                 created = await client.call(
                     "tools/call", {"name": "echo", "arguments": {"token": token}}
@@ -99,6 +106,7 @@ async def soak(url: str, pid: int, n: int) -> tuple[int, int]:
                 while True:
                     await anyio.sleep(FIRST_POLL_S)
                     got = await client.call("tasks/get", {"taskId": task_id})
+                    assert "error" not in got, f"tasks/get answered {got['error']}"
                     if got["result"]["status"] != "working":
                         break
                 assert got["result"]["status"] == "completed", got
