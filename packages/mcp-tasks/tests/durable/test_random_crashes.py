@@ -6,7 +6,7 @@ result); every acknowledged create is readable from then on, through any server;
 ends ``completed`` with its own result (``crash_app.marked`` answers the token it was
 given); a finished task never changes (it is polled again and again after it ended); every
 task settles within lease + its body + ``SLACK_S`` of the last kill (or of its create, when
-that came later). The app's commit log adds: each task was committed exactly once.
+that came later). The app's commit log adds: no task was committed twice.
 
 The run is seeded: the seed is printed, and named on a failure; ``MCP_TASKS_CRASH_SEED=N``
 replays its plan (the creates and their bodies, which slot is killed when and restarted
@@ -250,9 +250,9 @@ async def test_random_sigkills_and_restarts_lose_nothing(processes: Processes) -
     """``SERVERS`` servers on one store; ``TASKS`` tasks with bodies of ``BODY_S`` seconds,
     created through any server over ``CHAOS_S`` while ``KILLS`` random SIGKILLs (each
     followed by a restart) hit the servers, each just after the victim acknowledged one
-    more task. Every acknowledged task ends completed with its
-    own token, committed once, unchanged afterwards, within lease + body + ``SLACK_S`` of the
-    last kill; no request got anything but HTTP 200 and a result."""
+    more task. Every acknowledged task ends completed with its own token, never committed
+    twice, unchanged afterwards, within lease + body + ``SLACK_S`` of the last kill; no
+    request got anything but HTTP 200 and a result."""
     seed = int(os.environ.get(SEED_ENV) or secrets.randbits(32))
     print(f"random crashes: seed {seed} (replay with {SEED_ENV}={seed})")
     cluster = Cluster(processes, seed)
@@ -276,8 +276,11 @@ async def test_random_sigkills_and_restarts_lose_nothing(processes: Processes) -
             if task.ended_at - since > LEASE_S + task.body_s + SLACK_S:
                 late[task.token] = round(task.ended_at - since, 2)
         assert not late, f"settled later than lease + body + {SLACK_S} s: {late}"
+        # Never two commits of one task. One may go unlogged: a process killed between its
+        # store write and its log line (the polls above saw that task completed).
         commits = Counter(t for _, t, what in processes.lines("commit"))
-        assert {t: commits[t] for t in tracked} == dict.fromkeys(tracked, 1), "one commit each"
+        twice = {t: n for t, n in commits.items() if t in tracked and n > 1}
+        assert not twice, f"committed more than once: {twice}"
         print(
             f"random crashes: {len(tracked)} tasks, {KILLS} kills, {cluster.answers} answers, "
             f"{cluster.unacknowledged} creates lost with their server (not acknowledged), last "
