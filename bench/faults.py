@@ -4,8 +4,9 @@ on memory, SQLite and Postgres (20,000 tasks).
 
 Runs them through pytest with the sizes in the environment, prints the figures each run
 prints (tasks, kills, answers, how long after the last kill the last task ended; the soak's
-time and resident memory) and writes them to ``bench/results/faults.json``. Exits non-zero
-when a test failed: these are the tests' verdicts, not timings.
+time and resident memory) and writes them to ``bench/results/faults.json`` (and, when a
+test failed, pytest's whole output to ``bench/results/faults.log``). Exits non-zero when a
+test failed: these are the tests' verdicts, not timings.
 
     uv run python -m bench.faults
 """
@@ -52,7 +53,9 @@ def main() -> int:
         text=True,
         check=False,
     )
-    figures = [line for line in run.stdout.splitlines() if line.startswith(FIGURES)]
+    # pytest's progress marks (".", "F") may precede a line a test printed.
+    printed = [line.lstrip(".FE") for line in run.stdout.splitlines()]
+    figures = [line for line in printed if line.startswith(FIGURES)]
     outcome = [line for line in run.stdout.splitlines() if line.startswith(("PASSED", "FAILED"))]
     report = {
         "sizes": SIZES,
@@ -66,7 +69,9 @@ def main() -> int:
     (results / "faults.json").write_text(json.dumps(report, indent=2) + "\n")
     print("\n".join([*figures, *outcome, f"{report['seconds']} s"]))
     if run.returncode != 0:
-        print(run.stdout[-5000:], run.stderr[-2000:], sep="\n", file=sys.stderr)
+        log = results / "faults.log"
+        log.write_text(run.stdout + run.stderr)
+        print(f"the whole output of the failed run: {log}", file=sys.stderr)
     return run.returncode
 
 
