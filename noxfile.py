@@ -174,9 +174,10 @@ def bench(session: nox.Session) -> None:
     bench/results/latest.json with every goal's ratio, and the charts. Then the MongoDB
     store beside raw PyMongo, how long tasks/cancel takes to stop a body over HTTP on each
     Store, and how fast a change on one server process reaches another on each durable
-    Store (the goal is 200 ms). Every module runs as ``python -m bench.NAME`` from the
-    repository root. Not a gate; the tests assert behaviour, never speed. Posargs go to
-    bench/run.py (e.g. --quick)."""
+    Store (the goal is 200 ms), and the fault tests at a larger size (bench/faults.py: the
+    randomized crash test with 100 tasks and 10 SIGKILLs, the 20,000-task soak). Every
+    module runs as ``python -m bench.NAME`` from the repository root. Not a gate; the tests
+    assert behaviour, never speed. Posargs go to bench/run.py (e.g. --quick)."""
     bench_run = ("uv", "run", "--group", "bench", "python", "-m", "bench.run")
     session.run(*bench_run, *session.posargs, external=True)
     session.run("python", "-m", "bench.mongodb_store")
@@ -184,6 +185,7 @@ def bench(session: nox.Session) -> None:
     # The Redis that bench.run measures when the variable is unset (bench/common.py).
     redis = os.environ.get("MCP_TASKS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
     session.run("python", "-m", "bench.notify_latency", env={"MCP_TASKS_TEST_REDIS_URL": redis})
+    session.run("python", "-m", "bench.faults")
 
 
 @nox.session

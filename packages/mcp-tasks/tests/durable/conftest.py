@@ -1,5 +1,6 @@
 """Real processes on one store: ``mcp-tasks serve`` / ``mcp-tasks worker`` of ``crash_app``
-(or the conformance fixture server), started, killed and stopped by the crash tests."""
+(or the conformance fixture server, or ``soak_app``), started, killed and stopped by the
+crash tests and the soak."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import secrets
 import signal
 import subprocess
 import sys
-from contextlib import AsyncExitStack, ExitStack
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -170,6 +171,14 @@ async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     """A durable store two processes share: a SQLite file, a fresh Postgres schema, a fresh
     Redis key prefix, a fresh MongoDB collection prefix (or a fresh namespace of
     ``OTHER_STORE``)."""
+    async with durable_url(request, tmp_path) as url:
+        yield url
+
+
+@asynccontextmanager
+async def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """The store ``request.param`` names (or ``OTHER_STORE``), in a namespace of its own,
+    dropped at the end."""
     if request.param == "sqlite" and not OTHER_STORE:
         yield f"sqlite:///{tmp_path / 'tasks.db'}"
         return
@@ -181,10 +190,11 @@ async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         await drop_namespace(url)
 
 
-@pytest.fixture
-async def processes(store_url: str, tmp_path: Path) -> AsyncIterator[Processes]:
+@asynccontextmanager
+async def processes_of(store_url: str, log: Path) -> AsyncIterator[Processes]:
+    """Processes on ``store_url``, every one killed (and waited for) at the end."""
     async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
-        started = Processes(store_url, tmp_path / "crash.log", stack, tg)
+        started = Processes(store_url, log, stack, tg)
         try:
             yield started
         finally:
@@ -193,6 +203,29 @@ async def processes(store_url: str, tmp_path: Path) -> AsyncIterator[Processes]:
                 for process in started.started:
                     await process.wait()
             tg.cancel_scope.cancel()
+
+
+@pytest.fixture
+async def processes(store_url: str, tmp_path: Path) -> AsyncIterator[Processes]:
+    async with processes_of(store_url, tmp_path / "crash.log") as started:
+        yield started
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def soak_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """The soak's stores: the server process's own memory, a SQLite file, a fresh Postgres
+    schema."""
+    if request.param == "memory":
+        yield "memory://"
+        return
+    async with durable_url(request, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+async def soak_processes(soak_store_url: str, tmp_path: Path) -> AsyncIterator[Processes]:
+    async with processes_of(soak_store_url, tmp_path / "crash.log") as started:
+        yield started
 
 
 async def accepting(port: int, process: anyio.abc.Process) -> None:

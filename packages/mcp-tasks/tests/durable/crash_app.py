@@ -89,6 +89,13 @@ async def slow(seconds: float, ctx: TaskContext) -> str:
     return f"done by {os.getpid()}"
 
 
+@tasks.tool(mcp, mode="required", poll_interval_ms=100)
+async def marked(token: str, seconds: float) -> str:
+    """Sleep, then answer the task's own ``token``: a result no other task has."""
+    await anyio.sleep(seconds)
+    return token
+
+
 @tasks.tool(mcp, mode="required", poll_interval_ms=100, retry_delays_ms=[2_000])
 async def flaky(ctx: TaskContext) -> str:
     """Ask for one retry on the first run; the retry succeeds. Each run also logs the wall
