@@ -45,6 +45,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write the contract rules of this run (passed, failed, not offered) as JSON",
     )
     group.addoption(
+        "--contract-stateful-examples",
+        metavar="N",
+        type=int,
+        help="run the stateful test on N random sequences instead of the class's "
+        "stateful_max_examples (more finds rarer bugs; a failure stops it early)",
+    )
+    group.addoption(
         "--contract-rerun",
         metavar="TEMPLATE",
         default="pytest {nodeid}",

@@ -735,14 +735,18 @@ class StatefulContract(ContractBase):
     ) -> None:
         """Any sequence of create/get/update/cancel/put/claim/renew/release/reap/reopen gives
         the model's outcomes and records, and every invariant holds after every step."""
-        assert self.stateful_max_examples > 0, "the stateful test never runs with zero examples"
+        examples = (
+            request.config.getoption("contract_stateful_examples", None)
+            or self.stateful_max_examples
+        )
+        assert examples > 0, "the stateful test never runs with zero examples"
         run = request.config.pluginmanager.get_plugin("mcp_tasks_contract_run")
         session = Session(
             handles, run.announce_now if run is not None else print, self.stateful_shrink_s
         )
         machine = type("StoreVersusModel", (StoreVersusModel,), {"session": session})
         config = settings(
-            max_examples=self.stateful_max_examples,
+            max_examples=examples,
             stateful_step_count=STEPS,
             deadline=None,
             # Not Phase.explain: it replays the failing example many times more (unbounded
