@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects.mysql.aiomysql import MySQLDialect_aiomysql
 
-from mcp_tasks.domain.errors import MCPTasksError
+from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
 from mcp_tasks.stores.diagnosis import clock_skew_row
 from mcp_tasks.stores.kit import CloseGuard, DriverErrors
 from mcp_tasks_sql import CompiledSQL, Mode, predicates, run_on, schema_objects, schema_row
@@ -50,6 +50,18 @@ SESSION_SETUP = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
 
 #: How long ``migrate`` waits for another process's migration (GET_LOCK), in seconds.
 MIGRATE_LOCK_S = 60
+
+#: InnoDB's ER_LOCK_DEADLOCK: it chose this transaction as a deadlock's victim and rolled
+#: all of it back; "try restarting transaction" is the documented remedy, so a deadlocked
+#: transaction (or single statement) runs again from its start, at most this many times.
+DEADLOCK = 1213
+DEADLOCK_RETRIES = 3
+
+
+def deadlocked(error: BaseException) -> bool:
+    """Whether ``error`` (a ``StoreUnavailable`` or the driver's) is InnoDB's deadlock."""
+    cause = error.__cause__ if error.__cause__ is not None else error
+    return isinstance(cause, pymysql.err.OperationalError) and cause.args[:1] == (DEADLOCK,)
 
 
 def column_types(server_version: str) -> dict[str, sa.types.TypeEngine[Any]]:
@@ -202,7 +214,17 @@ class MySQLDialect:
     async def transact(self, mode: Mode, body: Transaction[R]) -> R:
         """READ and MODIFY run in autocommit (a MODIFY's compare-and-set guards its
         read-then-write and holds no lock across the round trip); TRANSACTION commits
-        every statement together or none."""
+        every statement together or none. A deadlock's victim, rolled back whole by
+        InnoDB, runs again (:data:`DEADLOCK_RETRIES`)."""
+        for _ in range(DEADLOCK_RETRIES):
+            try:
+                return await self._transact_once(mode, body)
+            except StoreUnavailable as error:
+                if not deadlocked(error):
+                    raise
+        return await self._transact_once(mode, body)
+
+    async def _transact_once(self, mode: Mode, body: Transaction[R]) -> R:
         async with self._lent() as conn:
             if mode is not Mode.TRANSACTION:
                 return await run_on(Connection(conn), body)
