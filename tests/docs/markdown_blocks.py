@@ -57,3 +57,51 @@ def titled(page: Path, title: str) -> Block:
     if len(matching) != 1:
         raise LookupError(f'{page.relative_to(REPO)} has {len(matching)} blocks titled "{title}"')
     return matching[0]
+
+
+class PageBlocks:
+    """Every fenced block of one page, for the scenario test that runs them: it ``take``s
+    each block it runs and ``explain``s each one it cannot run here, with the reason;
+    test_code_blocks fails while a block of the page is neither. Mermaid blocks are left
+    out: test_site renders them."""
+
+    def __init__(self, page: str) -> None:
+        self.page = REPO / page
+        self.blocks = [block for block in blocks(self.page) if block.language != "mermaid"]
+        self.reasons: dict[int, str] = {}  # index in self.blocks → why not run ("" = run)
+
+    def _find(self, containing: str) -> int:
+        found = [i for i, block in enumerate(self.blocks) if containing in block.text]
+        if len(found) != 1:
+            where = self.page.relative_to(REPO)
+            raise LookupError(f"{where} has {len(found)} blocks containing {containing!r}")
+        return found[0]
+
+    def take(self, containing: str) -> Block:
+        """The one block whose text contains ``containing``, which the caller runs."""
+        index = self._find(containing)
+        self.reasons[index] = ""
+        return self.blocks[index]
+
+    def explain(self, containing: str, reason: str) -> Block:
+        """The one block containing ``containing``, not run here for ``reason``."""
+        assert reason, "say why the block is not run"
+        index = self._find(containing)
+        self.reasons[index] = reason
+        return self.blocks[index]
+
+    def unaccounted(self) -> list[Block]:
+        """The blocks neither taken nor explained."""
+        return [block for i, block in enumerate(self.blocks) if i not in self.reasons]
+
+
+def program(*parts: Block | str) -> str:
+    """One Python program: the blocks' texts (and the test's own glue) in order."""
+    return "\n\n".join(part.text if isinstance(part, Block) else part for part in parts)
+
+
+def run_program(source: str, name: str) -> dict[str, object]:
+    """Execute ``source`` as a module named ``name``: its namespace."""
+    namespace: dict[str, object] = {"__name__": name}
+    exec(compile(source, name, "exec"), namespace)  # the docs' own code
+    return namespace

@@ -1,13 +1,24 @@
-"""The Python blocks of the docs pages run as they are written.
+"""Every docs page's examples run as they are written; this module says where.
 
-A page is either covered, every Python block on it executed here (or, for a block titled
-as a file, run by the scenario test that follows the page: test_get_started), or listed in
-NOT_YET_COVERED with the reason; a page that is neither fails. The raw HTTP exchanges are
-test_wire_examples's; the Mermaid blocks are rendered by test_site.
+A page (or package README) is in exactly one of three lists, else this test fails:
+
+* ``COVERED``: every Python block on it is a whole program, executed here (a block titled
+  as a file is run by the scenario test that follows the page: ``RUN_BY_SCENARIO``).
+* ``SCENARIOS``: page → the test module in tests/docs that runs its blocks. That module
+  builds ``PAGE = PageBlocks("docs/….md")`` (markdown_blocks) and, at import, ``take``s
+  each block it runs (a fragment runs inside a program made of the page's blocks and the
+  least glue) and ``explain``s each one it cannot run here, with the reason; a block of
+  the page that is neither fails ``test_every_block_of_a_scenario_page_is_run_or_explained``.
+* ``NOT_YET_COVERED``: page → why not yet.
+
+The raw HTTP exchanges of the wire page are test_wire_examples's; the Mermaid blocks are
+rendered by test_site; command transcripts (a ``text`` block starting ``$ command``) are
+compared with a fresh run of the command by test_transcripts.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 import pytest
@@ -35,10 +46,13 @@ COVERED = [
     "packages/mcp-tasks-sql/README.md",
 ]
 
-#: Pages whose blocks are fragments of a larger program (they use names an earlier block
-#: or the reader's own app defines), not yet made runnable: page → why.
+#: Pages whose blocks a scenario module runs (or explains): page → module in tests/docs.
+SCENARIOS = {
+    "docs/serving-tasks.md": "test_serving_tasks",
+}
+
+#: Pages not made runnable yet: page → why.
 NOT_YET_COVERED = {
-    "docs/serving-tasks.md": "fragments that continue the first block's `tasks` and `mcp`",
     "docs/fastmcp.md": "fragments of a FastMCP app",
     "docs/client.md": "a client of a server the page does not start",
     "docs/cli.md": "shell transcripts of a running server",
@@ -70,8 +84,17 @@ def test_every_docs_page_is_covered_or_says_why_not() -> None:
         f"docs/stores/{name}.md" for name in ("sqlite", "postgres", "redis", "mongodb", "sql")
     }
     pages -= stores  # each is one include of a package README, covered above
-    assert set(COVERED).isdisjoint(NOT_YET_COVERED)
-    assert pages == set(COVERED) | set(NOT_YET_COVERED)
+    lists = [set(COVERED), set(SCENARIOS), set(NOT_YET_COVERED)]
+    assert sum(map(len, lists)) == len(set.union(*lists)), "a page is in two lists"
+    assert pages == set.union(*lists)
+
+
+@pytest.mark.parametrize("page", sorted(SCENARIOS))
+def test_every_block_of_a_scenario_page_is_run_or_explained(page: str) -> None:
+    """The page's scenario module takes or explains each of the page's blocks."""
+    scenario = importlib.import_module(SCENARIOS[page]).PAGE
+    assert scenario.page == REPO / page
+    assert [str(block) for block in scenario.unaccounted()] == []
 
 
 def test_blocks_titled_as_files_are_run_by_a_scenario() -> None:
