@@ -37,7 +37,11 @@ class Block:
 
 def blocks(page: Path, language: str | None = None) -> list[Block]:
     """Every fenced block of ``page`` (of ``language`` only, when given)."""
-    markdown = page.read_text(encoding="utf-8")
+    return blocks_in(page.read_text(encoding="utf-8"), page, language)
+
+
+def blocks_in(markdown: str, page: Path, language: str | None = None) -> list[Block]:
+    """Every fenced block of the Markdown text ``markdown``, found in ``page``."""
     found = []
     for match in _FENCE.finditer(markdown):
         info = match["info"].strip()
@@ -100,8 +104,9 @@ def program(*parts: Block | str) -> str:
     return "\n\n".join(part.text if isinstance(part, Block) else part for part in parts)
 
 
-def run_program(source: str, name: str) -> dict[str, object]:
-    """Execute ``source`` as a module named ``name``: its namespace."""
-    namespace: dict[str, object] = {"__name__": name}
+def run_program(source: str, name: str, **given: object) -> dict[str, object]:
+    """Execute ``source`` as a module named ``name``, with the ``given`` names defined: its
+    namespace."""
+    namespace: dict[str, object] = {"__name__": name, **given}
     exec(compile(source, name, "exec"), namespace)  # the docs' own code
     return namespace

@@ -5,7 +5,7 @@ speaks the `io.modelcontextprotocol/tasks` extension on MCP 2026-07-28:
 
 ```python
 async with tasks_client("http://127.0.0.1:8000/mcp") as client:
-    started = await start_tool(client, "build", {"ref": "main"})
+    started = await start_tool(client, "count", {"to": 3})
     if isinstance(started, TaskHandle):
         async for state in started.watch():
             print(state.status, state.status_message)
