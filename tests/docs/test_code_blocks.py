@@ -53,6 +53,7 @@ SCENARIOS = {
     "docs/client.md": "test_client",
     "docs/reference/api.md": "test_api_examples",
     "docs/cli.md": "test_cli_page",
+    "docs/monitoring.md": "test_monitoring_page",
 }
 
 #: Pages not made runnable yet: page → why.
@@ -60,7 +61,6 @@ NOT_YET_COVERED = {
     "docs/architecture.md": "design notes; its blocks are diagrams and signatures",
     "docs/store-contract.md": "signatures of the Store protocol (the contract suite tests them)",
     "docs/performance.md": "commands of the benchmark suite (nox -s bench)",
-    "docs/monitoring.md": "shell set-ups of an exporter (serve's OTEL_* set-up is test_cli_otel's)",
 }
 
 #: Blocks titled as files: the scenario test that follows the page runs them.
