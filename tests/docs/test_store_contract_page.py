@@ -1,0 +1,234 @@
+"""docs/store-contract.md, run and checked against the code it describes.
+
+* "Write your own store": the page's store and the page's test class run the contract's
+  S-PUT.4 test in pytest, in a folder of their own: it passes; with a finished task made
+  changeable (the plant test_third_party uses), it fails as the page's output shows. The
+  whole suite on this store is contract_tests/tests/meta/test_third_party.py's (on
+  examples/minimal_store.py, which test_contract_doc.py holds equal to the page's block).
+* The operation signatures and STORE_OPERATIONS are the Store protocol's, as written.
+* "Writing a store backend": the page's backend object, in a package ``my_store`` whose
+  store is the glue's (the page's minimal store behind the page's constructor), registered
+  by the page's entry-point table in a ``.dist-info`` of its own, opens, namespaces and drops
+  ``mystore://`` URLs through ``store_from_url``, in a process of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+import tomllib
+from typing import TYPE_CHECKING
+
+from markdown_blocks import PageBlocks, run_program
+
+from mcp_tasks.runtime.notifier import NOTIFIER_ENTRY_POINT_GROUP
+from mcp_tasks.stores import protocol
+from mcp_tasks.stores.opening import ENTRY_POINT_GROUP
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+PAGE = PageBlocks("docs/store-contract.md")
+MINIMAL_STORE = PAGE.take('"""A complete Store in one file')
+TEST_CLASS = PAGE.take("class TestDictStore(StoreContract):")
+BROKEN = PAGE.take("contract rule broken: S-PUT.4")
+OPERATIONS = PAGE.take("STORE_OPERATIONS = (")
+#: The operations' signature blocks (their ``: ...`` tells them from the store above).
+SIGNATURES = [
+    PAGE.take(snippet)
+    for snippet in (
+        "async def create(self, task: NewTask) -> TaskRecord: ...",
+        "async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord: ...",
+        "async def update(",
+        "async def cancel(self, task_id: str, owner: OwnerArg) -> Transition: ...",
+        "async def put_status(",
+        ") -> Claimed | None: ...",
+        "async def renew(self, lease: Lease, *, lease_ms: int) -> Lease: ...",
+        "async def release(self, lease: Lease) -> None: ...",
+        "async def reap(self, *, limit: int = 500) -> int: ...",
+        "async def close(self) -> None: ...",
+    )
+]
+STORES_TABLE = PAGE.take('[project.entry-points."mcp_tasks.stores"]')
+NOTIFIERS_TABLE = PAGE.take('[project.entry-points."mcp_tasks.notifiers"]')
+BACKEND = PAGE.take("class MyStoreBackend:")
+PAGE.explain(
+    "UNAVAILABLE = DriverErrors(mysql.connector.Error",
+    "a sketch of a driver-backed store (its SQL left as `...`); examples/mysql_store is "
+    "the whole store, run by nox -s mysql-example",
+)
+PAGE.explain(
+    "class TestMyStore(StoreContract):",
+    "a template for the reader's store (`Offers(notifier=True)` needs one with a "
+    "cross-process notifier); the same recipe runs on the minimal store above",
+)
+PAGE.explain(
+    "reproduce: mcp-tasks contract mypkg.testing:open_store",
+    "the end of a whole failing suite run (minutes here); contract_tests/tests/meta/"
+    "test_third_party.py plants this bug and checks these lines' FAILED statement, "
+    "reproduce command and failed-rules summary",
+)
+
+#: test_third_party's plant: a finished task may change.
+FINISHED_MAY_CHANGE = (
+    "        transition, record = compute(tasks.get(task_id), self._clock())\n",
+    "        found = tasks.get(task_id)\n"
+    "        if found is not None and found.status.is_terminal:\n"
+    "            import dataclasses\n"
+    "            from mcp_tasks import TaskStatus\n"
+    "            found = dataclasses.replace(found, status=TaskStatus.WORKING)\n"
+    "        transition, record = compute(found, self._clock())\n",
+)
+
+
+def pytest_in(folder: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """pytest in ``folder`` (no configuration of ours there), as a store author runs it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *arguments],
+        cwd=folder,
+        env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_pages_store_passes_and_a_planted_bug_fails_as_the_page_shows(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "minimal_store.py").write_text(MINIMAL_STORE.text, encoding="utf-8")
+    (tmp_path / "test_dict_store.py").write_text(TEST_CLASS.text, encoding="utf-8")
+    selected = ("test_dict_store.py", "-k", "test_terminal_tasks_are_final")
+    passing = pytest_in(tmp_path, *selected)
+    assert passing.returncode == 0, passing.stdout[-3000:] + passing.stderr
+
+    original, planted = FINISHED_MAY_CHANGE
+    assert MINIMAL_STORE.text.count(original) == 1, "the page's store changed: update the plant"
+    (tmp_path / "minimal_store.py").write_text(
+        MINIMAL_STORE.text.replace(original, planted), encoding="utf-8"
+    )
+    failing = pytest_in(tmp_path, *selected)
+    assert failing.returncode == 1, failing.stdout[-3000:] + failing.stderr
+    output = iter(failing.stdout.splitlines())
+    for line in BROKEN.text.splitlines():  # in order; "..." stands for the lines between
+        if line != "...":
+            assert any(line == printed for printed in output), f"{line!r} not in:\n{failing.stdout}"
+
+
+def test_store_operations_is_the_protocols() -> None:
+    namespace = run_program(OPERATIONS.text, "store_operations")
+    assert namespace["STORE_OPERATIONS"] == protocol.STORE_OPERATIONS
+
+
+def signature(function: ast.AsyncFunctionDef) -> str:
+    """A method's signature as source, its body left out."""
+    bare = ast.AsyncFunctionDef(
+        name=function.name,
+        args=function.args,
+        body=[ast.Expr(ast.Constant(...))],
+        decorator_list=[],
+        returns=function.returns,
+        type_params=[],
+    )
+    return ast.unparse(ast.fix_missing_locations(bare))
+
+
+def test_each_operation_is_written_as_the_protocol_declares_it() -> None:
+    source = ast.parse(textwrap.dedent(inspect.getsource(protocol.Store)))
+    declared = {
+        node.name: signature(node)
+        for node in ast.walk(source)
+        if isinstance(node, ast.AsyncFunctionDef)
+    }
+    for block in SIGNATURES:
+        (function,) = ast.parse(block.text).body
+        assert isinstance(function, ast.AsyncFunctionDef), block
+        assert signature(function) == declared[function.name], block
+    assert sorted(ast.parse(block.text).body[0].name for block in SIGNATURES) == sorted(  # type: ignore[attr-defined]
+        name for name in protocol.STORE_OPERATIONS
+    )
+
+
+def test_the_entry_point_tables_name_the_groups_mcp_tasks_reads() -> None:
+    for block, group in (
+        (STORES_TABLE, ENTRY_POINT_GROUP),
+        (NOTIFIERS_TABLE, NOTIFIER_ENTRY_POINT_GROUP),
+    ):
+        table = tomllib.loads(block.text)["project"]["entry-points"]
+        assert list(table) == [group], block
+
+
+#: my_store/store.py: the page's minimal store behind the constructor and the
+#: ``drop_everything`` the page's backend calls; databases live in this process.
+MY_STORE = """
+from minimal_store import Database, DictTaskStore
+
+DATABASES = {}
+
+
+class MyTaskStore(DictTaskStore):
+    def __init__(self, url, *, prefix, options):
+        self.url, self.prefix = url, prefix
+        super().__init__(DATABASES.setdefault((url, prefix), Database()), options)
+
+    async def drop_everything(self):
+        DATABASES.pop((self.url, self.prefix), None)
+"""
+
+#: What the check runs, in a process whose path holds my_store and its .dist-info.
+OPEN_BY_URL = """
+import anyio
+
+from mcp_tasks import NewTask, drop_namespace, namespaced_url, store_from_url
+from my_store.store import DATABASES, MyTaskStore
+
+
+async def main():
+    url = namespaced_url("mystore://host/db", "tenant")
+    assert url == "mystore://host/db?prefix=tenant", url
+    store = store_from_url(url)
+    assert isinstance(store, MyTaskStore) and store.prefix == "tenant"
+    await store.create(NewTask(task_id="t1", owner=None, ttl_ms=60_000))
+    assert (await store.get("t1", None)).task_id == "t1"
+    await store.close()
+    assert ("mystore://host/db", "tenant") in DATABASES
+    await drop_namespace(url)
+    assert DATABASES == {}
+    print("opened, namespaced and dropped")
+
+
+anyio.run(main)
+"""
+
+
+def test_the_backend_opens_its_scheme_through_its_entry_point(tmp_path: Path) -> None:
+    package = tmp_path / "my_store"
+    package.mkdir()
+    (package / "__init__.py").write_text(BACKEND.text, encoding="utf-8")
+    (package / "store.py").write_text(MY_STORE, encoding="utf-8")
+    (tmp_path / "minimal_store.py").write_text(MINIMAL_STORE.text, encoding="utf-8")
+    table = tomllib.loads(STORES_TABLE.text)["project"]["entry-points"][ENTRY_POINT_GROUP]
+    metadata = tmp_path / "my_store-1.0.dist-info"
+    metadata.mkdir()
+    (metadata / "METADATA").write_text("Metadata-Version: 2.1\nName: my-store\nVersion: 1.0\n")
+    entries = "".join(f"{name} = {target}\n" for name, target in table.items())
+    (metadata / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{entries}")
+    (tmp_path / "check.py").write_text(OPEN_BY_URL, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    completed = subprocess.run(
+        [sys.executable, "check.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert completed.stdout == "opened, namespaced and dropped\n"
