@@ -14,7 +14,9 @@ run is normalised, on both sides, and only as follows:
 * durations and clock readings (``8s old``, ``0 ms ahead``, ``after 0:02``) and a
   server's version number (``Redis 7.0.15``) stand for any value;
 * lines ``task: …`` (a followed task's status, one per change the polls saw) depend on
-  when the polls land: the page's must appear in the run, in order; the run may show more.
+  when the polls land: each state the run prints must be one the page shows, in the
+  page's order, and the last the same; a repeat counts once, and a state the polls
+  missed under load may be absent (``status`` names such lines in other output).
 
 When a check fails, its message is the fresh output, ready to paste into the page.
 """
@@ -140,27 +142,34 @@ def differences(
     *,
     port: int | None = None,
     replacements: Mapping[str, str] | None = None,
+    status: re.Pattern[str] = STATUS_LINE,
 ) -> str | None:
     """``None`` when the run printed what the page shows; else a message with the fresh
-    output, as the page would show it."""
+    output, as the page would show it. ``status``: which lines are a followed task's
+    states (by default ``task: …``)."""
     fresh = as_on_the_page(output, port=port, replacements=replacements)
-    if matches(normalized("\n".join(transcript.lines)), normalized(fresh)):
+    if matches(normalized("\n".join(transcript.lines)), normalized(fresh), status):
         return None
     return f"{transcript.block}: the command prints, today:\n$ {transcript.command}\n{fresh}"
 
 
-def matches(page: list[str], live: list[str]) -> bool:
-    """The same lines, but for status lines: the page's appear in the run, in order, and
-    the run may show more."""
-    if [line for line in page if not STATUS_LINE.match(line)] != [
-        line for line in live if not STATUS_LINE.match(line)
-    ]:
-        return False
-    remaining = iter(line for line in live if STATUS_LINE.match(line))
-    return all(
-        any(line == candidate for candidate in remaining)
-        for line in page
-        if STATUS_LINE.match(line)
+def matches(page: list[str], live: list[str], status: re.Pattern[str] = STATUS_LINE) -> bool:
+    """The same lines, but for status lines (``status``): each state the run printed is one
+    the page shows, in the page's order (a repeat counts once; a state the polls missed may
+    be absent), and the last is the same."""
+
+    def split(lines: list[str]) -> tuple[list[str], list[str]]:
+        states = [line for line in lines if status.match(line)]
+        once = [line for i, line in enumerate(states) if i == 0 or states[i - 1] != line]
+        return [line for line in lines if not status.match(line)], once
+
+    page_other, page_states = split(page)
+    live_other, live_states = split(live)
+    remaining = iter(page_states)
+    return (
+        page_other == live_other
+        and page_states[-1:] == live_states[-1:]
+        and all(any(state == candidate for candidate in remaining) for state in live_states)
     )
 
 
