@@ -186,3 +186,10 @@ def test_a_worker_finishes_the_task_of_a_stopped_server_on_sqlite(tour: Path) ->
         finally:
             call.kill()
     assert (tour / "tasks.db").exists()
+
+
+def test_the_demo_checks_the_install(tmp_path: Path) -> None:
+    """The page's `mcp-tasks demo` (the README's too) ends with exit 0: every step of the
+    tour ended as expected."""
+    demo = Process("mcp-tasks demo", tmp_path, free_port())
+    assert demo.finish() == 0, demo.text

@@ -181,3 +181,29 @@ async def test_the_listen_request_of_serving_tasks_is_acknowledged(hello: Module
     assert acknowledged["params"]["notifications"] == {"taskIds": [task_id]}
     assert messages[-2]["params"]["status"] == "completed"
     assert messages[-1]["result"]["resultType"] == "complete"
+
+
+async def test_the_curl_listen_of_the_wire_page_streams_the_task_to_its_end(
+    hello: ModuleType,
+) -> None:
+    """The page's curl command, run as written with a real task id in place of TASK_ID (as
+    the page says) and the live server's URL: it prints the acknowledgment, the task's
+    notifications and the listen's `complete` result."""
+    (curl,) = [block for block in blocks(WIRE, "bash") if block.text.startswith("curl ")]
+    create = exchanges()[0]
+    async with running(hello.mcp) as url, httpx.AsyncClient(timeout=30) as http:
+        _, created = await send(http, url, create, PLACEHOLDER)
+        task_id = created[0]["result"]["taskId"]
+        command = curl.text.replace("http://127.0.0.1:8000/mcp", url).replace(PLACEHOLDER, task_id)
+        with anyio.fail_after(60):
+            done = await anyio.run_process(["bash", "-c", command], check=False)
+    assert done.returncode == 0, done.stderr
+    messages = [
+        json.loads(line[6:])
+        for line in done.stdout.decode().splitlines()
+        if line.startswith("data: ")
+    ]
+    assert messages[0]["method"] == "notifications/subscriptions/acknowledged"
+    assert messages[0]["params"]["notifications"] == {"taskIds": [task_id]}
+    assert messages[-2]["params"]["status"] == "completed"
+    assert messages[-1]["result"]["resultType"] == "complete"
