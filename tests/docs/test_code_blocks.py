@@ -3,17 +3,22 @@
 A page (or package README) is in exactly one of three lists, else this test fails:
 
 * ``COVERED``: every Python block on it is a whole program, executed here (a block titled
-  as a file is run by the scenario test that follows the page: ``RUN_BY_SCENARIO``).
+  as a file is run by the scenario test that follows the page: ``RUN_BY_SCENARIO``). Its
+  other blocks: Get started's commands and outputs are test_get_started's, the wire
+  page's exchanges and curl test_wire_examples'; the rest install from the package index
+  (``pip install …``, not published yet; tests/packaging installs from wheels) or run
+  this session (``nox -s docs``).
 * ``SCENARIOS``: page → the test module in tests/docs that runs its blocks. That module
   builds ``PAGE = PageBlocks("docs/….md")`` (markdown_blocks) and, at import, ``take``s
   each block it runs (a fragment runs inside a program made of the page's blocks and the
-  least glue) and ``explain``s each one it cannot run here, with the reason; a block of
-  the page that is neither fails ``test_every_block_of_a_scenario_page_is_run_or_explained``.
+  least glue, ``program`` and ``run_program``) and ``explain``s each one it cannot run
+  here, with the reason; a block of the page that is neither fails
+  ``test_every_block_of_a_scenario_page_is_run_or_explained``.
 * ``NOT_YET_COVERED``: page → why not yet.
 
-The raw HTTP exchanges of the wire page are test_wire_examples's; the Mermaid blocks are
-rendered by test_site; command transcripts (a ``text`` block starting ``$ command``) are
-compared with a fresh run of the command by test_transcripts.
+A command transcript (a ``text`` block whose first line is ``$ COMMAND``) is compared with
+a fresh run of the command (transcripts.py: what is normalised, and how a failure shows
+today's output to paste). The Mermaid blocks are rendered by test_site.
 """
 
 from __future__ import annotations

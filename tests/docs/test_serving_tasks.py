@@ -120,7 +120,8 @@ def test_use_store_sets_the_store_and_a_pinned_app_refuses_it(
 def test_a_manual_task_is_driven_to_its_end_by_task_control() -> None:
     """The `render` tool of the page defers to a job the glue runs in this process (the
     page's queue is procrastinate); the job is the page's TaskControl block: it asks
-    whether to publish, waits for the client's answer and completes the task."""
+    whether to publish, waits for the client's answer (the client is asked once) and
+    completes the task."""
     worker = f"""
 import anyio
 
@@ -149,7 +150,11 @@ from mcp_tasks.testing import running, start_tool, tasks_client
 
 
 async def yes(context, params):
+    answered.append(params.message)
     return types.ElicitResult(action="accept", content={})
+
+
+answered = []
 
 
 async def call_render():
@@ -164,6 +169,7 @@ async def call_render():
 
 
 anyio.run(call_render)
+assert answered == ["Publish?"], answered  # the job waited for the client's answer
 """
     run_program(program(APP, worker, DEFERRED, client), "serving_manual")
 
