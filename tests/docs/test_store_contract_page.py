@@ -6,6 +6,9 @@
   whole suite on this store is contract_tests/tests/meta/test_third_party.py's (on
   examples/minimal_store.py, which test_contract_doc.py holds equal to the page's block).
 * The operation signatures and STORE_OPERATIONS are the Store protocol's, as written.
+* "With the CLI": the page's `mcp-tasks contract mypkg.testing:open_store -- -k
+  test_terminal_tasks_are_final` on that planted store (a factory module named as the page
+  names it) ends with the page's lines; the run's Hypothesis seed stands for any.
 * "Writing a store backend": the page's backend object, in a package ``my_store`` whose
   store is the glue's (the page's minimal store behind the page's constructor), registered
   by the page's entry-point table in a ``.dist-info`` of its own, opens, namespaces and drops
@@ -17,6 +20,7 @@ from __future__ import annotations
 import ast
 import inspect
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -24,6 +28,7 @@ import tomllib
 from typing import TYPE_CHECKING
 
 from markdown_blocks import PageBlocks, run_program
+from transcripts import argv, environment
 
 from mcp_tasks.runtime.notifier import NOTIFIER_ENTRY_POINT_GROUP
 from mcp_tasks.stores import protocol
@@ -66,12 +71,7 @@ PAGE.explain(
     "a template for the reader's store (`Offers(notifier=True)` needs one with a "
     "cross-process notifier); the same recipe runs on the minimal store above",
 )
-PAGE.explain(
-    "reproduce: mcp-tasks contract mypkg.testing:open_store",
-    "the end of a whole failing suite run (minutes here); contract_tests/tests/meta/"
-    "test_third_party.py plants this bug and checks these lines' FAILED statement, "
-    "reproduce command and failed-rules summary",
-)
+CLI_FAILURE = PAGE.take("reproduce: mcp-tasks contract mypkg.testing:open_store")
 
 #: test_third_party's plant: a finished task may change.
 FINISHED_MAY_CHANGE = (
@@ -232,3 +232,57 @@ def test_the_backend_opens_its_scheme_through_its_entry_point(tmp_path: Path) ->
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert completed.stdout == "opened, namespaced and dropped\n"
+
+
+#: mypkg/testing.py: the page's factory name, opening the page's store on the suite's clock.
+FACTORY = """
+from mcp_tasks import system_clock
+from mcp_tasks_contract import Offers
+
+from minimal_store import Database, DictTaskStore
+
+
+class OpenStore:
+    offers = Offers(clock=True)
+
+    def __init__(self):
+        self.databases = {}
+
+    async def __call__(self, namespace, options, *, clock=system_clock):
+        return DictTaskStore(self.databases.setdefault(namespace, Database()), options, clock)
+
+
+open_store = OpenStore()
+"""
+SEED = re.compile(r"--hypothesis-seed=\d+")
+COMMAND = "mcp-tasks contract mypkg.testing:open_store -- -k test_terminal_tasks_are_final"
+
+
+def test_the_cli_run_on_a_planted_store_ends_as_the_page_shows(tmp_path: Path) -> None:
+    """The page's command on the page's store with a finished task made changeable:
+    exit 1, and the output ends with the page's lines."""
+    original, planted = FINISHED_MAY_CHANGE
+    (tmp_path / "minimal_store.py").write_text(
+        MINIMAL_STORE.text.replace(original, planted), encoding="utf-8"
+    )
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "testing.py").write_text(FACTORY, encoding="utf-8")
+    env = {k: v for k, v in environment().items() if not k.startswith(("PYTEST_", "PYTHON"))}
+    completed = subprocess.run(
+        argv(COMMAND),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert completed.returncode == 1, completed.stdout[-3000:] + completed.stderr
+    prose = " ".join(PAGE.page.read_text(encoding="utf-8").split())
+    assert f"`{COMMAND}`" in prose, "the page names the command this test runs"
+    page = CLI_FAILURE.text.splitlines()
+    tail = completed.stdout.splitlines()[-len(page) :]
+    assert [SEED.sub("SEED", line) for line in tail] == [SEED.sub("SEED", line) for line in page], (
+        "\n".join(tail)
+    )
