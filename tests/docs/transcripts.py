@@ -3,8 +3,8 @@
 A transcript is a ``text`` block whose first line is ``$ COMMAND``; the lines after it are
 what the command prints (stdout and stderr, as a terminal shows them). The page's scenario
 module sets up what the command needs (a server, a store holding some tasks), runs the
-command as the block writes it, and ``compare``s. Only what cannot be the same from run to
-run is normalised, on both sides, and only as follows:
+command as the block writes it, and checks ``differences``. Only what cannot be the same
+from run to run is normalised, on both sides, and only as follows:
 
 * the task id a run prints reads ``ID`` (the page writes ``ID`` for it);
 * ``127.0.0.1:8000``, the page's port, is a free port in the run (other servers may hold
