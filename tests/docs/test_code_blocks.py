@@ -27,6 +27,7 @@ COVERED = [
     "docs/reference/wire.md",
     "docs/about.md",
     "docs/operations.md",
+    "docs/troubleshooting.md",
     "packages/mcp-tasks/README.md",
     "packages/mcp-tasks-sqlite/README.md",
     "packages/mcp-tasks-postgres/README.md",
