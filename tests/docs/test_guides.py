@@ -4,18 +4,23 @@ its comment), run in that folder with this virtualenv's Python and ``mcp-tasks``
 
 from __future__ import annotations
 
+import hashlib
 import os
+import socket
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from markdown_blocks import REPO, blocks
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
 GUIDES = REPO / "docs" / "guides"
+PAGE_URL = "http://127.0.0.1:8000/mcp"
 BIN = Path(sys.executable).parent
 #: Generous: the machine may be shared; a step that takes longer than this has hung.
 STEP_S = 120
@@ -57,11 +62,51 @@ def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run(page: Path, command: str, folder: Path) -> str:
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def on_port(command: str, port: int) -> list[str]:
+    """The command's argv, talking to or serving on ``port`` instead of the page's 8000."""
+    words = argv(command.replace(PAGE_URL, f"http://127.0.0.1:{port}/mcp"))
+    return [*words, "--port", str(port)] if words[1] == "serve" else words
+
+
+@contextmanager
+def serving(page: Path, command: str, folder: Path, port: int) -> Iterator[subprocess.Popen[str]]:
+    """A page's ``mcp-tasks serve`` running in the background until its port accepts."""
+    assert command in page_commands(page), f"not a command of {page.name}: {command}"
+    process = subprocess.Popen(
+        on_port(command, port),
+        cwd=folder,
+        env=environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + STEP_S
+        while True:
+            assert process.poll() is None, f"{command} exited:\n{process.communicate()[1]}"
+            assert time.monotonic() < deadline, f"{command} did not listen within {STEP_S} s"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield process
+    finally:
+        process.terminate()
+        process.communicate(timeout=STEP_S)
+
+
+def run(page: Path, command: str, folder: Path, port: int = 8000) -> str:
     """Run one command of ``page`` to its end in ``folder``: its stdout (it must exit 0)."""
     assert command in page_commands(page), f"not a command of {page.name}: {command}"
     done = subprocess.run(
-        argv(command),
+        on_port(command, port),
         cwd=folder,
         env=environment(),
         capture_output=True,
@@ -85,3 +130,48 @@ def test_stdio_a_task_outlives_the_launch_that_started_it(tmp_path: Path) -> Non
     assert (tmp_path / "task-id").stat().st_mode & 0o077 == 0  # only its owner reads it
     finished = run(page, "python finish.py", tmp_path)
     assert finished.strip() == commands["python finish.py"]
+
+
+def test_lowlevel_server_a_checksum_task_runs_through_the_pages_commands(tmp_path: Path) -> None:
+    """server.py, served by the page's `mcp-tasks serve` on SQLite, answers the page's
+    `mcp-tasks call` with the SHA-256 of its text, run as a task."""
+    page = GUIDES / "lowlevel-server.md"
+    assert write_files(page, tmp_path) == ["server.py"]
+    port = free_port()
+    with serving(page, "mcp-tasks serve server:server --store sqlite:///tasks.db", tmp_path, port):
+        out = run(
+            page, "mcp-tasks call http://127.0.0.1:8000/mcp checksum text=hello", tmp_path, port
+        )
+    assert out.strip().splitlines()[-1] == hashlib.sha256(b"hello").hexdigest()
+
+
+@contextmanager
+def background(page: Path, command: str, folder: Path) -> Iterator[subprocess.Popen[str]]:
+    """A page's long-running command (a worker) in the background, stopped at the end."""
+    assert command in page_commands(page), f"not a command of {page.name}: {command}"
+    process = subprocess.Popen(
+        argv(command), cwd=folder, env=environment(), stdout=subprocess.DEVNULL, text=True
+    )
+    try:
+        yield process
+        assert process.poll() is None, f"{command} exited early"
+    finally:
+        process.terminate()
+        process.wait(timeout=STEP_S)
+
+
+def test_manual_mode_a_worker_drives_the_task_through_the_folder_queue(tmp_path: Path) -> None:
+    """The page's server queues the render job; worker.py, another process, takes it and
+    drives the task through its frames to the result the page names; the job is gone."""
+    page = GUIDES / "manual-mode.md"
+    assert write_files(page, tmp_path) == ["server.py", "worker.py"]
+    port = free_port()
+    call = "mcp-tasks call http://127.0.0.1:8000/mcp render scene=intro"
+    with (
+        serving(page, "mcp-tasks serve server:mcp", tmp_path, port),
+        background(page, "python worker.py", tmp_path),
+    ):
+        out = run(page, call, tmp_path, port)
+    assert out.strip().splitlines()[-1] == "rendered intro in 3 frames"
+    assert not list((tmp_path / "jobs").iterdir())  # taken, done and removed
+    assert (tmp_path / "jobs").stat().st_mode & 0o077 == 0  # private to its owner
