@@ -47,12 +47,18 @@ def page_commands(page: Path) -> dict[str, str]:
     return commands
 
 
-def argv(command: str) -> list[str]:
+def split(command: str) -> tuple[dict[str, str], list[str]]:
+    """A command's leading ``NAME=value`` settings, and its argv with this virtualenv's
+    Python and ``mcp-tasks``."""
     words = command.split()
+    settings = {}
+    while "=" in words[0]:
+        name, _, value = words.pop(0).partition("=")
+        settings[name] = value
     if words[0] == "python":
-        return [sys.executable, *words[1:]]
+        return settings, [sys.executable, *words[1:]]
     if words[0] == "mcp-tasks":
-        return [str(BIN / "mcp-tasks"), *words[1:]]
+        return settings, [str(BIN / "mcp-tasks"), *words[1:]]
     raise AssertionError(f"not a command this test runs: {command}")
 
 
@@ -68,20 +74,30 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def on_port(command: str, port: int) -> list[str]:
-    """The command's argv, talking to or serving on ``port`` instead of the page's 8000."""
-    words = argv(command.replace(PAGE_URL, f"http://127.0.0.1:{port}/mcp"))
-    return [*words, "--port", str(port)] if words[1] == "serve" else words
+def on_ports(command: str, ports: Mapping[int, int]) -> tuple[dict[str, str], list[str]]:
+    """The command, talking to or serving on free ports instead of the page's (8000, …):
+    ``ports`` maps each port of the page to the one the test uses."""
+    for page_port, port in ports.items():
+        command = command.replace(f"127.0.0.1:{page_port}/", f"127.0.0.1:{port}/")
+        command = command.replace(f"--port {page_port}", f"--port {port}")
+    settings, words = split(command)
+    if words[1] == "serve" and "--port" not in words:
+        words += ["--port", str(ports[8000])]
+    return settings, words
 
 
 @contextmanager
-def serving(page: Path, command: str, folder: Path, port: int) -> Iterator[subprocess.Popen[str]]:
-    """A page's ``mcp-tasks serve`` running in the background until its port accepts."""
+def serving(
+    page: Path, command: str, folder: Path, port: int, ports: Mapping[int, int] | None = None
+) -> Iterator[subprocess.Popen[str]]:
+    """A page's ``mcp-tasks serve`` running in the background until ``port`` accepts
+    (``ports``: the page's ports to the test's, by default 8000 to ``port``)."""
     assert command in page_commands(page), f"not a command of {page.name}: {command}"
+    settings, words = on_ports(command, ports or {8000: port})
     process = subprocess.Popen(
-        on_port(command, port),
+        words,
         cwd=folder,
-        env=environment(),
+        env=environment(settings),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -102,13 +118,14 @@ def serving(page: Path, command: str, folder: Path, port: int) -> Iterator[subpr
         process.communicate(timeout=STEP_S)
 
 
-def run(page: Path, command: str, folder: Path, port: int = 8000) -> str:
+def run(page: Path, command: str, folder: Path, ports: Mapping[int, int] | None = None) -> str:
     """Run one command of ``page`` to its end in ``folder``: its stdout (it must exit 0)."""
     assert command in page_commands(page), f"not a command of {page.name}: {command}"
+    settings, words = on_ports(command, ports or {})
     done = subprocess.run(
-        on_port(command, port),
+        words,
         cwd=folder,
-        env=environment(),
+        env=environment(settings),
         capture_output=True,
         text=True,
         timeout=STEP_S,
@@ -140,7 +157,10 @@ def test_lowlevel_server_a_checksum_task_runs_through_the_pages_commands(tmp_pat
     port = free_port()
     with serving(page, "mcp-tasks serve server:server --store sqlite:///tasks.db", tmp_path, port):
         out = run(
-            page, "mcp-tasks call http://127.0.0.1:8000/mcp checksum text=hello", tmp_path, port
+            page,
+            "mcp-tasks call http://127.0.0.1:8000/mcp checksum text=hello",
+            tmp_path,
+            {8000: port},
         )
     assert out.strip().splitlines()[-1] == hashlib.sha256(b"hello").hexdigest()
 
@@ -149,8 +169,9 @@ def test_lowlevel_server_a_checksum_task_runs_through_the_pages_commands(tmp_pat
 def background(page: Path, command: str, folder: Path) -> Iterator[subprocess.Popen[str]]:
     """A page's long-running command (a worker) in the background, stopped at the end."""
     assert command in page_commands(page), f"not a command of {page.name}: {command}"
+    settings, words = split(command)
     process = subprocess.Popen(
-        argv(command), cwd=folder, env=environment(), stdout=subprocess.DEVNULL, text=True
+        words, cwd=folder, env=environment(settings), stdout=subprocess.DEVNULL, text=True
     )
     try:
         yield process
@@ -171,7 +192,26 @@ def test_manual_mode_a_worker_drives_the_task_through_the_folder_queue(tmp_path:
         serving(page, "mcp-tasks serve server:mcp", tmp_path, port),
         background(page, "python worker.py", tmp_path),
     ):
-        out = run(page, call, tmp_path, port)
+        out = run(page, call, tmp_path, {8000: port})
     assert out.strip().splitlines()[-1] == "rendered intro in 3 frames"
     assert not list((tmp_path / "jobs").iterdir())  # taken, done and removed
     assert (tmp_path / "jobs").stat().st_mode & 0o077 == 0  # private to its owner
+
+
+def test_many_processes_front_ends_that_run_nothing_and_a_worker_that_runs_all(
+    tmp_path: Path,
+) -> None:
+    """A task created through one front end (which runs no body) is run by the worker and
+    read through the other front end, all on one SQLite file: the page's result line."""
+    page = GUIDES / "many-processes.md"
+    assert write_files(page, tmp_path) == ["app.py", "client.py"]
+    commands = page_commands(page)
+    ports = {8000: free_port(), 8001: free_port()}
+    first, second, worker, client = commands
+    with (
+        serving(page, first, tmp_path, ports[8000], ports),
+        serving(page, second, tmp_path, ports[8001], ports),
+        background(page, worker, tmp_path),
+    ):
+        out = run(page, client, tmp_path, ports)
+    assert out.strip() == commands[client]
