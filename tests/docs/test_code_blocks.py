@@ -23,6 +23,11 @@ COVERED = [
     "docs/get-started.md",
     "docs/concepts.md",
     "docs/guides/index.md",
+    "docs/guides/lowlevel-server.md",
+    "docs/guides/stdio.md",
+    "docs/guides/manual-mode.md",
+    "docs/guides/many-processes.md",
+    "docs/guides/migrating-from-fastmcp-tasks.md",
     "docs/stores/index.md",
     "docs/reference/wire.md",
     "docs/about.md",
@@ -50,8 +55,22 @@ NOT_YET_COVERED = {
     "docs/monitoring.md": "shell set-ups of an exporter (serve's OTEL_* set-up is test_cli_otel's)",
 }
 
-#: Blocks titled as files: the scenario test that follows the page runs them.
-RUN_BY_SCENARIO = {("docs/get-started.md", "hello.py"), ("docs/get-started.md", "client.py")}
+#: Blocks titled as files: the scenario test that follows the page runs them
+#: (test_get_started; the guides' in test_guides).
+RUN_BY_SCENARIO = {
+    ("docs/get-started.md", "hello.py"),
+    ("docs/get-started.md", "client.py"),
+    ("docs/guides/lowlevel-server.md", "server.py"),
+    ("docs/guides/stdio.md", "server.py"),
+    ("docs/guides/stdio.md", "start.py"),
+    ("docs/guides/stdio.md", "finish.py"),
+    ("docs/guides/manual-mode.md", "server.py"),
+    ("docs/guides/manual-mode.md", "worker.py"),
+    ("docs/guides/many-processes.md", "app.py"),
+    ("docs/guides/many-processes.md", "client.py"),
+    ("docs/guides/migrating-from-fastmcp-tasks.md", "server.py"),
+    ("docs/guides/migrating-from-fastmcp-tasks.md", "client.py"),
+}
 
 
 def python_blocks() -> list[Block]:

@@ -26,12 +26,16 @@ BIN = Path(sys.executable).parent
 STEP_S = 120
 
 
-def write_files(page: Path, folder: Path) -> list[str]:
-    """Every block of ``page`` titled as a file, written into ``folder``: their names."""
+def write_files(page: Path, folder: Path, ports: Mapping[int, int] | None = None) -> list[str]:
+    """Every block of ``page`` titled as a file, written into ``folder`` (with the URLs on
+    the page's ports pointed at ``ports``): their names."""
     names = []
     for block in blocks(page):
         if block.title:
-            (folder / block.title).write_text(block.text, encoding="utf-8")
+            text = block.text
+            for page_port, port in (ports or {}).items():
+                text = text.replace(f"127.0.0.1:{page_port}/", f"127.0.0.1:{port}/")
+            (folder / block.title).write_text(text, encoding="utf-8")
             names.append(block.title)
     return names
 
@@ -215,3 +219,14 @@ def test_many_processes_front_ends_that_run_nothing_and_a_worker_that_runs_all(
     ):
         out = run(page, client, tmp_path, ports)
     assert out.strip() == commands[client]
+
+
+def test_migrating_the_after_server_answers_fastmcp_tasks_own_client(tmp_path: Path) -> None:
+    """The page's "after" server, on our FastMCP extension and SQLite, creates a task for
+    fastmcp-tasks' unchanged client and answers its polls with the report."""
+    page = GUIDES / "migrating-from-fastmcp-tasks.md"
+    port = free_port()
+    assert write_files(page, tmp_path, {8000: port}) == ["server.py", "client.py"]
+    with serving(page, "mcp-tasks serve server:mcp --store sqlite:///tasks.db", tmp_path, port):
+        out = run(page, "python client.py", tmp_path, {8000: port})
+    assert out.splitlines() == ["working", "report for 2026-11"]
