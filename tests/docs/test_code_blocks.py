@@ -33,6 +33,7 @@ COVERED = [
     "docs/about.md",
     "docs/operations.md",
     "docs/troubleshooting.md",
+    "docs/deployment.md",
     "packages/mcp-tasks/README.md",
     "packages/mcp-tasks-sqlite/README.md",
     "packages/mcp-tasks-postgres/README.md",
@@ -70,6 +71,7 @@ RUN_BY_SCENARIO = {
     ("docs/guides/many-processes.md", "client.py"),
     ("docs/guides/migrating-from-fastmcp-tasks.md", "server.py"),
     ("docs/guides/migrating-from-fastmcp-tasks.md", "client.py"),
+    ("docs/deployment.md", "healthcheck.py"),  # test_deployment
 }
 
 
