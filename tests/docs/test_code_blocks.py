@@ -29,6 +29,7 @@ COVERED = [
     "docs/guides/many-processes.md",
     "docs/guides/migrating-from-fastmcp-tasks.md",
     "docs/stores/index.md",
+    "docs/stores/writing-a-store.md",
     "docs/reference/wire.md",
     "docs/about.md",
     "docs/operations.md",
