@@ -90,6 +90,13 @@ def _is_message_constant(node: ast.Assign | ast.AnnAssign) -> bool:
     )
 
 
+def _may_warn_or_fail(level: ast.expr) -> bool:
+    """A doctor row's level that is, or may be (``"ok" if … else "fail"``), warn or fail."""
+    if isinstance(level, ast.IfExp):
+        return _may_warn_or_fail(level.body) or _may_warn_or_fail(level.orelse)
+    return isinstance(level, ast.Constant) and level.value in ("warn", "fail")
+
+
 def _excluded(kind: str, path: Path) -> bool:
     return (kind, None) in NOT_USER_FACING or (kind, path.name) in NOT_USER_FACING
 
@@ -118,9 +125,12 @@ def _messages_of(path: Path) -> list[Message]:
         elif isinstance(node, ast.Assign | ast.AnnAssign) and _is_message_constant(node):
             found.append(("constant", _template(node.value)))
         elif isinstance(node, ast.Tuple) and len(node.elts) == 3:
-            level = node.elts[1]
-            if isinstance(level, ast.Constant) and level.value in ("warn", "fail"):
-                found.append(("doctor", _template(node.elts[2])))
+            if _may_warn_or_fail(node.elts[1]):
+                detail = node.elts[2]
+                details = (
+                    [detail.body, detail.orelse] if isinstance(detail, ast.IfExp) else [detail]
+                )
+                found += [("doctor", _template(each)) for each in details]
         elif isinstance(node, ast.ClassDef) and any(
             isinstance(base, ast.Name) and base.id == "MCPTasksError" for base in node.bases
         ):
