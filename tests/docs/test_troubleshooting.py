@@ -3,7 +3,8 @@
 The messages are read from the source of every distribution (packages/*/src), not from a
 list kept by hand: the text of each error raised or built with a message, each CLI error
 and its hint, each JSON-RPC error, each domain error's default message (its docstring),
-each log line at WARNING or above, and each ``warn``/``fail`` row of ``mcp-tasks doctor``.
+each log line at WARNING or above, each line the CLI prints on stderr, and each
+``warn``/``fail`` row of ``mcp-tasks doctor``.
 A message is its literal text with every interpolated part as ``…``; the page must hold
 its longest literal fragment, word for word. A message with no fragment of
 ``MIN_FRAGMENT`` characters says nothing a reader could search for, and is not required.
@@ -60,7 +61,7 @@ class Message:
 
     @property
     def fragment(self) -> str:
-        parts = re.split(r"…|%[-.\d]*[sdrf]", self.text)
+        parts = re.split(r"…|%[-.\d]*[sdrf]|\{\w*\}", self.text)
         return max((" ".join(part.split()) for part in parts), key=len).strip(" :;,.")
 
 
@@ -82,12 +83,18 @@ def _name(call: ast.Call) -> str:
 
 
 def _is_message_constant(node: ast.Assign | ast.AnnAssign) -> bool:
-    """``NOT_FOUND_MESSAGE = "…"``, ``DURABLE_HINT: Final = "…"``: a message kept as a name."""
+    """``NOT_FOUND_MESSAGE = "…"``, ``DURABLE_HINT: Final = "…"``, ``SDK_MISSING = "…"``: a
+    message kept as a name."""
     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
     return any(
-        isinstance(target, ast.Name) and target.id.endswith(("_MESSAGE", "_HINT"))
+        isinstance(target, ast.Name) and target.id.endswith(("_MESSAGE", "_HINT", "_MISSING"))
         for target in targets
     )
+
+
+def _to_stderr(call: ast.Call) -> bool:
+    """``print(…, file=sys.stderr)``: a CLI's warning or last words."""
+    return any(k.arg == "file" and ast.unparse(k.value) == "sys.stderr" for k in call.keywords)
 
 
 def _may_warn_or_fail(level: ast.expr) -> bool:
@@ -114,6 +121,8 @@ def _messages_of(path: Path) -> list[Message]:
             if id(node) in raised or name in MESSAGE_BUILDERS:
                 found.append((name, _template(first) or _template(keywords.get("message"))))
                 found.append((name, _template(keywords.get("hint"))))
+            elif name == "print" and _to_stderr(node):
+                found.append(("stderr", _template(first)))
             elif name == "log_failure" and len(node.args) > 1:  # logs at ERROR
                 found.append(("log", _template(node.args[1])))
             elif isinstance(node.func, ast.Attribute) and name in LOG_LEVELS:
