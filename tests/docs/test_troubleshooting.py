@@ -40,6 +40,9 @@ MESSAGE_BUILDERS = {
     "invalid_params",
     "header_mismatch",
 }
+#: Helpers that take a message as their n-th argument: a log line at ERROR, a task failed
+#: with that message.
+MESSAGE_ARGUMENT = {"log_failure": 1, "_fail_quietly": 1}
 #: Not messages a user of the product sees: a bug's assertion, a module's missing
 #: attribute (Python's own wording), the demo tool's scripted answer, a log line that only
 #: joins two other messages.
@@ -123,8 +126,8 @@ def _messages_of(path: Path) -> list[Message]:
                 found.append((name, _template(keywords.get("hint"))))
             elif name == "print" and _to_stderr(node):
                 found.append(("stderr", _template(first)))
-            elif name == "log_failure" and len(node.args) > 1:  # logs at ERROR
-                found.append(("log", _template(node.args[1])))
+            elif name in MESSAGE_ARGUMENT and len(node.args) > MESSAGE_ARGUMENT[name]:
+                found.append((name, _template(node.args[MESSAGE_ARGUMENT[name]])))
             elif isinstance(node.func, ast.Attribute) and name in LOG_LEVELS:
                 found.append(("log", _template(first)))
         elif isinstance(node, ast.Dict):  # a JSON-RPC error object written out
