@@ -39,10 +39,18 @@ COVERED = [
     "docs/get-started.md",
     "docs/concepts.md",
     "docs/guides/index.md",
+    "docs/guides/lowlevel-server.md",
+    "docs/guides/stdio.md",
+    "docs/guides/manual-mode.md",
+    "docs/guides/many-processes.md",
+    "docs/guides/migrating-from-fastmcp-tasks.md",
     "docs/stores/index.md",
+    "docs/stores/writing-a-store.md",
     "docs/reference/wire.md",
     "docs/about.md",
     "docs/operations.md",
+    "docs/troubleshooting.md",
+    "docs/deployment.md",
     "packages/mcp-tasks/README.md",
     "packages/mcp-tasks-sqlite/README.md",
     "packages/mcp-tasks-postgres/README.md",
@@ -67,8 +75,23 @@ SCENARIOS = {
 #: Pages not made runnable yet: page → why.
 NOT_YET_COVERED: dict[str, str] = {}
 
-#: Blocks titled as files: the scenario test that follows the page runs them.
-RUN_BY_SCENARIO = {("docs/get-started.md", "hello.py"), ("docs/get-started.md", "client.py")}
+#: Blocks titled as files: the scenario test that follows the page runs them
+#: (test_get_started; the guides' in test_guides).
+RUN_BY_SCENARIO = {
+    ("docs/get-started.md", "hello.py"),
+    ("docs/get-started.md", "client.py"),
+    ("docs/guides/lowlevel-server.md", "server.py"),
+    ("docs/guides/stdio.md", "server.py"),
+    ("docs/guides/stdio.md", "start.py"),
+    ("docs/guides/stdio.md", "finish.py"),
+    ("docs/guides/manual-mode.md", "server.py"),
+    ("docs/guides/manual-mode.md", "worker.py"),
+    ("docs/guides/many-processes.md", "app.py"),
+    ("docs/guides/many-processes.md", "client.py"),
+    ("docs/guides/migrating-from-fastmcp-tasks.md", "server.py"),
+    ("docs/guides/migrating-from-fastmcp-tasks.md", "client.py"),
+    ("docs/deployment.md", "healthcheck.py"),  # test_deployment
+}
 
 
 def python_blocks() -> list[Block]:

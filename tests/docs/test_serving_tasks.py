@@ -8,7 +8,6 @@ and calls it with the tasks client.
 
 from __future__ import annotations
 
-import textwrap
 from typing import TYPE_CHECKING
 
 import pytest
@@ -20,12 +19,9 @@ if TYPE_CHECKING:
 PAGE = PageBlocks("docs/serving-tasks.md")
 APP = PAGE.take('mcp = MCPServer("builder"')
 TESTING = PAGE.take("async def confirm(context, params)")
-LOWLEVEL = PAGE.take("tasks.install(server)")
 HTTP_APP = PAGE.take("app = tasks.http_app(mcp)  # instead of")
 USE_STORE = PAGE.take("tasks.use_store(")
 MOUNTED = PAGE.take('Mount("/api"')
-DEFERRED = PAGE.take("manual=True")
-CONTROL = PAGE.take("async with TaskControl(store) as control:")
 NOTIFIER = PAGE.take("class Counting")
 RETRIES = PAGE.take("retry_delays_ms=exponential_backoff")
 PAGE.take("subscriptions/listen")  # test_wire_examples sends it to a live server
@@ -80,98 +76,12 @@ def test_the_app_mounted_in_starlette_with_its_own_lifespan_serves_under_api() -
     run_program(program(APP, MOUNTED, glue), "serving_mounted")
 
 
-def test_the_low_level_server_runs_build_as_a_task() -> None:
-    """The page's low-level `Server` lines, around a `call_tool` handler and a `build(arguments)`
-    of the glue's, serve `build` as a task."""
-    glue = """
-import mcp_types as types
-from mcp.server.lowlevel import Server
-
-from mcp_tasks import Tasks, current_task_context
-
-tasks = Tasks()
-
-
-async def build(arguments):
-    task = current_task_context()
-    await task.progress(1, 2, "Fetching")
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"built {arguments['ref']}")]
-    )
-
-
-async def call_tool(ctx, params):
-    return await build(params.arguments or {})
-"""
-    run_program(
-        program(glue, LOWLEVEL, CALL_BUILD.format(serve="running(server)", url="url")),
-        "serving_lowlevel",
-    )
-
-
 def test_use_store_sets_the_store_and_a_pinned_app_refuses_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The block runs, and prints what its comment says."""
     run_program(program(USE_STORE), "serving_use_store")
     assert capsys.readouterr().out == "The app pins its task store to memory://other\n"
-
-
-def test_a_manual_task_is_driven_to_its_end_by_task_control() -> None:
-    """The `render` tool of the page defers to a job the glue runs in this process (the
-    page's queue is procrastinate); the job is the page's TaskControl block: it asks
-    whether to publish, waits for the client's answer (the client is asked once) and
-    completes the task."""
-    worker = f"""
-import anyio
-
-from mcp_tasks import Deferred, TaskControl
-
-PUBLISH = {{"method": "elicitation/create", "params": {{
-    "mode": "form", "message": "Publish?", "requestedSchema": {{"type": "object"}}}}}}
-
-
-async def job(task_id, publish_request):
-    store = tasks.store
-{textwrap.indent(CONTROL.text, "    ")}
-
-class RenderJob:
-    async def defer_async(self, task_id, scene):
-        jobs.start_soon(job, task_id, PUBLISH)
-
-
-render_job = RenderJob()
-"""
-    client = """
-import mcp_types as types
-
-from mcp_tasks.client import TaskHandle
-from mcp_tasks.testing import running, start_tool, tasks_client
-
-
-async def yes(context, params):
-    answered.append(params.message)
-    return types.ElicitResult(action="accept", content={})
-
-
-answered = []
-
-
-async def call_render():
-    global jobs
-    async with anyio.create_task_group() as jobs, running(mcp) as url:
-        async with tasks_client(url, elicitation_callback=yes) as client:
-            handle = await start_tool(client, "render", {"scene": "teapot"})
-            assert isinstance(handle, TaskHandle)
-            final = await handle.wait()
-            assert final.status == "completed", final
-            assert final.call_tool_result().content[0].text == "done"
-
-
-anyio.run(call_render)
-assert answered == ["Publish?"], answered  # the job waited for the client's answer
-"""
-    run_program(program(APP, worker, DEFERRED, client), "serving_manual")
 
 
 def test_the_counting_notifier_counts_the_changes_it_publishes() -> None:
