@@ -8,7 +8,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import secrets
+import shutil
 import socket
 import statistics
 import subprocess
@@ -230,6 +232,27 @@ def connected_ports(pid: int, remote_port: int) -> set[int]:
     return ports
 
 
+def unix_peers(pid: int, name: str) -> set[int] | None:
+    """The processes called ``name`` at the other end of process ``pid``'s Unix-socket
+    connections (``ss -xpn`` lists each socket's inode, its peer's and its process), or
+    ``None`` without ``ss``."""
+    ss = shutil.which("ss")
+    if ss is None:
+        return None
+    listing = subprocess.run([ss, "-xpn"], capture_output=True, text=True, check=True).stdout
+    ours, owners = set(), {}
+    for line in listing.splitlines()[1:]:
+        fields = line.split()
+        owner = re.search(r'\(\("([^"]*)",pid=(\d+),', line)
+        if len(fields) < 8 or owner is None:
+            continue
+        if int(owner.group(2)) == pid:
+            ours.add(fields[7])  # the peer's inode
+        elif owner.group(1) == name:
+            owners[fields[5]] = int(owner.group(2))
+    return {owners[inode] for inode in ours if inode in owners}
+
+
 def listening_pid(port: int) -> int | None:
     """The process listening on TCP ``port`` on this machine, if it can be found."""
     inodes = set()
@@ -256,7 +279,9 @@ def database_pids(kind: str, url: str, server_pid: int) -> list[int] | None:
     client port); the Redis server (``INFO server``'s ``process_id``: its CPU for every
     client, so only a machine running nothing else gives a clean figure); the MongoDB
     server listening on the URL's port (the embedded SecantusDB server is our child).
-    ``None`` when they cannot be read: a server on another machine."""
+    ``None`` when they cannot be read: a server on another machine. Postgres over a Unix
+    socket (the embedded server's URL): the ``postgres`` processes at the other end of the
+    server's Unix-socket connections."""
     if kind in ("memory", "sqlite"):
         return []
     if not is_local(url):
@@ -264,7 +289,9 @@ def database_pids(kind: str, url: str, server_pid: int) -> list[int] | None:
     port = urlsplit(url).port
     if kind == "postgres":
         ports = connected_ports(server_pid, port or 5432)
-        return asyncio.run(_postgres_backends(url, ports)) if ports else []
+        backends = set(asyncio.run(_postgres_backends(url, ports))) if ports else set()
+        over_unix = unix_peers(server_pid, "postgres")
+        return None if over_unix is None else sorted(backends | over_unix)
     if kind == "redis":
         pid = asyncio.run(_redis_pid(url))
         return [pid] if Path(f"/proc/{pid}/comm").exists() else None
