@@ -115,10 +115,10 @@ def targets(
         )
     redis = next((b for b in backends if b.name == "redis"), None)
     if fastmcp_python is not None:
-        peers = [(PEER, "memory://", "memory", None)]
+        peers: list[tuple[str, str, str, str | None]] = [(PEER, "memory://", "memory", None)]
         if redis is not None and redis.base is not None:
-            prefix = "mcpt_bench_peer_" + secrets.token_hex(4)
-            peers.append((PEER_REDIS, redis.base, "redis", prefix))
+            queue = "mcpt_bench_peer_" + secrets.token_hex(4)
+            peers.append((PEER_REDIS, redis.base, "redis", queue))
         for name, url, store, prefix in peers:
             port = free_port()
             argv = [str(fastmcp_python), "bench/fastmcp_tasks_server.py", "--port", str(port),
