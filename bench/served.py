@@ -193,8 +193,11 @@ def wrk_script(method: str, params: dict[str, Any], name: str | None, directory:
 
 
 def run_wrk(wrk: str, port: int, script: Path, seconds: float, connections: int) -> float:
-    """Requests per second; any non-2xx answer or socket error fails the run."""
-    argv = [wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", str(script)]
+    """Requests per second; any non-2xx answer or socket error fails the run. A request
+    may take up to 30 s (wrk's default is 2 s, which a server on a busy machine can miss
+    without failing anything)."""
+    argv = [wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "30s"]
+    argv += ["-s", str(script)]
     done = subprocess.run(
         [*argv, f"http://127.0.0.1:{port}/mcp"], capture_output=True, text=True, check=True
     )
