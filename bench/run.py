@@ -285,6 +285,7 @@ def main() -> None:
 
         fastmcp_python = served.ensure_fastmcp_tasks()
         # The peer's worker runs as many tasks at once as the workload keeps in flight.
+        results["settings"]["peer_concurrency"] = config["e2e_in_flight"]
         targets = served.targets(
             backends.available, fastmcp_python, concurrency=config["e2e_in_flight"]
         )
