@@ -495,13 +495,7 @@ def cpu_per_task(
         counts: Counter[str] = Counter()
         usage = target.usage(pids[target.name])
         if target.kind == "sdk":
-            asyncio.run(drive_plain(target.port, in_flight, in_flight, 0))  # warm-up
-            usage.start()
-            asyncio.run(drive_plain(target.port, tasks, in_flight, tool_ms, counts=counts))
-            results[target.name] = {**cpu_figures(usage.stop(), tasks), "requests_per_task":
-                                    per_task(counts, tasks)}  # fmt: skip
-            print(f"  {target.name:<20}{usage.total_s * 1000 / tasks:>8.2f} ms CPU/call"
-                  " (the tool as a plain tools/call)", flush=True)  # fmt: skip
+            results[target.name] = plain_calls(target, usage, tasks, in_flight, tool_ms)
             continue
         asyncio.run(drive(target.port, in_flight, in_flight, 0, poll_ms))  # warm-up
         usage.start()
@@ -535,6 +529,22 @@ def cpu_per_task(
             flush=True,
         )
     return results
+
+
+def plain_calls(
+    target: Target, usage: Usage, calls: int, in_flight: int, tool_ms: int
+) -> dict[str, Any]:
+    """The workload's tool as ``calls`` plain ``tools/call``s on the SDK's server: CPU ms per
+    call (``cpu_ms_per_task``: the floor's call) and the requests it answered per call."""
+    counts: Counter[str] = Counter()
+    asyncio.run(drive_plain(target.port, in_flight, in_flight, 0))  # warm-up
+    usage.start()
+    asyncio.run(drive_plain(target.port, calls, in_flight, tool_ms, counts=counts))
+    usage.stop()
+    print(
+        f"  {target.name:<20}{usage.total_s * 1000 / calls:>8.2f} ms CPU/call (plain)", flush=True
+    )
+    return {**cpu_figures(usage, calls), "requests_per_task": per_task(counts, calls)}
 
 
 def cpu_figures(usage: Usage, tasks: int) -> dict[str, float | None]:
