@@ -24,9 +24,9 @@ def save(fig: Any, path: Path) -> None:
 
 
 def colour(name: str) -> str:
-    if name == "fastmcp-tasks":
+    if name.startswith("fastmcp-tasks"):
         return OTHER
-    return FLOOR if name in ("sdk tools/call", "bare starlette") else OURS
+    return FLOOR if name in ("sdk tools/call", "bare starlette") or name.endswith("floor") else OURS
 
 
 def labelled_bars(ax: Any, names: list[str], values: list[float], fmt: str) -> None:
@@ -46,12 +46,31 @@ def poll_capacity(results: dict[str, Any], out: Path) -> None:
 
 
 def cpu_per_task(results: dict[str, Any], out: Path) -> None:
+    """Left: CPU per completed task, server and database stacked, with each store's floor
+    beside it; right: the create latency."""
     cpu = results["cpu_per_task"]
-    names = list(cpu)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    labelled_bars(left, names, [cpu[n]["cpu_ms_per_task"] for n in names], "{:.1f}")
-    left.set_ylabel("server CPU ms per completed task")
-    left.set_title("CPU per task, end to end")
+    names = [n for n in cpu if "create_p50_ms" in cpu[n]]
+    floors = results.get("floor", {})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    bars: list[str] = []
+    server: list[float] = []
+    database: list[float] = []
+    for name in names:
+        bars.append(name)
+        server.append(cpu[name]["server_cpu_ms_per_task"])
+        database.append(cpu[name]["database_cpu_ms_per_task"] or 0.0)
+        if floors.get(name, {}).get("cpu_ms_per_task") is not None:
+            bars.append(f"{name} floor")
+            server.append(floors[name]["cpu_ms_per_task"])
+            database.append(0.0)
+    left.bar(bars, server, color=[colour(n) for n in bars], label="server")
+    stacked = left.bar(bars, database, bottom=server, color="#f0a202", label="database")
+    totals = [a + b for a, b in zip(server, database, strict=True)]
+    left.bar_label(stacked, labels=[f"{t:.1f}" for t in totals], fontsize=7)
+    left.tick_params(axis="x", labelrotation=35, labelsize=7)
+    left.set_ylabel("CPU ms per completed task")
+    left.set_title("CPU per task (server + database); floors in grey")
+    left.legend(fontsize=8)
     x = range(len(names))
     right.bar([i - 0.2 for i in x], [cpu[n]["create_p50_ms"] for n in names], 0.4, label="p50")
     right.bar([i + 0.2 for i in x], [cpu[n]["create_p99_ms"] for n in names], 0.4, label="p99")

@@ -1,5 +1,6 @@
-"""What every section shares: the backends of this run, server processes, a lean HTTP client
-and the server's CPU time and resident size from ``/proc``."""
+"""What every section shares: the backends of this run, server processes, a lean HTTP client,
+and the CPU time (of a server and of the database processes serving it) and resident size
+from ``/proc``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import secrets
+import shutil
 import socket
 import statistics
 import subprocess
@@ -17,6 +20,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from mcp_tasks import (
     ANY_OWNER,
@@ -30,7 +34,7 @@ from mcp_tasks.stores.opening import backend_for
 from mcp_tasks_contract.servers import embedded_mongodb, embedded_postgres
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL = "2026-07-28"
@@ -190,6 +194,170 @@ def cpu_seconds(pid: int) -> float:
     text = Path(f"/proc/{pid}/stat").read_text()
     fields = text[text.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+def cpu_of(pids: Iterable[int]) -> dict[int, float]:
+    """The CPU time so far of each of ``pids`` still running."""
+    found = {}
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            found[pid] = cpu_seconds(pid)
+    return found
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "")
+
+
+def is_local(url: str) -> bool:
+    """Whether the server of ``url`` runs on this machine (its processes can be read)."""
+    return (urlsplit(url).hostname or "") in LOOPBACK
+
+
+def connected_ports(pid: int, remote_port: int) -> set[int]:
+    """The local ports of process ``pid``'s TCP connections to ``remote_port``: its sockets
+    (``/proc/<pid>/fd``) looked up in the kernel's TCP tables by inode."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote, inode = fields[1], fields[2], fields[9]
+            if inode in inodes and int(remote.rpartition(":")[2], 16) == remote_port:
+                ports.add(int(local.rpartition(":")[2], 16))
+    return ports
+
+
+def unix_peers(pid: int, name: str) -> set[int] | None:
+    """The processes called ``name`` at the other end of process ``pid``'s Unix-socket
+    connections (``ss -xpn`` lists each socket's inode, its peer's and its process), or
+    ``None`` without ``ss``."""
+    ss = shutil.which("ss")
+    if ss is None:
+        return None
+    listing = subprocess.run([ss, "-xpn"], capture_output=True, text=True, check=True).stdout
+    ours, owners = set(), {}
+    for line in listing.splitlines()[1:]:
+        fields = line.split()
+        owner = re.search(r'\(\("([^"]*)",pid=(\d+),', line)
+        if len(fields) < 8 or owner is None:
+            continue
+        if int(owner.group(2)) == pid:
+            ours.add(fields[7])  # the peer's inode
+        elif owner.group(1) == name:
+            owners[fields[5]] = int(owner.group(2))
+    return {owners[inode] for inode in ours if inode in owners}
+
+
+def listening_pid(port: int) -> int | None:
+    """The process listening on TCP ``port`` on this machine, if it can be found."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rpartition(":")[2], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in inodes:
+                        return int(proc.name)
+    return None
+
+
+def database_pids(kind: str, url: str, server_pid: int) -> list[int] | None:
+    """The database processes serving the server ``server_pid`` on the store ``kind`` at
+    ``url`` (their CPU is the task's too): none for memory and SQLite (in the server's own
+    process); the Postgres backends of the server's connections (``pg_stat_activity`` by
+    client port); the Redis server (``INFO server``'s ``process_id``: its CPU for every
+    client, so only a machine running nothing else gives a clean figure); the MongoDB
+    server listening on the URL's port (the embedded SecantusDB server is our child).
+    ``None`` when they cannot be read: a server on another machine. Postgres over a Unix
+    socket (the embedded server's URL): the ``postgres`` processes at the other end of the
+    server's Unix-socket connections."""
+    if kind in ("memory", "sqlite"):
+        return []
+    if not is_local(url):
+        return None
+    port = urlsplit(url).port
+    if kind == "postgres":
+        ports = connected_ports(server_pid, port or 5432)
+        backends = set(asyncio.run(_postgres_backends(url, ports))) if ports else set()
+        over_unix = unix_peers(server_pid, "postgres")
+        return None if over_unix is None else sorted(backends | over_unix)
+    if kind == "redis":
+        pid = asyncio.run(_redis_pid(url))
+        return [pid] if Path(f"/proc/{pid}/comm").exists() else None
+    if kind == "mongodb":
+        found = listening_pid(port or 27017)
+        return None if found is None else [found]
+    return None
+
+
+async def _postgres_backends(url: str, ports: set[int]) -> list[int]:
+    import asyncpg  # noqa: PLC0415 (the Postgres store's driver, imported when used)
+
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "select pid from pg_stat_activity where client_port = any($1::int[])", list(ports)
+        )
+    finally:
+        await conn.close()
+    return [int(row["pid"]) for row in rows]
+
+
+async def _redis_pid(url: str) -> int:
+    from redis.asyncio import Redis  # noqa: PLC0415 (the Redis store's driver)
+
+    client = Redis.from_url(url)
+    try:
+        info = await client.info("server")
+    finally:
+        await client.aclose()
+    return int(info["process_id"])
+
+
+@dataclass
+class Usage:
+    """CPU time used between :meth:`start` and :meth:`stop` by a server process and by the
+    database processes serving it (``database_pids``, found again at the stop: a connection
+    opened meanwhile counts from its start; one closed meanwhile is lost)."""
+
+    server_pid: int
+    kind: str = "memory"  #: the store kind (``database_pids``)
+    url: str = ""
+    server_s: float = 0.0
+    database_s: float | None = 0.0  #: ``None``: the database's processes cannot be read
+    _before: dict[int, float] = field(default_factory=dict)
+
+    def _database(self) -> list[int] | None:
+        return database_pids(self.kind, self.url, self.server_pid)
+
+    def start(self) -> None:
+        self._before = cpu_of([self.server_pid, *(self._database() or [])])
+
+    def stop(self) -> Usage:
+        database = self._database()
+        after = cpu_of([self.server_pid, *(database or [])])
+        self.server_s = after[self.server_pid] - self._before[self.server_pid]
+        self.database_s = (
+            None
+            if database is None
+            else sum(after[p] - self._before.get(p, 0.0) for p in database if p in after)
+        )
+        return self
+
+    @property
+    def total_s(self) -> float:
+        return self.server_s + (self.database_s or 0.0)
 
 
 def resident_bytes(pid: int) -> int:

@@ -1,11 +1,18 @@
-"""fastmcp-tasks 4.1.4 on its memory backend, the comparison server of the HTTP sections.
+"""fastmcp-tasks 4.1.4, the comparison server of the HTTP sections, configured as its users
+would run it for the workload.
 
 Runs with the Python of its own virtualenv (``.cache/bench/fastmcp-tasks``, made by
 ``bench/served.py``), so it imports nothing of this project:
 
-    .cache/bench/fastmcp-tasks/bin/python bench/fastmcp_tasks_server.py --port 8126
+    .cache/bench/fastmcp-tasks/bin/python bench/fastmcp_tasks_server.py --port 8126 \\
+        --concurrency 50 [--url redis://127.0.0.1:6379/0 --name mcpt_bench_peer_1a2b]
 
-The same tool as ours (``nap(ms)``, always a task), served over Streamable HTTP at /mcp.
+``--url`` is its Docket backend: ``memory://`` (its default, an in-process Redis) or its
+production backend, Redis. ``--concurrency`` is its worker's limit on tasks running at once
+(its own default is 10; a workload that keeps 50 tasks in flight needs at least 50, or its
+tasks queue behind the limit and are polled several times as often). ``--name`` is the
+Docket queue's name, the prefix of every key it writes. The same tool as ours (``nap(ms)``,
+always a task: it reports progress once, sleeps, answers), served over Streamable HTTP at /mcp.
 """
 
 from __future__ import annotations
@@ -14,20 +21,24 @@ import argparse
 import asyncio
 
 import uvicorn
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
 from fastmcp_tasks import TasksExtension
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--url", default="memory://", help="the Docket backend")
+    parser.add_argument("--concurrency", type=int, required=True, help="tasks running at once")
+    parser.add_argument("--name", default="fastmcp", help="the Docket queue (key prefix)")
     args = parser.parse_args()
     mcp = FastMCP("bench-fastmcp-tasks")
-    mcp.add_extension(TasksExtension(url="memory://"))
+    mcp.add_extension(TasksExtension(url=args.url, name=args.name, concurrency=args.concurrency))
 
     @mcp.tool(task=True)
-    async def nap(ms: int) -> str:
-        """Sleep ``ms`` milliseconds, then answer."""
+    async def nap(ms: int, ctx: Context) -> str:
+        """Report progress once, sleep ``ms`` milliseconds, then answer."""
+        await ctx.report_progress(0, ms if ms > 0 else None, "napping")  # a total is > 0
         await asyncio.sleep(ms / 1000)
         return f"slept {ms} ms"
 

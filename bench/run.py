@@ -63,12 +63,21 @@ def ratio(a: float | None, b: float | None) -> tuple[float | None, str | None]:
     return a / b, None
 
 
+#: The requests each side of a ratio answered per task (or per measured request), by
+#: method: the work behind each figure, shown beside the ratio.
+Requests = tuple[dict[str, float] | None, dict[str, float] | None]
+
+
 def goal(
-    figures: tuple[float | None, float | None], op: str, target: float, why: str | None = None
+    figures: tuple[float | None, float | None],
+    op: str,
+    target: float,
+    why: str | None = None,
+    requests: Requests | None = None,
 ) -> dict[str, Any]:
     """One goal: the ratio of two figures, the goal (``>= x`` or ``<= x``) and whether it
     holds. Judged on the unrounded ratio (the table keeps it to 3 decimals); a missing
-    figure has no verdict, a figure of 0 misses the goal."""
+    figure has no verdict, a figure of 0 misses the goal. ``requests``: each side's."""
     measured, failed = ratio(*figures)
     met = None if measured is None else (measured >= target if op == ">=" else measured <= target)
     entry: dict[str, Any] = {
@@ -79,20 +88,30 @@ def goal(
     note = failed or why or (None if measured is not None else "not measured")
     if note is not None:
         entry["note"] = note
+    if requests is not None:
+        entry["requests"] = list(requests)
     return entry
 
 
-def reported(figures: tuple[float | None, float | None], why: str | None = None) -> dict[str, Any]:
+def reported(
+    figures: tuple[float | None, float | None],
+    why: str | None = None,
+    requests: Requests | None = None,
+) -> dict[str, Any]:
     """A ratio reported without a goal: MongoDB's capacity and CPU (measured on the embedded
     SecantusDB server, whose absolute speed says nothing about a real ``mongod``), the
-    create tail after the first wave (a reading beside the goal, not in its place)."""
+    durable stores' CPU against the peer's memory backend, the create tail after the first
+    wave (a reading beside the goal, not in its place)."""
     measured, failed = ratio(*figures)
-    return {
+    entry: dict[str, Any] = {
         "measured": None if measured is None else round(measured, 3),
         "goal": "reported",
         "met": None,
         "note": failed or why or "reported, with no goal",
     }
+    if requests is not None:
+        entry["requests"] = list(requests)
+    return entry
 
 
 AFTER_FIRST_WAVE = (
@@ -102,6 +121,31 @@ AFTER_FIRST_WAVE = (
 
 #: The durable stores with capacity and CPU-per-task goals; MongoDB's are reported.
 GOAL_DURABLE = ("sqlite", "postgres", "redis")
+
+#: CPU per completed task against the floor (``floor``), per store: the goal.
+FLOOR_GOALS = {"memory": 1.2, "sqlite": 1.4, "postgres": 1.5, "redis": 1.5}
+
+#: What a capacity or tools/call ratio's two sides each answered: one request per request.
+ONE_GET: Requests = ({"tasks/get": 1.0}, {"tasks/get": 1.0})
+ONE_CALL: Requests = ({"tools/call": 1.0}, {"tools/call": 1.0})
+
+PEER, PEER_REDIS, SDK, BARE = served.PEER, served.PEER_REDIS, served.SDK, served.BARE
+
+
+def floor(results: dict[str, Any], name: str) -> tuple[float | None, dict[str, float] | None]:
+    """The floor of a task on store ``name`` (CPU ms) and its requests: the task's tool as
+    one plain ``tools/call`` on the SDK (section 2's ``sdk tools/call``) plus as many
+    ``tasks/get`` as our server on that store answered per task, each at what a
+    ``tasks/get`` costs there on the fast path, server and database (section 1)."""
+    cpu = results["cpu_per_task"]
+    call = cpu.get(SDK, {}).get("cpu_ms_per_task")
+    ours = cpu.get(name, {}).get("requests_per_task")
+    get_us = results["poll_capacity"].get(name, {}).get("cpu_us_per_request")
+    if call is None or ours is None or get_us is None:
+        return None, None
+    polls = ours.get("tasks/get", 0.0)
+    calls = cpu[SDK]["requests_per_task"].get("tools/call", 0.0)
+    return call + polls * get_us / 1000, {"tools/call": calls, "tasks/get": polls}
 
 
 def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -117,26 +161,62 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
     def absent(name: str) -> str | None:
         return missing.get(name)
 
-    ft = rps("fastmcp-tasks")
-    out["tasks_get.memory_vs_fastmcp_tasks"] = goal((rps("memory"), ft), ">=", 3)
+    def cpu_ms(name: str) -> float | None:
+        value: float | None = cpu.get(name, {}).get("cpu_ms_per_task")
+        return value
+
+    def requests(name: str) -> dict[str, float] | None:
+        value: dict[str, float] | None = cpu.get(name, {}).get("requests_per_task")
+        return value
+
+    peer = rps(PEER)
+    out["tasks_get.memory_vs_fastmcp_tasks"] = goal((rps("memory"), peer), ">=", 3, None, ONE_GET)
     out["tasks_get.memory_vs_bare_starlette"] = goal(
-        (rps("memory"), rps("bare starlette")), ">=", 0.45
+        (rps("memory"), rps(BARE)), ">=", 0.85, None, ONE_GET
     )
     for name in DURABLE:
-        figures = (rps(name), ft)
+        figures = (rps(name), peer)
         out[f"tasks_get.{name}_vs_fastmcp_tasks"] = (
-            goal(figures, ">=", 2, absent(name))
+            goal(figures, ">=", 3, absent(name), ONE_GET)
             if name in GOAL_DURABLE
-            else reported(figures, absent(name))
+            else reported(figures, absent(name), ONE_GET)
         )
-    ft_cpu = cpu.get("fastmcp-tasks", {}).get("cpu_ms_per_task")
+    no_redis_peer = None if PEER_REDIS in cpu else absent("redis") or "the peer on Redis: no Redis"
+    for name, other, target in (("memory", PEER, 0.25), ("memory", PEER_REDIS, 0.25)):
+        suffix = "_redis" if other == PEER_REDIS else ""
+        why = no_redis_peer if other == PEER_REDIS else None
+        out[f"cpu_per_task.{name}_vs_fastmcp_tasks{suffix}"] = goal(
+            (cpu_ms(name), cpu_ms(other)), "<=", target, why, (requests(name), requests(other))
+        )
+    for name in DURABLE:
+        out[f"cpu_per_task.{name}_vs_fastmcp_tasks"] = reported(
+            (cpu_ms(name), cpu_ms(PEER)), absent(name), (requests(name), requests(PEER))
+        )
+    out["cpu_per_task.redis_vs_fastmcp_tasks_redis"] = reported(
+        (cpu_ms("redis"), cpu_ms(PEER_REDIS)),
+        absent("redis") or no_redis_peer or "like for like, both on Redis (its CPU counted)",
+        (requests("redis"), requests(PEER_REDIS)),
+    )
     for name in ALL:
-        figures = (cpu.get(name, {}).get("cpu_ms_per_task"), ft_cpu)
-        out[f"cpu_per_task.{name}_vs_fastmcp_tasks"] = (
-            goal(figures, "<=", 0.15 if name == "memory" else 0.3, absent(name))
-            if name == "memory" or name in GOAL_DURABLE
-            else reported(figures, absent(name))
+        floor_ms, floor_requests = floor(results, name)
+        figures = (cpu_ms(name), floor_ms)
+        pair = (requests(name), floor_requests)
+        out[f"cpu_per_task.{name}_vs_floor"] = (
+            goal(figures, "<=", FLOOR_GOALS[name], absent(name), pair)
+            if name in FLOOR_GOALS
+            else reported(figures, absent(name), pair)
         )
+    calls = results.get("tools_call", {})
+    out["tools_call.memory_task_vs_sdk_plain"] = goal(
+        (
+            calls.get("memory", {}).get("server_cpu_us_per_request"),
+            calls.get(SDK, {}).get("server_cpu_us_per_request"),
+        ),
+        "<=",
+        1.1,
+        absent("memory"),
+        ONE_CALL,
+    )
     for name in ALL:
         row = cpu.get(name, {})
         out[f"create_p99_vs_p50.{name}"] = goal(
@@ -204,7 +284,11 @@ def main() -> None:
             print(f"{name}: {why}")
 
         fastmcp_python = served.ensure_fastmcp_tasks()
-        targets = served.targets(backends.available, fastmcp_python)
+        # The peer's worker runs as many tasks at once as the workload keeps in flight.
+        results["settings"]["peer_concurrency"] = config["e2e_in_flight"]
+        targets = served.targets(
+            backends.available, fastmcp_python, concurrency=config["e2e_in_flight"]
+        )
         with served.all_started(targets) as pids:
             print("1. tasks/get capacity under wrk", flush=True)
             results["poll_capacity"] = served.poll_capacity(
@@ -223,6 +307,14 @@ def main() -> None:
                 in_flight=config["e2e_in_flight"],
                 tool_ms=config["e2e_tool_ms"],
                 poll_ms=config["e2e_poll_ms"],
+            )
+            print("2b. a task-creating tools/call against a plain one, under wrk", flush=True)
+            results["tools_call"] = served.tools_call_cpu(
+                targets,
+                pids,
+                seconds=config["wrk_seconds"],
+                connections=config["wrk_connections"],
+                rounds=config["wrk_rounds"],
             )
             if not args.no_profile:
                 served.profile_creates(
@@ -252,6 +344,11 @@ def main() -> None:
         print("5. memory", flush=True)
         results["memory"] = memory.measure(config["memory_tasks"])
 
+    results["floor"] = {
+        name: dict(zip(("cpu_ms_per_task", "requests_per_task"), floor(results, name), strict=True))
+        for name in results["cpu_per_task"]
+        if name in ALL
+    }
     results["ratios"] = ratios(results, backends.missing)
     results["seconds"] = round(time.perf_counter() - started, 1)
     (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -275,20 +372,36 @@ def verdict(entry: dict[str, Any], missed: str) -> str:
     return note or "n/a"
 
 
+def requests_beside(entry: dict[str, Any]) -> str:
+    """The requests behind a ratio's two figures, ``a | b``, each by method (per task, or
+    per measured request for a capacity); empty for a ratio of no requests."""
+    pair = entry.get("requests")
+    if pair is None:
+        return ""
+    return " | ".join("—" if side is None else served.requests_text(side) for side in pair)
+
+
 def markdown_table(table: dict[str, dict[str, Any]]) -> str:
     """The goals as a Markdown table (for docs/performance.md)."""
-    rows = ["| goal | measured | target | result |", "| --- | ---: | --- | --- |"]
+    rows = [
+        "| goal | measured | target | requests per task (a \\| b) | result |",
+        "| --- | ---: | --- | --- | --- |",
+    ]
     for name, entry in table.items():
         measured = "—" if entry["measured"] is None else f"{entry['measured']:.2f}"
-        rows.append(f"| `{name}` | {measured} | {entry['goal']} | {verdict(entry, '**missed**')} |")
+        beside = requests_beside(entry).replace("|", "\\|")
+        result = verdict(entry, "**missed**")
+        rows.append(f"| `{name}` | {measured} | {entry['goal']} | {beside} | {result} |")
     return "\n".join(rows) + "\n"
 
 
 def print_table(table: dict[str, dict[str, Any]]) -> None:
-    print(f"\n{'goal':<52}{'measured':>10}  {'goal':<9}result")
+    width = max(len(requests_beside(entry)) for entry in table.values()) + 2
+    print(f"\n{'goal':<48}{'measured':>9}  {'goal':<9}{'requests per task (a | b)':<{width}}result")
     for name, entry in table.items():
         measured = "—" if entry["measured"] is None else f"{entry['measured']:.3f}"
-        print(f"{name:<52}{measured:>10}  {entry['goal']:<9}{verdict(entry, 'MISSED')}")
+        beside, result = requests_beside(entry), verdict(entry, "MISSED")
+        print(f"{name:<48}{measured:>9}  {entry['goal']:<9}{beside:<{width}}{result}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,16 @@
 """Sections 1 and 2: the servers over HTTP, each its own process.
 
 1. Poll capacity: ``tasks/get`` requests per second under ``wrk`` (1 thread, 50
-   connections) on one completed task, for our server on each store and for fastmcp-tasks
-   4.1.4 on its memory backend; the SDK's trivial ``tools/call`` and a bare Starlette
+   connections) on one completed task, and the CPU per request of the server and of the
+   database processes serving it, for our server on each store and for fastmcp-tasks 4.1.4
+   on its memory backend and on Redis; the SDK's trivial ``tools/call`` and a bare Starlette
    JSON-RPC route beside them as floors.
-2. CPU per task: the end-to-end workload (``tasks`` tasks of a ``tool_ms`` tool, ``in_flight``
-   at once, each polled every ``poll_ms``), the server's CPU time per completed task, and
-   the create latency (p50, p99).
+2. CPU per task: the end-to-end workload (``tasks`` tasks of a ``tool_ms`` tool that reports
+   progress once, ``in_flight`` at once, each polled every ``poll_ms``): the CPU time of the
+   server and of its database per completed task, the requests the server answered per task
+   (counted by the client, by method), and the create latency (p50, p99); the same tool as a
+   plain ``tools/call`` on the SDK (the floor's call). Then, under ``wrk``, a task-creating
+   ``tools/call`` on memory beside the SDK's plain ``tools/call`` of the same tool.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -29,7 +34,7 @@ from bench.common import (
     ROOT,
     Backend,
     Connection,
-    cpu_seconds,
+    Usage,
     free_port,
     median,
     our_server,
@@ -40,10 +45,17 @@ from bench.common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 FASTMCP_TASKS = "fastmcp-tasks==4.1.4"
 FASTMCP_VENV = ROOT / ".cache" / "bench" / "fastmcp-tasks"
+
+
+#: The peer on its production backend, Redis: the row name of its figures.
+PEER = "fastmcp-tasks"
+PEER_REDIS = "fastmcp-tasks redis"
+SDK = "sdk tools/call"
+BARE = "bare starlette"
 
 
 @dataclass
@@ -53,7 +65,14 @@ class Target:
     name: str
     argv: list[str]
     port: int
-    kind: str  #: "tasks" (has nap + tasks/get), "sdk" (tools/call echo), "bare"
+    kind: str  #: "tasks" (a task tool nap + tasks/get), "sdk" (plain nap, echo), "bare"
+    store: str = "memory"  #: the store kind, for its database processes (``Usage``)
+    database_url: str = ""  #: the database server's URL (none in process)
+    key_prefix: str | None = None  #: the peer's Docket keys on Redis, deleted at the end
+
+    def usage(self, pid: int) -> Usage:
+        """A CPU meter of this server (process ``pid``) and of its database's processes."""
+        return Usage(pid, self.store, self.database_url)
 
 
 def ensure_wrk() -> str:
@@ -81,17 +100,33 @@ def ensure_fastmcp_tasks() -> Path:
     return python
 
 
-def targets(backends: Sequence[Backend], fastmcp_python: Path | None) -> list[Target]:
-    """Every server of sections 1 and 2: ours per store, fastmcp-tasks, the two floors."""
+def targets(
+    backends: Sequence[Backend], fastmcp_python: Path | None, concurrency: int = 50
+) -> list[Target]:
+    """Every server of sections 1 and 2: ours per store; fastmcp-tasks on its memory
+    backend and, when Redis is here, on Redis (its worker running ``concurrency`` tasks at
+    once: the workload's in-flight count); the two floors."""
     found = []
     for backend in backends:
         port = free_port()
-        found.append(Target(backend.name, our_server(backend, port), port, "tasks"))
+        where = backend.base or backend.url
+        found.append(
+            Target(backend.name, our_server(backend, port), port, "tasks", backend.name, where)
+        )
+    redis = next((b for b in backends if b.name == "redis"), None)
     if fastmcp_python is not None:
-        port = free_port()
-        argv = [str(fastmcp_python), "bench/fastmcp_tasks_server.py", "--port", str(port)]
-        found.append(Target("fastmcp-tasks", argv, port, "tasks"))
-    for kind, name in (("sdk", "sdk tools/call"), ("bare", "bare starlette")):
+        peers: list[tuple[str, str, str, str | None]] = [(PEER, "memory://", "memory", None)]
+        if redis is not None and redis.base is not None:
+            queue = "mcpt_bench_peer_" + secrets.token_hex(4)
+            peers.append((PEER_REDIS, redis.base, "redis", queue))
+        for name, url, store, prefix in peers:
+            port = free_port()
+            argv = [str(fastmcp_python), "bench/fastmcp_tasks_server.py", "--port", str(port),
+                    "--url", url, "--concurrency", str(concurrency)]  # fmt: skip
+            if prefix is not None:
+                argv += ["--name", prefix]
+            found.append(Target(name, argv, port, "tasks", store, url, prefix))
+    for kind, name in (("sdk", SDK), ("bare", BARE)):
         port = free_port()
         argv = [sys.executable, "-m", "bench.servers", "sdk" if kind == "sdk" else "starlette"]
         found.append(Target(name, [*argv, "--port", str(port)], port, kind))
@@ -158,8 +193,11 @@ def wrk_script(method: str, params: dict[str, Any], name: str | None, directory:
 
 
 def run_wrk(wrk: str, port: int, script: Path, seconds: float, connections: int) -> float:
-    """Requests per second; any non-2xx answer or socket error fails the run."""
-    argv = [wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", str(script)]
+    """Requests per second; any non-2xx answer or socket error fails the run. A request
+    may take up to 30 s (wrk's default is 2 s, which a server on a busy machine can miss
+    without failing anything)."""
+    argv = [wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "30s"]
+    argv += ["-s", str(script)]
     done = subprocess.run(
         [*argv, f"http://127.0.0.1:{port}/mcp"], capture_output=True, text=True, check=True
     )
@@ -175,9 +213,63 @@ def run_wrk(wrk: str, port: int, script: Path, seconds: float, connections: int)
 @contextmanager
 def all_started(targets_: Sequence[Target]) -> Iterator[dict[str, int]]:
     """Every target's server running at once (idle ones cost next to nothing); yields the
-    pid of each by name."""
+    pid of each by name. The peer's keys on Redis are deleted when the servers stop."""
     with ExitStack() as stack:
+        for target in targets_:
+            if target.key_prefix is not None:
+                stack.callback(drop_keys, target.database_url, target.key_prefix)
         yield {t.name: stack.enter_context(server_process(t.argv, t.port)).pid for t in targets_}
+
+
+def drop_keys(url: str, prefix: str) -> None:
+    """Delete the keys of ``prefix`` on the Redis at ``url`` (a clean-up: the peer's)."""
+
+    async def drop() -> None:
+        from redis.asyncio import Redis  # noqa: PLC0415 (the Redis store's driver)
+
+        client = Redis.from_url(url)
+        try:
+            async for key in client.scan_iter(match=f"*{prefix}*", count=1000):
+                await client.delete(key)
+        finally:
+            await client.aclose()
+
+    asyncio.run(drop())
+
+
+def wrk_rounds(
+    wrk: str,
+    runs: Sequence[tuple[Target, int, Path]],
+    *,
+    seconds: float,
+    connections: int,
+    rounds: int,
+) -> dict[str, dict[str, float | None]]:
+    """Per ``(target, pid, wrk script)``: requests/s of the script's request (the best of
+    ``rounds`` rounds, the targets taking turns, so a burst of load elsewhere on the machine
+    hits one round, not one target) and, in that round, the CPU per request of the server and
+    of its database's processes (``None``: not readable), and their sum."""
+    results: dict[str, dict[str, float | None]] = {}
+    for round_ in range(rounds):
+        for target, pid, script in runs:
+            usage = target.usage(pid)
+            usage.start()
+            rps = run_wrk(wrk, target.port, script, seconds, connections)
+            usage.stop()
+            requests = rps * seconds
+            print(f"  round {round_ + 1}: {target.name:<20}{rps:>10,.0f} req/s", flush=True)
+            best = results.get(target.name, {}).get("requests_per_s") or 0.0
+            if rps > best:
+                database = usage.database_s
+                results[target.name] = {
+                    "requests_per_s": rps,
+                    "server_cpu_us_per_request": usage.server_s / requests * 1e6,
+                    "database_cpu_us_per_request": (
+                        None if database is None else database / requests * 1e6
+                    ),
+                    "cpu_us_per_request": usage.total_s / requests * 1e6,
+                }
+    return results
 
 
 def poll_capacity(
@@ -188,12 +280,10 @@ def poll_capacity(
     connections: int,
     rounds: int,
     profile_dir: Path | None,
-) -> dict[str, dict[str, float]]:
-    """Section 1: per target, requests/s of its repeated request (the best of ``rounds``
-    rounds, the targets taking turns, so a burst of load elsewhere on the machine hits one
-    round, not one target) and the server's CPU time per request in that round."""
+) -> dict[str, dict[str, float | None]]:
+    """Section 1: per target, requests/s of its repeated request and its CPU per request
+    (``wrk_rounds``)."""
     wrk = ensure_wrk()
-    results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         scripts = {}
         for target in targets_:
@@ -201,18 +291,8 @@ def poll_capacity(
             check_answer(target, method, params, name)
             scripts[target.name] = wrk_script(method, params, name, Path(tmp) / target.name)
             run_wrk(wrk, target.port, scripts[target.name], 1, connections)  # warm-up
-        for round_ in range(rounds):
-            for target in targets_:
-                pid = pids[target.name]
-                before = cpu_seconds(pid)
-                rps = run_wrk(wrk, target.port, scripts[target.name], seconds, connections)
-                used = cpu_seconds(pid) - before
-                print(f"  round {round_ + 1}: {target.name:<16}{rps:>10,.0f} req/s", flush=True)
-                if rps > results.get(target.name, {}).get("requests_per_s", 0):
-                    results[target.name] = {
-                        "requests_per_s": rps,
-                        "server_cpu_us_per_request": used / (rps * seconds) * 1e6,
-                    }
+        runs = [(t, pids[t.name], scripts[t.name]) for t in targets_]
+        results = wrk_rounds(wrk, runs, seconds=seconds, connections=connections, rounds=rounds)
         memory = next((t for t in targets_ if t.name == "memory"), None)
         if profile_dir is not None and memory is not None:
             profile(
@@ -320,11 +400,19 @@ def function(frame: str) -> str:
 
 
 async def drive(
-    port: int, tasks: int, in_flight: int, tool_ms: int, poll_ms: int
+    port: int,
+    tasks: int,
+    in_flight: int,
+    tool_ms: int,
+    poll_ms: int,
+    *,
+    counts: Counter[str] | None = None,
 ) -> list[tuple[float, float]]:
-    """The end-to-end workload; each create's ``(sent, answered)`` (``perf_counter`` s)."""
+    """The end-to-end workload; each create's ``(sent, answered)`` (``perf_counter`` s).
+    ``counts`` receives the requests sent, by method (each was answered: an error raises)."""
     todo = iter(range(tasks))
     created: list[tuple[float, float]] = []
+    sent_count: Counter[str] = Counter() if counts is None else counts
 
     async def client(conn: Connection) -> None:
         for _ in todo:
@@ -332,27 +420,61 @@ async def drive(
             answer = await conn.call(
                 "tools/call", {"name": "nap", "arguments": {"ms": tool_ms}}, "nap"
             )
+            sent_count["tools/call"] += 1
             created.append((sent, time.perf_counter()))
             task_id = answer["result"]["taskId"]
             while True:
                 await asyncio.sleep(poll_ms / 1000)
                 got = await conn.call("tasks/get", {"taskId": task_id}, task_id)
+                sent_count["tasks/get"] += 1
                 status = got["result"]["status"]
                 if status == "completed":
                     break
                 if status != "working":
                     raise RuntimeError(f"a task ended {status}")
 
-    # Every connection is open before the first create is sent: a create's latency is
-    # from sending tools/call to its answer, not the TCP connect and accept before it.
-    conns = [Connection(port) for _ in range(in_flight)]
+    await each_connected(port, in_flight, client)
+    return created
+
+
+async def each_connected(
+    port: int, count: int, client: Callable[[Connection], Awaitable[None]]
+) -> None:
+    """Run ``client`` on each of ``count`` connections to ``port``, all open before the first
+    request is sent: a request's latency is from its send to its answer, not the TCP connect
+    and accept before it."""
+    conns = [Connection(port) for _ in range(count)]
     try:
         await asyncio.gather(*(conn.connect() for conn in conns))
         await asyncio.sleep(0.05)  # the server's accepts settle
         await asyncio.gather(*(client(conn) for conn in conns))
     finally:
         await asyncio.gather(*(conn.close() for conn in conns))
-    return created
+
+
+async def drive_plain(
+    port: int, calls: int, in_flight: int, tool_ms: int, *, counts: Counter[str] | None = None
+) -> None:
+    """The workload's tool as plain ``tools/call``s (no task): ``calls`` of them,
+    ``in_flight`` at once, each answered with the tool's result."""
+    todo = iter(range(calls))
+    sent_count: Counter[str] = Counter() if counts is None else counts
+
+    async def client(conn: Connection) -> None:
+        for _ in todo:
+            answer = await conn.call(
+                "tools/call", {"name": "nap", "arguments": {"ms": tool_ms}}, "nap"
+            )
+            sent_count["tools/call"] += 1
+            if answer.get("result", {}).get("isError", True):
+                raise RuntimeError(f"the plain nap answered {answer}")
+
+    await each_connected(port, in_flight, client)
+
+
+def per_task(counts: Counter[str], tasks: int) -> dict[str, float]:
+    """Requests answered per completed task, by method."""
+    return {method: n / tasks for method, n in sorted(counts.items())}
 
 
 def cpu_per_task(
@@ -363,26 +485,32 @@ def cpu_per_task(
     in_flight: int,
     tool_ms: int,
     poll_ms: int,
-) -> dict[str, dict[str, float]]:
-    """Section 2: per server with tasks, CPU ms per completed task and create p50/p99."""
-    results: dict[str, dict[str, float]] = {}
+) -> dict[str, dict[str, Any]]:
+    """Section 2: per server with tasks, CPU ms per completed task (server + database),
+    requests per task and create p50/p99; for the SDK, CPU ms per plain call of the tool."""
+    results: dict[str, dict[str, Any]] = {}
     for target in targets_:
-        if target.kind != "tasks":
+        if target.kind == "bare":
             continue
-        pid = pids[target.name]
+        counts: Counter[str] = Counter()
+        usage = target.usage(pids[target.name])
+        if target.kind == "sdk":
+            results[target.name] = plain_calls(target, usage, tasks, in_flight, tool_ms)
+            continue
         asyncio.run(drive(target.port, in_flight, in_flight, 0, poll_ms))  # warm-up
-        before = cpu_seconds(pid)
+        usage.start()
         start = time.perf_counter()
-        created = asyncio.run(drive(target.port, tasks, in_flight, tool_ms, poll_ms))
+        created = asyncio.run(drive(target.port, tasks, in_flight, tool_ms, poll_ms, counts=counts))
         wall = time.perf_counter() - start
-        used = cpu_seconds(pid) - before
+        usage.stop()
         ms = [(answered - sent) * 1000 for sent, answered in sorted(created)]
         # The first wave is the in_flight creates every client sends at the same instant
         # when the run starts: the last of them waits for the server to handle all the
         # others, so it holds the p99. Reported apart, beside the goal's figures of all.
         first, later = ms[:in_flight], ms[in_flight:]
         results[target.name] = {
-            "cpu_ms_per_task": used * 1000 / tasks,
+            **cpu_figures(usage, tasks),
+            "requests_per_task": per_task(counts, tasks),
             "create_p50_ms": median(ms),
             "create_p99_ms": percentile(ms, 0.99),
             "first_wave_create_median_ms": median(first),
@@ -391,10 +519,73 @@ def cpu_per_task(
             "later_create_p99_ms": percentile(later, 0.99) if later else None,
             "wall_s": wall,
         }
+        database = usage.database_s
         print(
-            f"  {target.name:<16}{used * 1000 / tasks:>8.2f} ms CPU/task"
+            f"  {target.name:<20}{usage.total_s * 1000 / tasks:>8.2f} ms CPU/task"
+            f" (database {'?' if database is None else f'{database * 1000 / tasks:.2f}'})"
+            f"  {requests_text(results[target.name]['requests_per_task'])}"
             f"  create p50 {median(ms):.1f} ms, p99 {percentile(ms, 0.99):.1f} ms"
             f" (first wave median {median(first):.1f}, max {max(first):.1f} ms)",
             flush=True,
         )
     return results
+
+
+def plain_calls(
+    target: Target, usage: Usage, calls: int, in_flight: int, tool_ms: int
+) -> dict[str, Any]:
+    """The workload's tool as ``calls`` plain ``tools/call``s on the SDK's server: CPU ms per
+    call (``cpu_ms_per_task``: the floor's call) and the requests it answered per call."""
+    counts: Counter[str] = Counter()
+    asyncio.run(drive_plain(target.port, in_flight, in_flight, 0))  # warm-up
+    usage.start()
+    asyncio.run(drive_plain(target.port, calls, in_flight, tool_ms, counts=counts))
+    usage.stop()
+    print(
+        f"  {target.name:<20}{usage.total_s * 1000 / calls:>8.2f} ms CPU/call (plain)", flush=True
+    )
+    return {**cpu_figures(usage, calls), "requests_per_task": per_task(counts, calls)}
+
+
+def cpu_figures(usage: Usage, tasks: int) -> dict[str, float | None]:
+    """The CPU ms per task of a run: the server's, its database's (``None``: not
+    readable) and their sum (``cpu_ms_per_task``, the figure the goals compare)."""
+    database = usage.database_s
+    return {
+        "cpu_ms_per_task": usage.total_s * 1000 / tasks,
+        "server_cpu_ms_per_task": usage.server_s * 1000 / tasks,
+        "database_cpu_ms_per_task": None if database is None else database * 1000 / tasks,
+    }
+
+
+def requests_text(requests: dict[str, float]) -> str:
+    """``1 tools/call + 4.1 tasks/get``: requests per task, by method (``tools/call``
+    first, then by name)."""
+    ordered = sorted(requests.items(), key=lambda item: (item[0] != "tools/call", item[0]))
+    return " + ".join(f"{n:.3g} {method}" for method, n in ordered)
+
+
+def tools_call_cpu(
+    targets_: Sequence[Target],
+    pids: dict[str, int],
+    *,
+    seconds: float,
+    connections: int,
+    rounds: int,
+) -> dict[str, dict[str, float | None]]:
+    """A task-creating ``tools/call`` of ``nap`` (0 ms) on memory beside the SDK's plain
+    ``tools/call`` of the same tool, under ``wrk`` (``wrk_rounds``): the server's CPU per
+    request (on memory, the task's run and completion are in it too)."""
+    wrk = ensure_wrk()
+    chosen = [t for t in targets_ if t.name == "memory" or t.kind == "sdk"]
+    if len(chosen) < 2:
+        return {}
+    params = {"name": "nap", "arguments": {"ms": 0}}
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = []
+        for target in chosen:
+            check_answer(target, "tools/call", params, "nap")
+            script = wrk_script("tools/call", params, "nap", Path(tmp) / target.name)
+            run_wrk(wrk, target.port, script, 1, connections)  # warm-up
+            runs.append((target, pids[target.name], script))
+        return wrk_rounds(wrk, runs, seconds=seconds, connections=connections, rounds=rounds)

@@ -2,13 +2,15 @@
 
     python -m bench.servers ours --store memory:// --port 8123
     python -m bench.servers ours-sdk-path --port 8126  # ours without the tasks/* fast path
-    python -m bench.servers sdk --port 8124          # the SDK floor: a trivial tools/call
+    python -m bench.servers sdk --port 8124          # the SDK floor: plain tools/calls
     python -m bench.servers starlette --port 8125    # the bare floor: a JSON-RPC route
 
 ``ours`` is an ``MCPServer`` with our extension on the given store and one task tool,
-``nap(ms)``: it sleeps ``ms`` milliseconds and answers, served as we recommend
+``nap(ms)``: it reports progress once, sleeps ``ms`` milliseconds and answers (as the
+conformance fixture's ``slow_compute`` does), served as we recommend
 (``tasks.http_app(mcp)``: ``tasks/*`` polls on the fast path); ``ours-sdk-path`` is the
-same server on the SDK's app alone. fastmcp-tasks runs from its own
+same server on the SDK's app alone. ``sdk`` is the official SDK with the same ``nap`` as a
+plain synchronous tool, and a trivial ``echo``. fastmcp-tasks runs from its own
 virtualenv with ``bench/fastmcp_tasks_server.py`` (it must not import this project).
 """
 
@@ -20,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.routing import Route
 
-from mcp_tasks import StoreOptions, Tasks, store_from_url
+from mcp_tasks import StoreOptions, TaskContext, Tasks, store_from_url
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -46,8 +48,9 @@ def ours_with_tasks(
     )
 
     @tasks.tool(mcp, mode="required", poll_interval_ms=50)
-    async def nap(ms: int) -> str:
-        """Sleep ``ms`` milliseconds, then answer."""
+    async def nap(ms: int, ctx: TaskContext) -> str:
+        """Report progress once, sleep ``ms`` milliseconds, then answer."""
+        await ctx.progress(0, ms if ms > 0 else None, "napping")  # as the peer's
         await anyio.sleep(ms / 1000)
         return f"slept {ms} ms"
 
@@ -55,13 +58,21 @@ def ours_with_tasks(
 
 
 def sdk() -> Any:
-    """The official SDK's floor: ``MCPServer`` with one trivial tool, no tasks."""
+    """The official SDK's floor: ``MCPServer`` with no tasks, ``nap`` as a plain
+    synchronous tool (the tool of a task, without the task) and a trivial ``echo``."""
     mcp: MCPServer[Any] = MCPServer("bench-sdk", log_level="WARNING")
 
     @mcp.tool()
     def echo(text: str) -> str:
         """Answer the text."""
         return text
+
+    @mcp.tool()
+    async def nap(ms: int, ctx: Context) -> str:
+        """Report progress once, sleep ``ms`` milliseconds, then answer."""
+        await ctx.report_progress(0, ms if ms > 0 else None, "napping")
+        await anyio.sleep(ms / 1000)
+        return f"slept {ms} ms"
 
     return mcp.streamable_http_app()
 
