@@ -46,8 +46,7 @@ from mcp.shared.inbound import (
 from mcp_types import (
     SERVER_INFO_META_KEY,
     JSONRPCError,
-    JSONRPCRequest,
-    JSONRPCResponse,
+    RequestId,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
@@ -84,6 +83,10 @@ _WATCHED_HEADERS: Final = _ROUTING_HEADERS | {
     b"origin",
 }
 _JSON_HEADERS: Final = b"application/json"
+#: The types of a JSON-RPC request's ``id`` the SDK's envelope model accepts, as parsed.
+_REQUEST_ID_TYPES: Final = (int, str)
+#: ``json.dumps(..., separators=(",", ":"))``, as the SDK writes an answer, built once.
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"))
 
 
 class TasksFastPath:
@@ -105,6 +108,7 @@ class TasksFastPath:
     def __init__(self, app: ASGIApp, engine: TaskEngine | None = None) -> None:
         self.app = app
         self.served = 0
+        self._stamp: dict[str, Any] | None = None
         self._route: Route | None = None  # None: the router has matched the path already
         self.engine = engine
         self._manager: StreamableHTTPSessionManager | None = None
@@ -150,7 +154,8 @@ class TasksFastPath:
     ) -> bool:
         """Answer the request and return ``True``, or send nothing and return ``False``."""
         try:
-            decoded = json.loads(body)
+            # The SDK parses bytes; text that is not UTF-8 goes to the SDK's path with them.
+            decoded = json.loads(body.decode())
         except (ValueError, RecursionError):
             return False
         if not isinstance(decoded, dict):
@@ -160,10 +165,9 @@ class TasksFastPath:
             return False
         if "id" not in decoded:  # a notification: the SDK acknowledges it
             return False
-        try:
-            request = JSONRPCRequest.model_validate(decoded)
-        except ValidationError:
+        if not _valid_envelope(decoded):
             return False
+        request_id: RequestId = decoded["id"]
         routing = {
             name.decode("latin-1"): value.decode("latin-1")
             for name, value in headers.items()
@@ -176,11 +180,11 @@ class TasksFastPath:
         engine = self.engine
         if engine is None:
             engine = self.engine = listening_engine(server)
-        if engine is None or not _dispatched_alone(server, request.method, engine):
+        if engine is None or not _dispatched_alone(server, method, engine):
             return False
         if not engine.runner.running:
             return False  # before the lifespan ran, the SDK's answer is its own (a 500)
-        raw = request.params or {}
+        raw = decoded.get("params") or {}
         try:
             TaskMethodParams.model_validate(raw, by_name=False)
         except ValidationError:
@@ -192,15 +196,35 @@ class TasksFastPath:
             return False
 
         self.served += 1
-        reply: JSONRPCResponse | JSONRPCError
         try:
-            result = await engine.handle_tasks_method(view, request.method, request.params)
+            result = await engine.handle_tasks_method(view, method, decoded.get("params"))
         except Exception as exc:
-            reply = JSONRPCError(jsonrpc="2.0", id=request.id, error=modern_error_data(exc))
+            error = JSONRPCError(jsonrpc="2.0", id=request_id, error=modern_error_data(exc))
+            status = ERROR_CODE_HTTP_STATUS.get(error.error.code, 200)
+            reply = error.model_dump(mode="json", by_alias=True, exclude_none=True)
         else:
-            reply = JSONRPCResponse(jsonrpc="2.0", id=request.id, result=_envelope(server, result))
-        await _write(reply, send)
+            status = 200
+            reply = {"jsonrpc": "2.0", "id": request_id, "result": self._envelope(server, result)}
+        await _write(status, reply, send)
         return True
+
+    def _envelope(self, server: Server[Any], result: Mapping[str, Any]) -> dict[str, Any]:
+        """The result as the SDK shapes an extension method's: ``resultType`` and the
+        server's identity in ``_meta``, each unless the handler set it."""
+        stamp = self._stamp
+        if stamp is None:
+            # The SDK stamps a copy of the same dump on every answer (a server's identity is
+            # fixed when it is built); this one is only ever encoded, never changed.
+            stamp = self._stamp = server.server_info_stamp
+        dumped = dict(result)
+        if dumped.get("resultType") is None:
+            dumped["resultType"] = "complete"
+        meta = dumped.get("_meta")
+        if meta is None:
+            dumped["_meta"] = {SERVER_INFO_META_KEY: stamp}
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+            dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: stamp}
+        return dumped
 
 
 def _bare_sdk_endpoint(app: object) -> tuple[Route, StreamableHTTPSessionManager] | None:
@@ -317,18 +341,16 @@ def _dispatched_alone(server: Server[Any], method: str, engine: TaskEngine) -> b
     return ours == 1 and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-def _envelope(server: Server[Any], result: Mapping[str, Any]) -> dict[str, Any]:
-    """The result as the SDK shapes an extension method's: ``resultType`` and the server's
-    identity in ``_meta``, each unless the handler set it."""
-    dumped = dict(result)
-    if dumped.get("resultType") is None:
-        dumped["resultType"] = "complete"
-    meta = dumped.get("_meta")
-    if meta is None:
-        dumped["_meta"] = {SERVER_INFO_META_KEY: server.server_info_stamp}
-    elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
-        dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
-    return dumped
+def _valid_envelope(decoded: dict[str, Any]) -> bool:
+    """Whether the SDK's ``JSONRPCRequest`` model accepts ``decoded`` (parsed JSON with a
+    string ``method``), checked by hand: the model's validation costs more than the rest
+    of a poll's parsing. ``id`` is a strict int (never a bool) or a string."""
+    params = decoded.get("params")
+    return (
+        decoded.get("jsonrpc") == "2.0"
+        and type(decoded.get("id")) in _REQUEST_ID_TYPES
+        and (params is None or isinstance(params, dict))
+    )
 
 
 async def _read_body(receive: Receive, received: list[Message], limit: int) -> bytes | None:
@@ -362,13 +384,9 @@ def _replaying(received: list[Message], receive: Receive) -> Receive:
     return replay
 
 
-async def _write(reply: JSONRPCResponse | JSONRPCError, send: Send) -> None:
-    """The reply as the SDK writes it: compact JSON, its status from the error code."""
-    status = 200
-    if isinstance(reply, JSONRPCError):
-        status = ERROR_CODE_HTTP_STATUS.get(reply.error.code, 200)
-    payload = reply.model_dump(mode="json", by_alias=True, exclude_none=True)
-    body = json.dumps(payload, separators=(",", ":")).encode()
+async def _write(status: int, reply: dict[str, Any], send: Send) -> None:
+    """The reply as the SDK writes it: compact JSON (``json.dumps`` of its wire dump)."""
+    body = _ENCODER.encode(reply).encode()
     await send(
         {
             "type": "http.response.start",
