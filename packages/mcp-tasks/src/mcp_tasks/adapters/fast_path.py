@@ -25,7 +25,7 @@ are single store calls; on this path one that takes longer is answered as JSON w
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 # The SDK's default span middleware, exported from no public module: if an upgrade moves
 # it, this import fails loudly instead of the fast path stepping aside without a word
@@ -82,11 +82,25 @@ _WATCHED_HEADERS: Final = _ROUTING_HEADERS | {
     b"host",
     b"origin",
 }
+#: What :func:`_headers_pass` reads: its verdict depends on these alone.
+_CHECKED_HEADERS: Final = (
+    MCP_PROTOCOL_VERSION_HEADER.encode(),
+    b"content-type",
+    b"accept",
+    b"host",
+    b"origin",
+)
+#: How many verdicts on paths and on headers a fast path keeps: a client repeats the same
+#: few values, and the bound keeps one that varies them from growing the tables.
+_REMEMBERED: Final = 64
 _JSON_HEADERS: Final = b"application/json"
 #: The types of a JSON-RPC request's ``id`` the SDK's envelope model accepts, as parsed.
 _REQUEST_ID_TYPES: Final = (int, str)
 #: ``json.dumps(..., separators=(",", ":"))``, as the SDK writes an answer, built once.
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"))
+
+
+K = TypeVar("K")
 
 
 class TasksFastPath:
@@ -109,6 +123,8 @@ class TasksFastPath:
         self.app = app
         self.served = 0
         self._stamp: dict[str, Any] | None = None
+        self._paths: dict[tuple[str, str], bool] = {}
+        self._header_verdicts: dict[tuple[bytes | None, ...], bool] = {}
         self._route: Route | None = None  # None: the router has matched the path already
         self.engine = engine
         self._manager: StreamableHTTPSessionManager | None = None
@@ -131,18 +147,48 @@ class TasksFastPath:
             manager is None
             or scope["type"] != "http"
             or scope["method"] != "POST"
-            or (self._route is not None and self._route.matches(scope)[0] is not Match.FULL)
+            or not self._on_mcp_path(scope)
         ):
             await self.app(scope, receive, send)
             return
         headers = _watched_headers(scope)
-        if headers is None or not _headers_pass(headers, manager):
+        if headers is None or not self._headers_pass(headers, manager):
             await self.app(scope, receive, send)
             return
         received: list[Message] = []
         body = await _read_body(receive, received, manager.max_request_body_size)
         if body is None or not await self._try_answer(manager, scope, headers, body, send):
             await self.app(scope, _replaying(received, receive), send)
+
+    def _on_mcp_path(self, scope: Scope) -> bool:
+        """Whether the router would send this ``POST`` to the MCP route (always, when the
+        router has matched it already)."""
+        route = self._route
+        if route is None:
+            return True
+        key = (scope["path"], scope.get("root_path", ""))
+        verdict = self._paths.get(key)
+        if verdict is None:
+            verdict = _remember(self._paths, key, route.matches(scope)[0] is Match.FULL)
+        return verdict
+
+    def _headers_pass(
+        self, headers: Mapping[bytes, bytes], manager: StreamableHTTPSessionManager
+    ) -> bool:
+        """:func:`_headers_pass`, its verdict remembered for the headers it depends on (but
+        the declared size, checked each time): a client sends the same ones on every poll."""
+        declared_size = headers.get(b"content-length")
+        if declared_size is not None:
+            try:
+                if int(declared_size) > manager.max_request_body_size:
+                    return False
+            except ValueError:
+                pass  # the SDK ignores a length it cannot read, and so does this
+        key = tuple(headers.get(name) for name in _CHECKED_HEADERS)
+        verdict = self._header_verdicts.get(key)
+        if verdict is None:
+            verdict = _remember(self._header_verdicts, key, _headers_pass(headers, manager))
+        return verdict
 
     async def _try_answer(
         self,
@@ -276,14 +322,8 @@ def _watched_headers(scope: Scope) -> dict[bytes, bytes] | None:
 
 def _headers_pass(headers: Mapping[bytes, bytes], manager: StreamableHTTPSessionManager) -> bool:
     """Whether the SDK's header checks (Content-Type, Host, Origin, Accept, a modern
-    ``Mcp-Protocol-Version``) all pass, so none of their refusals is due."""
-    declared_size = headers.get(b"content-length")
-    if declared_size is not None:
-        try:
-            if int(declared_size) > manager.max_request_body_size:
-                return False
-        except ValueError:
-            pass  # the SDK ignores a length it cannot read, and so does this
+    ``Mcp-Protocol-Version``) all pass, so none of their refusals is due. It reads the
+    :data:`_CHECKED_HEADERS` only."""
     version = headers.get(MCP_PROTOCOL_VERSION_HEADER.encode())
     if version is None or version.decode("latin-1") not in MODERN_PROTOCOL_VERSIONS:
         return False
@@ -305,6 +345,14 @@ def _headers_pass(headers: Mapping[bytes, bytes], manager: StreamableHTTPSession
     has_json = wildcard or "application/json" in accepted or "application/*" in accepted
     has_sse = wildcard or "text/event-stream" in accepted or "text/*" in accepted
     return has_json and (manager.json_response or has_sse)
+
+
+def _remember(verdicts: dict[K, bool], key: K, verdict: bool) -> bool:
+    """``verdict``, kept in ``verdicts`` under ``key`` (emptied first when full)."""
+    if len(verdicts) >= _REMEMBERED:
+        verdicts.clear()
+    verdicts[key] = verdict
+    return verdict
 
 
 def _allowed(value: str, allowed: list[str]) -> bool:
