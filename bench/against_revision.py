@@ -1,23 +1,26 @@
 """This checkout against another git revision, side by side in one sitting: ``tasks/get``
 under wrk (requests per second, and the server's CPU time per request) and the end-to-end
-CPU per task, on the memory store, with no OpenTelemetry SDK set up in either server (what
-the hooks cost when nobody exports).
+CPU per task, on one store (memory unless ``--backend`` names another), with no
+OpenTelemetry SDK set up in either server (what the hooks cost when nobody exports).
 
-Both servers run at once, each its own process; the revision's runs with its own
-``mcp_tasks`` (``git archive`` of the revision, first on ``PYTHONPATH``) and everything
-else from this environment. The rounds alternate (this, the revision, this, …) so a spell
-of load elsewhere on a shared machine lands on both sides; the report is every round's
-ratio, their median and their spread. On a busy machine requests per second swing with
+Both servers run at once, each its own process and, on a durable store, each its own
+namespace; the revision's runs with its own packages (``git archive`` of the revision's
+``packages/*/src``, first on ``PYTHONPATH``) and everything else from this environment.
+The rounds alternate (this, the revision, this, …) so a spell of load elsewhere on a
+shared machine lands on both sides; the report is every round's ratio, their median and
+their spread. On a busy machine requests per second swing with
 the load; the server's CPU time per request swings far less, and capacity on one core is
 its inverse::
 
     uv run python -m bench.against_revision main --rounds 8
+    uv run python -m bench.against_revision main --backend postgres
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -25,7 +28,14 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench.common import ROOT, cpu_seconds, free_port, server_process
+from bench.common import (
+    ROOT,
+    cpu_seconds,
+    find_backends,
+    free_port,
+    namespace_factory,
+    server_process,
+)
 from bench.served import (
     Target,
     check_answer,
@@ -37,16 +47,14 @@ from bench.served import (
 )
 
 
-def revision_source(revision: str, directory: Path) -> Path:
-    """The ``mcp_tasks`` source folder of ``revision``, unpacked under ``directory``."""
+def revision_source(revision: str, directory: Path) -> str:
+    """The ``PYTHONPATH`` of ``revision``'s packages (each ``packages/*/src``), unpacked
+    under ``directory``."""
     archive = subprocess.run(
-        ["git", "archive", revision, "packages/mcp-tasks/src"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
+        ["git", "archive", revision, "packages"], cwd=ROOT, check=True, capture_output=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
-    return directory / "packages" / "mcp-tasks" / "src"
+    return os.pathsep.join(str(src) for src in sorted((directory / "packages").glob("*/src")))
 
 
 def spread(values: list[float]) -> str:
@@ -59,14 +67,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--seconds", type=float, default=5.0, help="wrk seconds per round")
     parser.add_argument("--tasks", type=int, default=600, help="tasks per CPU round")
+    parser.add_argument(
+        "--backend", default="memory", choices=["memory", "sqlite", "postgres", "redis", "mongodb"]
+    )
     args = parser.parse_args()
     wrk = ensure_wrk()
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         source = revision_source(args.revision, Path(tmp))
+        found = find_backends(stack, Path(tmp), [args.backend])
+        backend = found.get(args.backend)
+        if backend is None:
+            raise SystemExit(f"{args.backend}: {found.missing[args.backend]}")
+        fresh = namespace_factory(stack, Path(tmp), backend)
         sides: dict[str, tuple[Target, int]] = {}
-        for name, env in (("this", {}), (args.revision, {"PYTHONPATH": str(source)})):
+        for name, env in (("this", {}), (args.revision, {"PYTHONPATH": source})):
             port = free_port()
-            argv = [sys.executable, "-m", "bench.servers", "ours", "--store", "memory://"]
+            argv = [sys.executable, "-m", "bench.servers", "ours", "--store", fresh()]
             target = Target(name, [*argv, "--port", str(port), "--max-rows", "0"], port, "tasks")
             process = stack.enter_context(server_process(target.argv, port, env=env))
             sides[name] = (target, process.pid)
@@ -105,6 +121,7 @@ def main() -> None:
     def ratios(figures: dict[str, list[float]]) -> list[float]:
         return [a / b for a, b in zip(figures[this], figures[other], strict=True)]
 
+    print(f"{backend.name} ({backend.server}), {args.rounds} rounds")
     print(f"tasks/get requests/s, this / {other}: {spread(ratios(rps))}")
     print(f"tasks/get server CPU per request, this / {other}: {spread(ratios(per_get))}")
     print(f"CPU per task, this / {other}: {spread(ratios(cpu))}")

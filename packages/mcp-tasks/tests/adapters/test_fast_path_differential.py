@@ -107,6 +107,12 @@ def corpus(done: str, parked: str, *, json_response: bool, authenticated: bool) 
             get_headers,
             taken=True,
         ),
+        Case(
+            "get, an id past 64 bits",
+            encode(envelope("tasks/get", {"taskId": done}, request_id=2**70)),
+            get_headers,
+            taken=True,
+        ),
         Case("get, no Mcp-Name", get, headers_for("tasks/get"), taken=True),
         Case(
             "get, Mcp-Name in base64",
@@ -297,6 +303,16 @@ def corpus(done: str, parked: str, *, json_response: bool, authenticated: bool) 
             taken=False,
         ),
         Case("empty body", b"", get_headers, taken=False),
+        Case("a UTF-8 BOM before the JSON", b"\xef\xbb\xbf" + get, get_headers, taken=False),
+        Case("the JSON in UTF-16", get.decode().encode("utf-16"), get_headers, taken=False),
+        Case(
+            "no jsonrpc",
+            encode(
+                {k: v for k, v in envelope("tasks/get", {"taskId": done}).items() if k != "jsonrpc"}
+            ),
+            get_headers,
+            taken=False,
+        ),
         Case(
             "a batch", encode([envelope("tasks/get", {"taskId": done})]), get_headers, taken=False
         ),
@@ -337,6 +353,12 @@ def corpus(done: str, parked: str, *, json_response: bool, authenticated: bool) 
             taken=False,
         ),
         Case("params a list", encode(envelope("tasks/get", [done])), get_headers, taken=False),
+        Case(
+            "params null",
+            encode({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": None}),
+            get_headers,
+            taken=False,
+        ),
         Case(
             "no params",
             encode({"jsonrpc": "2.0", "id": 1, "method": "tasks/get"}),
@@ -488,7 +510,8 @@ async def test_the_fast_path_answers_every_request_as_the_sdk_does(
         http = await stack.enter_async_context(httpx.AsyncClient(timeout=10))
         sdk_client = RawClient(http, sdk_url, token=token)
         fast_client = RawClient(http, fast_url, token=token)
-        done = await start(sdk_client, "echo", {"text": "hi"}, "completed")
+        # Text outside ASCII in the result: the answer escapes it as the SDK's json.dumps does.
+        done = await start(sdk_client, "echo", {"text": "hi \u00e9\u2713\U0001f600"}, "completed")
         parked = await start(sdk_client, "ask", {}, "input_required")
         sdk_base, fast_base = sdk_url.removesuffix("/mcp"), fast_url.removesuffix("/mcp")
         cases = corpus(done, parked, json_response=json_response, authenticated=authenticated)

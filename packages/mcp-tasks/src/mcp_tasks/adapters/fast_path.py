@@ -25,7 +25,7 @@ are single store calls; on this path one that takes longer is answered as JSON w
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 # The SDK's default span middleware, exported from no public module: if an upgrade moves
 # it, this import fails loudly instead of the fast path stepping aside without a word
@@ -46,8 +46,7 @@ from mcp.shared.inbound import (
 from mcp_types import (
     SERVER_INFO_META_KEY,
     JSONRPCError,
-    JSONRPCRequest,
-    JSONRPCResponse,
+    RequestId,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
@@ -83,7 +82,25 @@ _WATCHED_HEADERS: Final = _ROUTING_HEADERS | {
     b"host",
     b"origin",
 }
+#: What :func:`_headers_pass` reads: its verdict depends on these alone.
+_CHECKED_HEADERS: Final = (
+    MCP_PROTOCOL_VERSION_HEADER.encode(),
+    b"content-type",
+    b"accept",
+    b"host",
+    b"origin",
+)
+#: How many verdicts on paths and on headers a fast path keeps: a client repeats the same
+#: few values, and the bound keeps one that varies them from growing the tables.
+_REMEMBERED: Final = 64
 _JSON_HEADERS: Final = b"application/json"
+#: The types of a JSON-RPC request's ``id`` the SDK's envelope model accepts, as parsed.
+_REQUEST_ID_TYPES: Final = (int, str)
+#: ``json.dumps(..., separators=(",", ":"))``, as the SDK writes an answer, built once.
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"))
+
+
+K = TypeVar("K")
 
 
 class TasksFastPath:
@@ -105,6 +122,9 @@ class TasksFastPath:
     def __init__(self, app: ASGIApp, engine: TaskEngine | None = None) -> None:
         self.app = app
         self.served = 0
+        self._stamp: dict[str, Any] | None = None
+        self._paths: dict[tuple[str, str], bool] = {}
+        self._header_verdicts: dict[tuple[bytes | None, ...], bool] = {}
         self._route: Route | None = None  # None: the router has matched the path already
         self.engine = engine
         self._manager: StreamableHTTPSessionManager | None = None
@@ -127,18 +147,48 @@ class TasksFastPath:
             manager is None
             or scope["type"] != "http"
             or scope["method"] != "POST"
-            or (self._route is not None and self._route.matches(scope)[0] is not Match.FULL)
+            or not self._on_mcp_path(scope)
         ):
             await self.app(scope, receive, send)
             return
         headers = _watched_headers(scope)
-        if headers is None or not _headers_pass(headers, manager):
+        if headers is None or not self._headers_pass(headers, manager):
             await self.app(scope, receive, send)
             return
         received: list[Message] = []
         body = await _read_body(receive, received, manager.max_request_body_size)
         if body is None or not await self._try_answer(manager, scope, headers, body, send):
             await self.app(scope, _replaying(received, receive), send)
+
+    def _on_mcp_path(self, scope: Scope) -> bool:
+        """Whether the router would send this ``POST`` to the MCP route (always, when the
+        router has matched it already)."""
+        route = self._route
+        if route is None:
+            return True
+        key = (scope["path"], scope.get("root_path", ""))
+        verdict = self._paths.get(key)
+        if verdict is None:
+            verdict = _remember(self._paths, key, route.matches(scope)[0] is Match.FULL)
+        return verdict
+
+    def _headers_pass(
+        self, headers: Mapping[bytes, bytes], manager: StreamableHTTPSessionManager
+    ) -> bool:
+        """:func:`_headers_pass`, its verdict remembered for the headers it depends on (but
+        the declared size, checked each time): a client sends the same ones on every poll."""
+        declared_size = headers.get(b"content-length")
+        if declared_size is not None:
+            try:
+                if int(declared_size) > manager.max_request_body_size:
+                    return False
+            except ValueError:
+                pass  # the SDK ignores a length it cannot read, and so does this
+        key = tuple(headers.get(name) for name in _CHECKED_HEADERS)
+        verdict = self._header_verdicts.get(key)
+        if verdict is None:
+            verdict = _remember(self._header_verdicts, key, _headers_pass(headers, manager))
+        return verdict
 
     async def _try_answer(
         self,
@@ -150,7 +200,8 @@ class TasksFastPath:
     ) -> bool:
         """Answer the request and return ``True``, or send nothing and return ``False``."""
         try:
-            decoded = json.loads(body)
+            # The SDK parses bytes; text that is not UTF-8 goes to the SDK's path with them.
+            decoded = json.loads(body.decode())
         except (ValueError, RecursionError):
             return False
         if not isinstance(decoded, dict):
@@ -160,10 +211,9 @@ class TasksFastPath:
             return False
         if "id" not in decoded:  # a notification: the SDK acknowledges it
             return False
-        try:
-            request = JSONRPCRequest.model_validate(decoded)
-        except ValidationError:
+        if not _valid_envelope(decoded):
             return False
+        request_id: RequestId = decoded["id"]
         routing = {
             name.decode("latin-1"): value.decode("latin-1")
             for name, value in headers.items()
@@ -176,11 +226,11 @@ class TasksFastPath:
         engine = self.engine
         if engine is None:
             engine = self.engine = listening_engine(server)
-        if engine is None or not _dispatched_alone(server, request.method, engine):
+        if engine is None or not _dispatched_alone(server, method, engine):
             return False
         if not engine.runner.running:
             return False  # before the lifespan ran, the SDK's answer is its own (a 500)
-        raw = request.params or {}
+        raw = decoded.get("params") or {}
         try:
             TaskMethodParams.model_validate(raw, by_name=False)
         except ValidationError:
@@ -192,15 +242,35 @@ class TasksFastPath:
             return False
 
         self.served += 1
-        reply: JSONRPCResponse | JSONRPCError
         try:
-            result = await engine.handle_tasks_method(view, request.method, request.params)
+            result = await engine.handle_tasks_method(view, method, decoded.get("params"))
         except Exception as exc:
-            reply = JSONRPCError(jsonrpc="2.0", id=request.id, error=modern_error_data(exc))
+            error = JSONRPCError(jsonrpc="2.0", id=request_id, error=modern_error_data(exc))
+            status = ERROR_CODE_HTTP_STATUS.get(error.error.code, 200)
+            reply = error.model_dump(mode="json", by_alias=True, exclude_none=True)
         else:
-            reply = JSONRPCResponse(jsonrpc="2.0", id=request.id, result=_envelope(server, result))
-        await _write(reply, send)
+            status = 200
+            reply = {"jsonrpc": "2.0", "id": request_id, "result": self._envelope(server, result)}
+        await _write(status, reply, send)
         return True
+
+    def _envelope(self, server: Server[Any], result: Mapping[str, Any]) -> dict[str, Any]:
+        """The result as the SDK shapes an extension method's: ``resultType`` and the
+        server's identity in ``_meta``, each unless the handler set it."""
+        stamp = self._stamp
+        if stamp is None:
+            # The SDK stamps a copy of the same dump on every answer (a server's identity is
+            # fixed when it is built); this one is only ever encoded, never changed.
+            stamp = self._stamp = server.server_info_stamp
+        dumped = dict(result)
+        if dumped.get("resultType") is None:
+            dumped["resultType"] = "complete"
+        meta = dumped.get("_meta")
+        if meta is None:
+            dumped["_meta"] = {SERVER_INFO_META_KEY: stamp}
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+            dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: stamp}
+        return dumped
 
 
 def _bare_sdk_endpoint(app: object) -> tuple[Route, StreamableHTTPSessionManager] | None:
@@ -252,14 +322,8 @@ def _watched_headers(scope: Scope) -> dict[bytes, bytes] | None:
 
 def _headers_pass(headers: Mapping[bytes, bytes], manager: StreamableHTTPSessionManager) -> bool:
     """Whether the SDK's header checks (Content-Type, Host, Origin, Accept, a modern
-    ``Mcp-Protocol-Version``) all pass, so none of their refusals is due."""
-    declared_size = headers.get(b"content-length")
-    if declared_size is not None:
-        try:
-            if int(declared_size) > manager.max_request_body_size:
-                return False
-        except ValueError:
-            pass  # the SDK ignores a length it cannot read, and so does this
+    ``Mcp-Protocol-Version``) all pass, so none of their refusals is due. It reads the
+    :data:`_CHECKED_HEADERS` only."""
     version = headers.get(MCP_PROTOCOL_VERSION_HEADER.encode())
     if version is None or version.decode("latin-1") not in MODERN_PROTOCOL_VERSIONS:
         return False
@@ -281,6 +345,14 @@ def _headers_pass(headers: Mapping[bytes, bytes], manager: StreamableHTTPSession
     has_json = wildcard or "application/json" in accepted or "application/*" in accepted
     has_sse = wildcard or "text/event-stream" in accepted or "text/*" in accepted
     return has_json and (manager.json_response or has_sse)
+
+
+def _remember(verdicts: dict[K, bool], key: K, verdict: bool) -> bool:
+    """``verdict``, kept in ``verdicts`` under ``key`` (emptied first when full)."""
+    if len(verdicts) >= _REMEMBERED:
+        verdicts.clear()
+    verdicts[key] = verdict
+    return verdict
 
 
 def _allowed(value: str, allowed: list[str]) -> bool:
@@ -317,18 +389,16 @@ def _dispatched_alone(server: Server[Any], method: str, engine: TaskEngine) -> b
     return ours == 1 and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-def _envelope(server: Server[Any], result: Mapping[str, Any]) -> dict[str, Any]:
-    """The result as the SDK shapes an extension method's: ``resultType`` and the server's
-    identity in ``_meta``, each unless the handler set it."""
-    dumped = dict(result)
-    if dumped.get("resultType") is None:
-        dumped["resultType"] = "complete"
-    meta = dumped.get("_meta")
-    if meta is None:
-        dumped["_meta"] = {SERVER_INFO_META_KEY: server.server_info_stamp}
-    elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
-        dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
-    return dumped
+def _valid_envelope(decoded: dict[str, Any]) -> bool:
+    """Whether the SDK's ``JSONRPCRequest`` model accepts ``decoded`` (parsed JSON with a
+    string ``method``), checked by hand: the model's validation costs more than the rest
+    of a poll's parsing. ``id`` is a strict int (never a bool) or a string."""
+    params = decoded.get("params")
+    return (
+        decoded.get("jsonrpc") == "2.0"
+        and type(decoded.get("id")) in _REQUEST_ID_TYPES
+        and (params is None or isinstance(params, dict))
+    )
 
 
 async def _read_body(receive: Receive, received: list[Message], limit: int) -> bytes | None:
@@ -362,13 +432,9 @@ def _replaying(received: list[Message], receive: Receive) -> Receive:
     return replay
 
 
-async def _write(reply: JSONRPCResponse | JSONRPCError, send: Send) -> None:
-    """The reply as the SDK writes it: compact JSON, its status from the error code."""
-    status = 200
-    if isinstance(reply, JSONRPCError):
-        status = ERROR_CODE_HTTP_STATUS.get(reply.error.code, 200)
-    payload = reply.model_dump(mode="json", by_alias=True, exclude_none=True)
-    body = json.dumps(payload, separators=(",", ":")).encode()
+async def _write(status: int, reply: dict[str, Any], send: Send) -> None:
+    """The reply as the SDK writes it: compact JSON (``json.dumps`` of its wire dump)."""
+    body = _ENCODER.encode(reply).encode()
     await send(
         {
             "type": "http.response.start",

@@ -38,6 +38,21 @@ def ensure_object(value: object, what: str = "value") -> JSONObject:
 def _copy(value: object, what: str, depth: int) -> JSONValue:
     if depth > MAX_DEPTH:
         raise NotJSONSafe(f"{what} nests deeper than {MAX_DEPTH} levels")
+    # The exact JSON types first, as json.loads makes them: this runs on every write, and
+    # the isinstance checks below (an ABC among them) cost more than the copy itself.
+    if type(value) is str:
+        _check_text(value, what)
+        return value
+    if type(value) is dict:
+        out: dict[str, JSONValue] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotJSONSafe(f"{what} has a non-string object key")
+            _check_text(key, what)
+            out[str(key)] = _copy(item, what, depth + 1)
+        return out
+    if type(value) is list:
+        return [_copy(item, what, depth + 1) for item in value]
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -54,17 +69,19 @@ def _copy(value: object, what: str, depth: int) -> JSONValue:
     if isinstance(value, list | tuple):
         return [_copy(item, what, depth + 1) for item in value]
     if isinstance(value, Mapping):
-        out: dict[str, JSONValue] = {}
+        copied: dict[str, JSONValue] = {}
         for key, item in cast("Mapping[object, object]", value).items():
             if not isinstance(key, str):
                 raise NotJSONSafe(f"{what} has a non-string object key")
             _check_text(key, what)
-            out[str(key)] = _copy(item, what, depth + 1)
-        return out
+            copied[str(key)] = _copy(item, what, depth + 1)
+        return copied
     raise NotJSONSafe(f"{what} holds a {type(value).__name__}, which is not JSON")
 
 
 def _check_text(text: str, what: str) -> None:
+    if text.isascii():
+        return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

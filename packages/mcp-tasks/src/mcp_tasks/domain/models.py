@@ -70,18 +70,28 @@ class WorkSpec:
 
     @classmethod
     def from_json(cls, data: Mapping[str, JSONValue]) -> WorkSpec:
+        """The work :meth:`to_json` wrote, decoded. Its checks ran when the work was made
+        and are not run again: a store reads the work back on every ``get``, and copying
+        the input through :func:`ensure_json` cost more than decoding it."""
         delays = data.get("retry_delays_ms") or []
         key = data.get("idempotency_key")
         context = data.get("trace_context")
-        return cls(
-            type=str(data["type"]),
-            input=data.get("input"),
-            idempotency_key=None if key is None else str(key),
-            retry_delays_ms=tuple(int(d) for d in delays) if isinstance(delays, list) else (),  # type: ignore[arg-type]
-            trace_context=(
-                {str(k): str(v) for k, v in context.items()} if isinstance(context, dict) else {}
+        work = object.__new__(cls)
+        for name, value in (
+            ("type", str(data["type"])),
+            ("input", data.get("input")),
+            ("idempotency_key", None if key is None else str(key)),
+            (
+                "retry_delays_ms",
+                tuple(int(d) for d in delays) if isinstance(delays, list) else (),  # type: ignore[arg-type]
             ),
-        )
+            (
+                "trace_context",
+                {str(k): str(v) for k, v in context.items()} if isinstance(context, dict) else {},
+            ),
+        ):
+            object.__setattr__(work, name, value)
+        return work
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,7 +134,7 @@ class ToolOptions:
     (``"fail"``: for a body that must not run twice; the client decides what next)."""
 
     def __post_init__(self) -> None:
-        check_policy(self.mode)
+        object.__setattr__(self, "mode", check_policy(self.mode))
         if self.recovery not in RECOVERIES:
             raise ValueError(f"recovery must be 'rerun' or 'fail', got {self.recovery!r}")
         object.__setattr__(self, "retry_delays_ms", retry_delays(self.retry_delays_ms))

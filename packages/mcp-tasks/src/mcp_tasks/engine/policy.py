@@ -28,6 +28,8 @@ async def resolve_mode(
     policy: Policy, arguments: Mapping[str, Any], request: RequestView
 ) -> TaskMode:
     """The mode for this call: a fixed mode, or what the policy function says for these args."""
+    if isinstance(policy, TaskMode):
+        return policy
     if callable(policy):
         chosen = policy(arguments, request)
         if isinstance(chosen, Awaitable):
@@ -37,7 +39,8 @@ async def resolve_mode(
 
 
 def check_policy(policy: Policy) -> Policy:
-    """Validate a fixed mode at registration time (a function is checked per call)."""
+    """Validate a fixed mode at registration time (a function is checked per call): the
+    mode as a :class:`TaskMode`, or the function."""
     if not callable(policy):
-        TaskMode(policy)
+        return TaskMode(policy)
     return policy

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Final
 
 from mcp_tasks.domain.states import TaskStatus
@@ -24,8 +25,14 @@ ACK: Final[JSONObject] = {"resultType": "complete"}
 
 def rfc3339(epoch_ms: int) -> str:
     """Epoch milliseconds as RFC 3339 UTC with milliseconds, e.g. ``2026-01-01T00:00:00.000Z``."""
-    moment = datetime.fromtimestamp(epoch_ms // 1000, tz=UTC)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{epoch_ms % 1000:03d}Z"
+    return f"{_to_the_second(epoch_ms // 1000)}.{epoch_ms % 1000:03d}Z"
+
+
+@lru_cache(maxsize=1024)
+def _to_the_second(epoch_s: int) -> str:
+    # Formatting a datetime is most of a poll's rendering, and polls of a task, and the
+    # tasks of a busy second, ask for the same few seconds again and again.
+    return f"{datetime.fromtimestamp(epoch_s, tz=UTC):%Y-%m-%dT%H:%M:%S}"
 
 
 def poll_interval_ms(record: TaskRecord, now: int) -> int:
