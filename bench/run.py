@@ -192,9 +192,13 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
         out[f"cpu_per_task.{name}_vs_fastmcp_tasks"] = reported(
             (cpu_ms(name), cpu_ms(PEER)), absent(name), (requests(name), requests(PEER))
         )
-    out["cpu_per_task.redis_vs_fastmcp_tasks_redis"] = reported(
+    # Like for like, both on Redis with the Redis server's CPU counted: the row a reader of
+    # "vs fastmcp-tasks on Redis" is owed beside memory's.
+    out["cpu_per_task.redis_vs_fastmcp_tasks_redis"] = goal(
         (cpu_ms("redis"), cpu_ms(PEER_REDIS)),
-        absent("redis") or no_redis_peer or "like for like, both on Redis (its CPU counted)",
+        "<=",
+        0.25,
+        absent("redis") or no_redis_peer,
         (requests("redis"), requests(PEER_REDIS)),
     )
     for name in ALL:
