@@ -239,7 +239,8 @@ class Instruments:
         self.recoveries = count(
             "mcp_tasks.tasks.recovered",
             unit="{task}",
-            description="Tasks taken over after their lease ran out or was released, by tool",
+            description="Runs that took a task over after its lease ran out or was released "
+            "(a due retry is not one), by tool",
         )
         self.reaped = count(
             "mcp_tasks.tasks.reaped", unit="{task}", description="Expired tasks deleted"
