@@ -7,12 +7,14 @@ the run (:func:`strip_hooks`): every span (``with SpanScope(…)`` and ``with Un
 unwrapped to their bodies, the run's span and its ``is_recording()`` blocks deleted), every
 measurement and count (``instruments.….add/record``, ``count_end``), the store wrapper
 (``observed(store)`` is ``store``), the trace context a task keeps (``carrier()``) and the
-fast path's look for a tracer provider. The rewrite fails loudly when a hook it knows is not
-where it expects it, and a check afterwards refuses a copy that still calls any telemetry
-name. Both servers run the memory store with no SDK set up, the stripped one with the copy
-first on ``PYTHONPATH``. Figures: ``tasks/get`` requests per second and server CPU (utime +
-stime from /proc) per request, and server CPU per completed task over the end-to-end
-workload; each round's ratio (with hooks / without), their median and range::
+fast path's look for the SDK's span middleware and a tracer provider. The rewrite fails
+loudly when a hook it knows is not where it expects it, and a check afterwards refuses a
+copy that still calls any telemetry name.
+
+Both servers run the memory store with no SDK set up, the stripped one with the copy first
+on ``PYTHONPATH``. Figures: ``tasks/get`` requests per second and server CPU (utime + stime
+from /proc) per request, and server CPU per completed task over the end-to-end workload;
+each round's ratio (with hooks / without), their median and range::
 
     uv run --group bench python -m bench.otel_overhead --quick
 """
@@ -108,12 +110,12 @@ BESPOKE: tuple[tuple[str, str, str], ...] = (
         "                        instruments.input_wait.record(waited, self._measured)\n",
         "",
     ),
-    # The fast path's look for a tracer provider.
+    # The fast path's look for the SDK's span middleware and a tracer provider.
     (
         "adapters/fast_path.py",
-        "    return ours == 1 and isinstance("
-        "trace.get_tracer_provider(), trace.ProxyTracerProvider)\n",
-        "    return ours == 1\n",
+        "            result = await _in_sdk_spans("
+        "server, request, verdict.protocol_version, handle)\n",
+        "            result = await handle(None)\n",
     ),
 )
 
@@ -136,10 +138,11 @@ TELEMETRY_NAMES = frozenset(
         "is_recording",
         "_run_span",
         "_first_run_delay",
+        "_in_sdk_spans",
         "_measured",
     }
 )
-_DEAD_HELPERS = frozenset({"_run_span", "_first_run_delay"})
+_DEAD_HELPERS = frozenset({"_run_span", "_first_run_delay", "_in_sdk_spans"})
 _SPAN_WRAPPERS = frozenset({"SpanScope", "Untraced"})
 _OBSERVED = re.compile(r"\bobserved\((\w+)\)")
 
