@@ -24,14 +24,18 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import json
 import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from bench.common import ROOT, cpu_seconds, free_port, server_process
 from bench.served import (
@@ -264,8 +268,107 @@ def strip_hooks(directory: Path, source: Path = SOURCE) -> tuple[Path, int]:
     return directory, removed
 
 
+#: How many ``tasks/get`` one in-process probe answers (after as many to warm up).
+PROBE_REQUESTS = 20_000
+
+
+async def probe(requests: int) -> float:
+    """CPU microseconds per ``tasks/get`` answered by our server's ASGI app called directly,
+    in this process (no HTTP server, no client: the app's own work, of which the hooks are
+    a larger share than of a request over HTTP)."""
+    from bench.servers import ours_with_tasks  # noqa: PLC0415 (the side's own mcp_tasks)
+    from mcp_tasks import NewTask, new_task_id  # noqa: PLC0415
+    from mcp_tasks.testing import PROTOCOL, WITH_TASKS  # noqa: PLC0415
+
+    app, tasks = ours_with_tasks("memory://", None)
+    async with tasks.running():
+        task_id = new_task_id()
+        await tasks.store.create(NewTask(task_id=task_id, ttl_ms=None))
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+            "io.modelcontextprotocol/clientCapabilities": WITH_TASKS,
+        }
+        params = {"taskId": task_id, "_meta": meta}
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": params})
+        headers = {
+            "host": "127.0.0.1:8000",
+            "content-type": "application/json",
+            "content-length": str(len(body)),
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": PROTOCOL,
+            "mcp-method": "tasks/get",
+            "mcp-name": task_id,
+        }
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/mcp",
+            "raw_path": b"/mcp",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
+            "client": ("127.0.0.1", 40000),
+            "server": ("127.0.0.1", 8000),
+        }
+        message = {"type": "http.request", "body": body.encode(), "more_body": False}
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return message
+
+        async def send(reply: dict[str, Any]) -> None:
+            sent.append(reply)
+
+        await app(scope, receive, send)
+        answer = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        if sent[0].get("status") != 200 or b'"result"' not in answer:
+            raise RuntimeError(f"the probe's tasks/get was answered {sent[0]} {answer!r}")
+        for _ in range(requests):  # warm-up
+            sent.clear()
+            await app(scope, receive, send)
+        start = time.process_time()
+        for _ in range(requests):
+            sent.clear()
+            await app(scope, receive, send)
+        return (time.process_time() - start) / requests * 1e6
+
+
+def probe_on(side_env: dict[str, str]) -> float:
+    """:func:`probe` in a process of its own, with ``side_env``'s ``PYTHONPATH``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.otel_overhead", "--probe", str(PROBE_REQUESTS)],
+        cwd=ROOT,
+        env={**os.environ, **side_env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def spread(values: list[float]) -> str:
     return f"median {statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f})"
+
+
+#: Each figure a round measures on each side: its key, what it is, how a value reads.
+FIGURES = (
+    ("rps", "tasks/get requests/s", "{:,.0f}/s"),
+    ("per_get", "tasks/get server CPU per request", "{:.0f} us"),
+    ("per_task", "server CPU per task", "{:.3f} ms"),
+    ("in_process", "in-process tasks/get CPU", "{:.1f} us"),
+)
+
+
+def report(figures: dict[str, dict[str, list[float]]]) -> None:
+    """Each figure's ratio (with hooks / stripped) over the rounds: median and range."""
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+    for key, what, _ in FIGURES:
+        sides = figures[key]
+        ratios = [a / b for a, b in zip(sides["hooks"], sides["stripped"], strict=True)]
+        print(f"{what}, hooks / stripped: {spread(ratios)}")
 
 
 def main() -> None:
@@ -274,59 +377,58 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="wrk seconds per round")
     parser.add_argument("--tasks", type=int, default=600, help="tasks per CPU round")
     parser.add_argument("--quick", action="store_true", help="4 rounds of 2 s and 200 tasks")
+    parser.add_argument("--probe", type=int, help=argparse.SUPPRESS)  # one side's probe
     args = parser.parse_args()
+    if args.probe:
+        print(asyncio.run(probe(args.probe)))
+        return
     if args.quick:
         args.rounds, args.seconds, args.tasks = 4, 2.0, 200
     wrk = ensure_wrk()
+    figures: dict[str, dict[str, list[float]]] = {
+        key: {"hooks": [], "stripped": []} for key, _, _ in FIGURES
+    }
     with tempfile.TemporaryDirectory(prefix="otel-overhead-") as tmp, ExitStack() as stack:
         stripped, removed = strip_hooks(Path(tmp))
         print(f"hooks removed from the copy: {removed}; load average {os.getloadavg()[0]:.1f}")
-        sides: dict[str, tuple[Target, int]] = {}
-        for name, path in (("hooks", {}), ("stripped", {"PYTHONPATH": str(stripped)})):
+        envs: dict[str, dict[str, str]] = {"hooks": {}, "stripped": {"PYTHONPATH": str(stripped)}}
+        sides: dict[str, tuple[Target, int, Path]] = {}
+        for name, path in envs.items():
             port = free_port()
             argv = [sys.executable, "-m", "bench.servers", "ours", "--store", "memory://"]
             target = Target(name, [*argv, "--port", str(port), "--max-rows", "0"], port, "tasks")
             # No SDK set up on either side, whatever this shell's OTEL_* say.
             env = {**path, "OTEL_TRACES_EXPORTER": "", "OTEL_METRICS_EXPORTER": ""}
             process = stack.enter_context(server_process(target.argv, port, env=env))
-            sides[name] = (target, process.pid)
-        scripts = {}
-        for name, (target, _) in sides.items():
             method, params, routed = repeated_request(target)
             check_answer(target, method, params, routed)
-            scripts[name] = wrk_script(method, params, routed, Path(tmp) / f"{name}.lua")
-            run_wrk(wrk, target.port, scripts[name], 1, 50)  # warm-up
+            script = wrk_script(method, params, routed, Path(tmp) / f"{name}.lua")
+            run_wrk(wrk, target.port, script, 1, 50)  # warm-up
             asyncio.run(drive(target.port, 50, 50, 0, 50))  # warm-up
-        rps: dict[str, list[float]] = {name: [] for name in sides}
-        per_get: dict[str, list[float]] = {name: [] for name in sides}
-        per_task: dict[str, list[float]] = {name: [] for name in sides}
+            sides[name] = (target, process.pid, script)
         for round_ in range(args.rounds):
             # Which side goes first alternates too: neither always meets the busier half.
-            order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
-            for name in order:
-                target, pid = sides[name]
+            for name in list(sides) if round_ % 2 == 0 else list(reversed(sides)):
+                target, pid, script = sides[name]
                 before = cpu_seconds(pid)
-                rate = run_wrk(wrk, target.port, scripts[name], args.seconds, 50)
-                rps[name].append(rate)
-                per_get[name].append((cpu_seconds(pid) - before) / (rate * args.seconds) * 1e6)
+                rate = run_wrk(wrk, target.port, script, args.seconds, 50)
+                figures["rps"][name].append(rate)
+                cpu_us = (cpu_seconds(pid) - before) * 1e6
+                figures["per_get"][name].append(cpu_us / (rate * args.seconds))
                 before = cpu_seconds(pid)
                 asyncio.run(drive(target.port, args.tasks, 50, 200, 50))
-                per_task[name].append((cpu_seconds(pid) - before) * 1000 / args.tasks)
+                figures["per_task"][name].append((cpu_seconds(pid) - before) * 1000 / args.tasks)
+                figures["in_process"][name].append(probe_on(envs[name]))
             print(
-                f"round {round_ + 1}: tasks/get "
-                + ", ".join(f"{n} {rps[n][-1]:,.0f}/s {per_get[n][-1]:.0f} us" for n in sides)
-                + "; CPU per task "
-                + ", ".join(f"{n} {per_task[n][-1]:.3f} ms" for n in sides),
+                f"round {round_ + 1}: "
+                + "; ".join(
+                    f"{what} "
+                    + ", ".join(f"{n} {shown.format(figures[key][n][-1])}" for n in sides)
+                    for key, what, shown in FIGURES
+                ),
                 flush=True,
             )
-    print(f"load average after: {os.getloadavg()[0]:.1f}")
-
-    def ratios(figures: dict[str, list[float]]) -> list[float]:
-        return [a / b for a, b in zip(figures["hooks"], figures["stripped"], strict=True)]
-
-    print(f"tasks/get requests/s, hooks / stripped: {spread(ratios(rps))}")
-    print(f"tasks/get server CPU per request, hooks / stripped: {spread(ratios(per_get))}")
-    print(f"server CPU per task, hooks / stripped: {spread(ratios(per_task))}")
+    report(figures)
 
 
 if __name__ == "__main__":
