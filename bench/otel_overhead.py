@@ -272,10 +272,11 @@ def strip_hooks(directory: Path, source: Path = SOURCE) -> tuple[Path, int]:
 PROBE_REQUESTS = 20_000
 
 
-async def probe(requests: int) -> float:
+async def probe(requests: int) -> tuple[float, float]:
     """CPU microseconds per ``tasks/get`` answered by our server's ASGI app called directly,
     in this process (no HTTP server, no client: the app's own work, of which the hooks are
-    a larger share than of a request over HTTP)."""
+    a larger share than of a request over HTTP), and the function calls (Python and C) one
+    such request makes: a count no load on the machine moves."""
     from bench.servers import ours_with_tasks  # noqa: PLC0415 (the side's own mcp_tasks)
     from mcp_tasks import NewTask, new_task_id  # noqa: PLC0415
     from mcp_tasks.testing import PROTOCOL, WITH_TASKS  # noqa: PLC0415
@@ -333,10 +334,22 @@ async def probe(requests: int) -> float:
         for _ in range(requests):
             sent.clear()
             await app(scope, receive, send)
-        return (time.process_time() - start) / requests * 1e6
+        cpu_us = (time.process_time() - start) / requests * 1e6
+        calls = [0]
+
+        def count(frame: object, event: str, arg: object) -> None:
+            if event in ("call", "c_call"):
+                calls[0] += 1
+
+        sys.setprofile(count)
+        for _ in range(100):
+            sent.clear()
+            await app(scope, receive, send)
+        sys.setprofile(None)
+        return cpu_us, calls[0] / 100
 
 
-def probe_on(side_env: dict[str, str]) -> float:
+def probe_on(side_env: dict[str, str]) -> tuple[float, float]:
     """:func:`probe` in a process of its own, with ``side_env``'s ``PYTHONPATH``."""
     done = subprocess.run(
         [sys.executable, "-m", "bench.otel_overhead", "--probe", str(PROBE_REQUESTS)],
@@ -346,7 +359,8 @@ def probe_on(side_env: dict[str, str]) -> float:
         text=True,
         check=True,
     )
-    return float(done.stdout.strip().splitlines()[-1])
+    cpu_us, calls = done.stdout.strip().splitlines()[-1].split()
+    return float(cpu_us), float(calls)
 
 
 def spread(values: list[float]) -> str:
@@ -359,6 +373,7 @@ FIGURES = (
     ("per_get", "tasks/get server CPU per request", "{:.0f} us"),
     ("per_task", "server CPU per task", "{:.3f} ms"),
     ("in_process", "in-process tasks/get CPU", "{:.1f} us"),
+    ("calls", "in-process tasks/get function calls", "{:.0f}"),
 )
 
 
@@ -380,7 +395,7 @@ def main() -> None:
     parser.add_argument("--probe", type=int, help=argparse.SUPPRESS)  # one side's probe
     args = parser.parse_args()
     if args.probe:
-        print(asyncio.run(probe(args.probe)))
+        print(*asyncio.run(probe(args.probe)))
         return
     if args.quick:
         args.rounds, args.seconds, args.tasks = 4, 2.0, 200
@@ -418,7 +433,9 @@ def main() -> None:
                 before = cpu_seconds(pid)
                 asyncio.run(drive(target.port, args.tasks, 50, 200, 50))
                 figures["per_task"][name].append((cpu_seconds(pid) - before) * 1000 / args.tasks)
-                figures["in_process"][name].append(probe_on(envs[name]))
+                cpu_us, calls = probe_on(envs[name])
+                figures["in_process"][name].append(cpu_us)
+                figures["calls"][name].append(calls)
             print(
                 f"round {round_ + 1}: "
                 + "; ".join(
