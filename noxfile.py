@@ -175,7 +175,8 @@ def bench(session: nox.Session) -> None:
     store beside raw PyMongo, how long tasks/cancel takes to stop a body over HTTP on each
     Store, and how fast a change on one server process reaches another on each durable
     Store (the goal is 200 ms), and the fault tests at a larger size (bench/faults.py: the
-    randomized crash test with 100 tasks and 10 SIGKILLs, the 20,000-task soak). Every
+    randomized crash test with 100 tasks and 10 SIGKILLs, the 20,000-task soak), and what
+    the OpenTelemetry hooks cost with no SDK set up (bench/otel_overhead.py). Every
     module runs as ``python -m bench.NAME`` from the repository root. Not a gate; the tests
     assert behaviour, never speed. Posargs go to bench/run.py (e.g. --quick)."""
     bench_run = ("uv", "run", "--group", "bench", "python", "-m", "bench.run")
@@ -186,6 +187,7 @@ def bench(session: nox.Session) -> None:
     redis = os.environ.get("MCP_TASKS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
     session.run("python", "-m", "bench.notify_latency", env={"MCP_TASKS_TEST_REDIS_URL": redis})
     session.run("python", "-m", "bench.faults")
+    session.run("python", "-m", "bench.otel_overhead")
 
 
 @nox.session

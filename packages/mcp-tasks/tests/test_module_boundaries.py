@@ -148,6 +148,10 @@ KNOWN_PRIVATE_SEAMS = frozenset(
         # it exports from no public module ("The SDK's configurator"); cli.otel imports it only when
         # the SDK is installed, and the import fails at once if a release moves it.
         ("otel.py", "opentelemetry.sdk._configuration"),
+        # Whether a tracer provider is installed, asked by every span hook, read from the
+        # API's global instead of its public look, which reads os.environ on every call
+        # ("The tracer provider's global"); without that global, the public look.
+        ("telemetry.py", "_TRACER_PROVIDER"),
         # A task call's arguments are checked as the SDK checks them ("Argument checks"):
         # an MCPServer's tools by name only through MCPServer._tool_manager (check_arguments_on
         # raises a TypeError at start-up if it is not there), a mounted FastMCP server's

@@ -9,7 +9,7 @@ import logging
 import os
 import typing
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
@@ -40,6 +40,7 @@ from mcp_tasks.engine.listen_slots import (
 )
 from mcp_tasks.runtime.context import TaskContext, current_task_context
 from mcp_tasks.runtime.control import Deferred, TaskControl, defer, defer_slot
+from mcp_tasks.runtime.gauges import gauge_interval, store_gauges
 from mcp_tasks.runtime.notifier import GuardedNotifier, Notifier, NullNotifier, notifier_for
 from mcp_tasks.runtime.runner import (
     DEFAULT_LEASE_MS,
@@ -137,6 +138,12 @@ class Tasks:
     ``max_listen_streams`` (1,024) and ``max_listen_streams_per_owner`` (16) bound the task
     ``subscriptions/listen`` streams open in this process and per principal; past either,
     a listen is answered -32603 "Subscription limit reached" before anything is sent.
+
+    ``store_gauges_s``: export gauges of the store's state (tasks by status, rows against
+    the row cap) from its optional ``stats()``, read in the background at most once per
+    that many seconds (at least 10) and only while an exporter collects them; ``None``
+    (the default): none. ``stats()`` may scan the whole table and every process counts
+    the same store-wide figures, so turn it on in one process (docs/monitoring.md).
     """
 
     Context = TaskContext
@@ -161,7 +168,10 @@ class Tasks:
         clock: Clock = system_clock,
         max_listen_streams: int = DEFAULT_MAX_LISTEN_STREAMS,
         max_listen_streams_per_owner: int = DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
+        store_gauges_s: float | None = None,
     ) -> None:
+        #: Seconds between readings of the store's stats for its gauges (None: no gauges).
+        self.store_gauges_s = gauge_interval(store_gauges_s)
         #: Whether the app chose the store itself (a Store or URL passed in).
         self.store_pinned = store is not None
         if store is None and os.environ.get(URL_ENV):
@@ -251,7 +261,13 @@ class Tasks:
         try:
             # The notifier listens before the runner starts and after it stops: the runner
             # publishes the leases it releases at shutdown.
-            async with self.notifier.running(), self.runner.run():
+            async with AsyncExitStack() as stack:
+                await stack.enter_async_context(self.notifier.running())
+                await stack.enter_async_context(self.runner.run())
+                if outermost and self.store_gauges_s is not None:
+                    await stack.enter_async_context(
+                        store_gauges().watching(self.store, self.store_gauges_s)
+                    )
                 yield
         finally:
             if outermost and self.close_store:

@@ -70,11 +70,23 @@ _tracer = trace.get_tracer(SCOPE)
 _w3c = TraceContextTextMapPropagator()
 
 
+# The API's public look (``get_tracer_provider()``) reads ``os.environ`` on every call while
+# no provider is installed, a microsecond or more, three times a ``tasks/get``. The global
+# it reads is set once, by ``set_tracer_provider``, and read directly costs a tenth of that
+# (a private name: docs/architecture.md, "The tracer provider's global"); an API release
+# without it gets the public look. A provider OTEL_PYTHON_TRACER_PROVIDER names is made
+# and set by the API's first look, which ``_tracer`` above made at import.
+_NO_GLOBAL: Final = object()
+
+
 def tracing() -> bool:
     """Whether a tracer provider is installed. Until one is, every span the API starts is
     its no-op, so :class:`SpanScope` starts none: the API's own no-op costs microseconds
     (a span, a context to make it current), and these run on every ``tasks/get``."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    provider = getattr(trace, "_TRACER_PROVIDER", _NO_GLOBAL)  # see _NO_GLOBAL
+    if provider is _NO_GLOBAL:
+        return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return provider is not None
 
 
 class SpanScope:
@@ -239,7 +251,8 @@ class Instruments:
         self.recoveries = count(
             "mcp_tasks.tasks.recovered",
             unit="{task}",
-            description="Tasks taken over after their lease ran out or was released, by tool",
+            description="Runs that took a task over after its lease ran out or was released "
+            "(a due retry is not one), by tool",
         )
         self.reaped = count(
             "mcp_tasks.tasks.reaped", unit="{task}", description="Expired tasks deleted"

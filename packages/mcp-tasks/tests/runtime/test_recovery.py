@@ -14,6 +14,7 @@ import anyio
 import pytest
 from fastmcp import FastMCP
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import (
@@ -306,6 +307,29 @@ async def test_a_takeover_is_logged_at_info_with_its_tool_and_wait_and_no_id(
     assert waited >= DEAD_LEASE_MS / 1000
     assert f"after {waited:.1f} s" in takeover.getMessage()
     assert all(task_id not in r.getMessage() for r in caplog.records if r.levelno >= 20)
+
+
+async def test_a_rerun_tools_failure_is_logged_by_type_without_its_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A re-run body's error text may quote its arguments: above DEBUG the failure names
+    the tool and the error's type only; the client still gets the text in its result."""
+    backend = MemoryBackend()
+    task_id = await orphan(backend, "check", {"card": "4111-SECRET"})
+    tasks = recovering_tasks(backend)
+    mcp: MCPServer[Any] = MCPServer("b", extensions=[tasks.extension()])
+
+    @tasks.tool(mcp, mode="required")
+    async def check(card: str) -> str:
+        raise ToolError(f"card {card} declined")
+
+    with caplog.at_level("INFO", logger="mcp_tasks"):
+        async with tasks.running():
+            record = await finished(tasks.store, task_id)  # type: ignore[arg-type]
+    assert "4111-SECRET" in text_of(record)
+    (failed,) = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert failed.getMessage() == "tool 'check' failed (ToolError)"
+    assert all("4111-SECRET" not in r.getMessage() for r in caplog.records if r.levelno >= 20)
 
 
 async def test_an_interrupted_task_of_a_tool_that_is_not_rerun_fails() -> None:

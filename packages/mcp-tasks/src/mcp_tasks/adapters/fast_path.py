@@ -24,14 +24,16 @@ are single store calls; on this path one that takes longer is answered as JSON w
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 # The SDK's default span middleware, exported from no public module: if an upgrade moves
 # it, this import fails loudly instead of the fast path stepping aside without a word
 # (a seam listed in docs/architecture.md, "Status notifications: the SDK seam").
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
+from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary
 from mcp.server.runner import modern_error_data
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -49,7 +51,6 @@ from mcp_types import (
     RequestId,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from opentelemetry import trace
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -58,18 +59,20 @@ from starlette.routing import Match, Route
 from mcp_tasks.adapters.listen import TaskListenMiddleware
 from mcp_tasks.adapters.request import TaskMethodParams, request_view
 from mcp_tasks.engine import TASK_METHODS
+from mcp_tasks.telemetry import tracing
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
     from mcp.server.lowlevel.server import Server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp_types import RequestParamsMeta
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from mcp_tasks.engine import TaskEngine
 
-#: Server middleware known to pass ``tasks/*`` through untouched (OpenTelemetry only while
-#: no tracer provider is installed: then its span records nothing).
+#: Server middleware known to pass ``tasks/*`` through untouched (the SDK's span
+#: middleware acts on nothing: the fast path makes the same span, :func:`_in_sdk_spans`).
 _PASS_THROUGH_MIDDLEWARE: Final = (OpenTelemetryMiddleware, RequestStateBoundary)
 
 _ROUTING_HEADERS: Final = frozenset(
@@ -242,8 +245,13 @@ class TasksFastPath:
             return False
 
         self.served += 1
+        params = decoded.get("params")
+
+        async def handle(ctx: ServerRequestContext[Any, Any] | None) -> dict[str, Any]:
+            return await engine.handle_tasks_method(view, method, params)
+
         try:
-            result = await engine.handle_tasks_method(view, method, decoded.get("params"))
+            result = await _in_sdk_spans(server, decoded, verdict.protocol_version, handle)
         except Exception as exc:
             error = JSONRPCError(jsonrpc="2.0", id=request_id, error=modern_error_data(exc))
             status = ERROR_CODE_HTTP_STATUS.get(error.error.code, 200)
@@ -374,7 +382,8 @@ def _dispatched_alone(server: Server[Any], method: str, engine: TaskEngine) -> b
     ``engine``, with nothing else on ``server`` acting on it: the handler is ours, there are
     no cache hints, the chain holds only pass-through middleware and this engine's
     notification middleware (another engine's would make it ambiguous whose handler is
-    there), and no tracer provider is installed (with one, the SDK's span must see it)."""
+    there). The SDK's span middleware is one of them: the fast path makes its span too
+    (:func:`_in_sdk_spans`)."""
     entry = server.get_request_handler(method)
     if entry is None or entry.params_type is not TaskMethodParams or server.cache_hints:
         return False
@@ -386,7 +395,52 @@ def _dispatched_alone(server: Server[Any], method: str, engine: TaskEngine) -> b
             ours += 1
         elif not isinstance(middleware, _PASS_THROUGH_MIDDLEWARE):
             return False
-    return ours == 1 and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return ours == 1
+
+
+async def _in_sdk_spans(
+    server: Server[Any],
+    request: dict[str, Any],
+    protocol_version: str,
+    handle: Callable[[ServerRequestContext[Any, Any] | None], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """``handle`` the request inside the span the SDK's own span middleware on ``server``
+    makes of it on the SDK's path (same name, kind, attributes, parent from ``_meta``'s
+    ``traceparent``, error handling: it is the same code), when a tracer provider is
+    installed; without one that span is the API's no-op, and skipping it saves its cost.
+
+    The middleware reads only the request's method, params, id, ``_meta`` and protocol
+    version from its context; a context without a session is enough for it (the tests
+    compare both paths' spans)."""
+    if not tracing():  # first: an isinstance against the SDK's middleware costs microseconds
+        return await handle(None)
+    spans = [m for m in server.middleware if isinstance(m, OpenTelemetryMiddleware)]
+    if not spans:
+        return await handle(None)
+    params = request.get("params")
+    meta = (params or {}).get("_meta")
+    ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+        session=cast("Any", None),
+        lifespan_context={},
+        protocol_version=protocol_version,
+        method=request["method"],
+        params=params,
+        request_id=request["id"],
+        meta=cast("RequestParamsMeta", meta) if isinstance(meta, dict) else None,
+    )
+    call: Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]] = handle
+    for middleware in reversed(spans):
+        call = functools.partial(_through, middleware, call)
+    result: dict[str, Any] = await call(ctx)
+    return result
+
+
+async def _through(
+    middleware: OpenTelemetryMiddleware,
+    call_next: Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]],
+    ctx: ServerRequestContext[Any, Any],
+) -> Any:
+    return await middleware(ctx, call_next)
 
 
 def _valid_envelope(decoded: dict[str, Any]) -> bool:

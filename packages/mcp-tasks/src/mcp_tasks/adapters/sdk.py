@@ -126,7 +126,9 @@ def mcpserver_tool_call(server: MCPServer[Any], name: str) -> ToolCall:
         except MCPError:
             raise
         except Exception as exc:
-            logger.info("tool %r failed: %r", name, str(exc), extra={"tool": name})
+            # The type only above DEBUG: a tool's error text may quote its arguments.
+            logger.info("tool %r failed (%s)", name, type(exc).__name__, extra={"tool": name})
+            logger.debug("tool %r failed: %r", name, str(exc))
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
 
     return call

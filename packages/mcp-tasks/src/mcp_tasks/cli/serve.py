@@ -57,6 +57,14 @@ def app_parser(
         metavar="URL",
         help="store URL (default: $MCP_TASKS_STORE_URL or sqlite:///./mcp-tasks.db)",
     )
+    parser.add_argument(
+        "--store-gauges",
+        type=float,
+        metavar="SECONDS",
+        help="export gauges of the store's tasks by status and rows against the cap, read "
+        "from its stats at most every SECONDS (at least 10) while a metrics exporter "
+        "collects; one process per store is enough (default: off)",
+    )
     return parser
 
 

@@ -22,6 +22,8 @@ from mcp_tasks.cli._errors import EXIT_UNREACHABLE, CLIError, UsageError, one_li
 from mcp_tasks.cli._stores import check_reachable, resolve_store_url
 from mcp_tasks.cli.demo_tools import demo_server
 from mcp_tasks.cli.otel import configure_from_environment
+from mcp_tasks.domain.errors import InvalidArgument
+from mcp_tasks.runtime.gauges import gauge_interval
 from mcp_tasks.runtime.runner import DEFAULT_RECOVERY_INTERVAL_S
 from mcp_tasks.stores.opening import describe_store, store_from_url
 from mcp_tasks.tasks import Tasks, collect_tasks
@@ -178,9 +180,22 @@ async def _check_task_options(spec: str, app: Any) -> None:
         raise ServeError(f"{spec}: {error}") from error
 
 
+def export_store_gauges(prepared: Prepared, seconds: float | None) -> None:
+    """``--store-gauges``: the app's Tasks export their store's gauges every ``seconds``."""
+    if seconds is None:
+        return
+    try:
+        interval = gauge_interval(seconds)
+    except InvalidArgument as error:
+        raise UsageError(f"--store-gauges: {error}") from None
+    for tasks in prepared.tasks:
+        tasks.store_gauges_s = interval
+
+
 def serve(args: argparse.Namespace) -> int:
     """`mcp-tasks serve`: serve the app (or the demo tools) until stopped."""
     prepared = prepare_app(args.app, args.store)
+    export_store_gauges(prepared, args.store_gauges)
     configure_from_environment()  # after the app's import: an app that set it up keeps its own
     if not servable(prepared.app):  # e.g. the module's Tasks, found beside its server
         raise ServeError(
@@ -231,6 +246,7 @@ def work(args: argparse.Namespace) -> int:
     prepared = prepare_app(args.app, args.store)
     if not prepared.tasks:
         raise UsageError(f"{args.app} serves tasks with an extension of its own, not mcp-tasks")
+    export_store_gauges(prepared, args.store_gauges)
     configure_from_environment()  # after the app's import: an app that set it up keeps its own
     runners = [tasks.runner for tasks in prepared.tasks]
     for runner in runners:

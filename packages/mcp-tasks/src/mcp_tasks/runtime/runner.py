@@ -391,7 +391,7 @@ class Runner:
             )
             await self._fail(claimed, INTERRUPTED_ERROR)
             return
-        if record.generation > 1:  # it was claimed before: its lease ran out or was released
+        if interrupted(record):  # a takeover: this attempt's lease ran out or was released
             instruments.recoveries.add(1, tool_attributes(record))
             claimed_at = claimed.lease.expires_at - self.lease_ms
             waited_s = max(0, claimed_at - record.last_updated_at) / 1000
@@ -408,6 +408,13 @@ class Runner:
                     "waited_s": waited_s,
                     "store": self._backend,
                 },
+            )
+        elif record.attempt > 0:  # a due retry (counted in retries when it was asked for)
+            logger.info(
+                "starting attempt %d of a task of tool %r (a retry)",
+                record.attempt,
+                tool,
+                extra={"tool": tool, "attempt": record.attempt, "store": self._backend},
             )
         else:
             logger.info(
