@@ -118,7 +118,7 @@ BESPOKE: tuple[tuple[str, str, str], ...] = (
     (
         "adapters/fast_path.py",
         "            result = await _in_sdk_spans("
-        "server, request, verdict.protocol_version, handle)\n",
+        "server, decoded, verdict.protocol_version, handle)\n",
         "            result = await handle(None)\n",
     ),
 )
