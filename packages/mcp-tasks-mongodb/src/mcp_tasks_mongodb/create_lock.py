@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from mcp_tasks.domain.errors import StoreUnavailable, TaskLimitReached
+from mcp_tasks.domain.errors import OwnerTaskLimitReached, StoreUnavailable
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks_mongodb import pipelines
 from mcp_tasks_mongodb.driver import UNAVAILABLE
@@ -206,7 +206,7 @@ async def rows_bound(tasks: AsyncCollection[Document], lock: Lock, cap: int | No
 async def check_owner_cap(
     tasks: AsyncCollection[Document], owner: str | None, now: int, per_owner: int | None
 ) -> None:
-    """TaskLimitReached when ``owner`` has ``per_owner`` active tasks
+    """OwnerTaskLimitReached when ``owner`` has ``per_owner`` active tasks
     (:func:`~mcp_tasks_mongodb.pipelines.active`; the caller holds the create lock).
     Counted every time: a bound per owner would need a document per owner."""
     if per_owner is None:
@@ -216,4 +216,4 @@ async def check_owner_cap(
             pipelines.active(owner, now), limit=per_owner, hint="owner_active"
         )
     if mine >= per_owner:
-        raise TaskLimitReached
+        raise OwnerTaskLimitReached

@@ -220,7 +220,7 @@ class MongoTaskStore(ReadModifyWrite):
 
     async def _create(self, task: NewTask) -> TaskRecord:
         tasks = await self._tasks()
-        cap, per_owner = self.options.max_rows, self.options.max_active_per_owner
+        cap, per_owner = self.options.max_rows, self.options.owner_cap(task.owner)
         if cap is None and per_owner is None:
             return await self._insert(tasks, rules.new_record(task, await self._server_now()))
         with UNAVAILABLE:

@@ -74,7 +74,6 @@ class Statements:
     bump_rows: CompiledSQL
     count_live: CompiledSQL
     count_active_of_owner: CompiledSQL
-    count_active_ownerless: CompiledSQL
     claim_next: CompiledSQL
     claim_one: CompiledSQL
     reap: CompiledSQL
@@ -229,10 +228,12 @@ def build(
         .values(n_rows=counter.c.n_rows + sa.bindparam("delta", type_=sa.BigInteger))
         .returning(counter.c.n_rows, now_ms),
         "count_live": count.where(where.unexpired),
-        "count_active_of_owner": count.where(
-            c.owner == sa.bindparam("owner", type_=sa.Text), where.active
+        "count_active_of_owner": sa.select(sa.func.count().label("n")).select_from(
+            sa.select(c.task_id)
+            .where(c.owner == sa.bindparam("owner", type_=sa.Text), where.active)
+            .limit(sa.bindparam("cap", type_=sa.Integer))
+            .subquery("mine")
         ),
-        "count_active_ownerless": count.where(c.owner.is_(None), where.active),
         "claim_next": claim_next,
         "claim_one": claim_next.where(c.task_id == sa.bindparam("task_id", type_=sa.Text)),
         "reap": sa.delete(t).where(c.task_id.in_(doomed.scalar_subquery())),
