@@ -119,7 +119,9 @@ class PostgresDialect:
         now = sa.literal_column(SERVER_NOW, sa.BigInteger)
         self._statements = sql_statements.build(self._tables, self._dialect, now)
         self._server_now = fast_create.server_now(self._dialect, now)
-        self._bump_and_insert = fast_create.bump_and_insert(self._tables, self._dialect)
+        self._bump_and_insert = fast_create.bump_and_insert(
+            self._tables, self._dialect, sql_statements.predicates(self._tables, now).active
+        )
         self._pool: asyncpg.Pool | None = None
         self._idle: list[PoolConnectionProxy] = []  # see _borrow
         self._waiting = 0  # sessions waiting in pool.acquire()
@@ -138,16 +140,17 @@ class PostgresDialect:
         return values  # the statements read the server's clock themselves
 
     async def create(self, task: NewTask, options: StoreOptions) -> TaskRecord | None:
-        """Two round trips while the namespace is below its cap (see :mod:`.fast_create`);
-        ``None`` (the shared transaction) near the cap and with a per-owner cap."""
-        if options.max_active_per_owner is not None:
-            return None
+        """Two round trips while the namespace is below its caps (see :mod:`.fast_create`);
+        ``None`` (the shared transaction) near either cap or after a concurrent create."""
         async with self.session(Mode.MODIFY) as db:
             clock = await db.fetch_one(self._server_now, {})
             assert clock is not None
             record = rules.new_record(task, clock["now_ms"])
             values = values_of(record)
             values["cap"] = options.max_rows
+            values["owner_cap"] = owner_cap = options.owner_cap(task.owner)
+            # None counts nothing: an uncapped owner is never counted
+            values["owner"] = None if owner_cap is None else task.owner
             done = await db.fetch_one(self._bump_and_insert, values)
             assert done is not None
             if done["inserted"]:
