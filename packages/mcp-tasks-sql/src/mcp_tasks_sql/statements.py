@@ -283,7 +283,11 @@ def stats(tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]) -> 
         *(counted(getattr(where, name)).label(name) for name in COUNTED),
         sa.func.min(sa.case((working, c.created_at))).label("oldest_working_created_at"),
     ).select_from(t)
-    per_owner = sa.select(sa.func.count().label("n")).where(where.active).group_by(c.owner)
+    per_owner = (
+        sa.select(sa.func.count().label("n"))
+        .where(where.active, c.owner.is_not(None))  # ownerless tasks are no owner's
+        .group_by(c.owner)
+    )
     counts = per_owner.subquery("per_owner")
     ranked = sa.select(
         counts.c.n, sa.func.row_number().over(order_by=counts.c.n.desc()).label("place")
