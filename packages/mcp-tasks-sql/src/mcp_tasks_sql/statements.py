@@ -86,6 +86,11 @@ class Statements:
     #: ``bump_rows`` a plain UPDATE and reads them with this SELECT right after it, in the
     #: same transaction (the UPDATE holds the counter row's lock until commit).
     read_counter: CompiledSQL | None = None
+    #: Where a create may count an owner's tasks in a snapshot older than the counter's
+    #: lock (Postgres's fast path): bumps the owner's turn row (``schema.owner_turn_row``,
+    #: parameter ``turn``), which a create under the per-owner cap does in its transaction
+    #: too, so that the fast path sees it came between. ``None`` elsewhere.
+    bump_owner_turn: CompiledSQL | None = None
 
 
 @dataclass(frozen=True, slots=True)

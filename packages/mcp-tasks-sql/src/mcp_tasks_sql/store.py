@@ -24,6 +24,7 @@ from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks.stores.stats import BUSIEST_OWNERS, from_counts
 from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
 from mcp_tasks_sql.connection import Mode, Row, Transaction, execute, fetch_one
+from mcp_tasks_sql.schema import owner_turn_row
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -233,7 +234,9 @@ class SQLTaskStore(ReadModifyWrite):
             if live is None or live["n"] >= cap:
                 yield from self._raise_limit(task.task_id)
         per_owner = options.owner_cap(task.owner)
-        if per_owner is not None:
+        if per_owner is not None and task.owner is not None:
+            if sql.bump_owner_turn is not None:
+                yield from execute(sql.bump_owner_turn, {"turn": owner_turn_row(task.owner)})
             # Counted up to the cap: never more rows than that, however many the owner has.
             mine = {"owner": task.owner, "cap": per_owner}
             active = yield from fetch_one(sql.count_active_of_owner, self._with_now(mine))
