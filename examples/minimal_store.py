@@ -17,6 +17,7 @@ from mcp_tasks import (
     DuplicateTaskId,
     Lease,
     NewTask,
+    OwnerTaskLimitReached,
     StoreOptions,
     TaskLimitReached,
     TaskRecord,
@@ -59,13 +60,13 @@ class DictTaskStore(ReadModifyWrite):
         tasks, now = self._tasks(), self._clock()
         if task.task_id in tasks:  # S-CREATE.4: checked before the caps
             raise DuplicateTaskId
-        cap, per_owner = self.options.max_rows, self.options.max_active_per_owner
+        cap, per_owner = self.options.max_rows, self.options.owner_cap(task.owner)
         if cap is not None and sum(rules.counts_toward_cap(r, now) for r in tasks.values()) >= cap:
             raise TaskLimitReached
         if per_owner is not None:
             mine = [r for r in tasks.values() if r.owner == task.owner]
             if sum(rules.is_active(r, now) for r in mine) >= per_owner:
-                raise TaskLimitReached
+                raise OwnerTaskLimitReached
         record = rules.new_record(task, now)
         tasks[task.task_id] = record
         return record

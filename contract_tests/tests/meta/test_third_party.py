@@ -203,4 +203,4 @@ def test_a_bug_only_the_stateful_test_finds_is_named_with_its_step(tmp_path: Pat
     assert re.search(
         r"RuleBroken: step \d+ \(create\w*: create.*\) breaks S-CREATE.2, INV-CAP", out
     )
-    assert "store: TaskLimitReached" in out
+    assert "store: OwnerTaskLimitReached" in out

@@ -74,18 +74,19 @@ async def test_hot_paths_use_indexes(
 async def test_duplicate_creates_leave_the_row_counter_exact(
     open_store: OpenStore, postgres_url: str
 ) -> None:
-    """A refused duplicate id takes its counter bump back: the counter stays the row count."""
+    """A refused duplicate id takes its counter bump back, with an owner (held to the
+    per-owner cap: its turn is taken too) or without: the counter stays the row count."""
     store = await open_store(StoreOptions(max_rows=2))
-    first = await store.create(NewTask(new_task_id()))
-    for _ in range(3):
+    first = await store.create(NewTask(new_task_id(), owner="alice"))
+    for owner in ("alice", None, "bob"):
         with pytest.raises(DuplicateTaskId):
-            await store.create(NewTask(first.task_id))
+            await store.create(NewTask(first.task_id, owner=owner))
     await store.create(NewTask(new_task_id()))
     with pytest.raises(TaskLimitReached):
         await store.create(NewTask(new_task_id()))
     conn = await asyncpg.connect(postgres_url)
     try:
-        counted = await conn.fetchval(f"SELECT n_rows FROM {store.schema}.task_rows")
+        counted = await conn.fetchval(f"SELECT n_rows FROM {store.schema}.task_rows WHERE id = 1")
         assert counted == await conn.fetchval(f"SELECT count(*) FROM {store.schema}.tasks") == 2
     finally:
         await conn.close()

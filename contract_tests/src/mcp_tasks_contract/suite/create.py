@@ -13,6 +13,7 @@ from mcp_tasks import (
     InvalidArgument,
     NewTask,
     Outcome,
+    OwnerTaskLimitReached,
     Progress,
     RequireInput,
     StaleLease,
@@ -101,12 +102,14 @@ class CreateContract(ContractBase):
     async def test_create_at_the_row_cap_raises_and_writes_nothing(
         self, handles: StoreHandles
     ) -> None:
-        """With max_rows unexpired rows stored, create raises TaskLimitReached, inserts nothing."""
+        """With max_rows unexpired rows stored, create raises TaskLimitReached (not the
+        per-owner OwnerTaskLimitReached), inserts nothing."""
         store = await handles.open(StoreOptions(max_rows=3))
-        kept = [await new_task(store) for _ in range(3)]
-        refused = NewTask(task_id=new_task_id())
-        with pytest.raises(TaskLimitReached):
+        kept = [await new_task(store, owner="alice") for _ in range(3)]
+        refused = NewTask(task_id=new_task_id(), owner="bob")
+        with pytest.raises(TaskLimitReached) as raised:
             await store.create(refused)
+        assert type(raised.value) is TaskLimitReached
         with pytest.raises(TaskNotFound):
             await store.get(refused.task_id, ANY_OWNER)
         for record in kept:
@@ -124,13 +127,14 @@ class CreateContract(ContractBase):
 
     @pytest.mark.rule("S-CREATE.2")
     async def test_per_owner_cap_counts_only_active_tasks(self, handles: StoreHandles) -> None:
-        """max_active_per_owner refuses a third active task of one owner, not another owner's;
-        ownerless tasks are a group of their own; a finished task makes room again."""
+        """max_active_per_owner refuses a third active task of one owner
+        (OwnerTaskLimitReached), not another owner's; a finished task makes room again;
+        ownerless tasks are not held to it."""
         store = await handles.open(StoreOptions(max_active_per_owner=2))
         first = await new_task(store, owner="alice")
         await new_task(store, owner="alice")
         refused = NewTask(task_id=new_task_id(), owner="alice")
-        with pytest.raises(TaskLimitReached):
+        with pytest.raises(OwnerTaskLimitReached):
             await store.create(refused)
         with pytest.raises(TaskNotFound):
             await store.get(refused.task_id, "alice")
@@ -139,11 +143,25 @@ class CreateContract(ContractBase):
         await store.create(refused)
         assert (await store.get(refused.task_id, "alice")).status is TaskStatus.WORKING
 
-        ownerless = [await new_task(store), await new_task(store)]
-        with pytest.raises(TaskLimitReached):
-            await new_task(store)
-        await store.put_status(ownerless[0].task_id, Complete({"ok": True}))
-        await new_task(store)
+        ownerless = [await new_task(store) for _ in range(3)]
+        assert [record.owner for record in ownerless] == [None, None, None]
+
+    @pytest.mark.rule("S-CREATE.2")
+    async def test_default_options_cap_each_owner(self, handles: StoreHandles) -> None:
+        """With the default StoreOptions one owner's active tasks stop at the default
+        max_active_per_owner, and another owner and an ownerless caller still create."""
+        cap = StoreOptions().max_active_per_owner
+        assert cap is not None, "StoreOptions() must leave room for other owners"
+        store = await handles.open(StoreOptions())
+        for _ in range(cap):
+            await new_task(store, owner="alice")
+        refused = NewTask(task_id=new_task_id(), owner="alice")
+        with pytest.raises(OwnerTaskLimitReached):
+            await store.create(refused)
+        with pytest.raises(TaskNotFound):
+            await store.get(refused.task_id, "alice")
+        assert (await new_task(store, owner="bob")).owner == "bob"
+        assert (await new_task(store)).owner is None
 
     @pytest.mark.rule("S-CREATE.3")
     async def test_created_task_is_visible_on_another_handle(self, handles: StoreHandles) -> None:

@@ -17,6 +17,7 @@ from mcp_tasks import (
     Lease,
     NewTask,
     Outcome,
+    OwnerTaskLimitReached,
     Progress,
     RequireInput,
     RevisionConflict,
@@ -117,6 +118,21 @@ class RaceContract(ContractBase):
             else:
                 with pytest.raises(TaskNotFound):
                     await current(stores[0], task.task_id)
+
+    @pytest.mark.rule("S-CREATE.1", "S-CREATE.2", "INV-CAP")
+    async def test_concurrent_creates_of_one_owner_never_pass_its_cap(
+        self, handles: StoreHandles
+    ) -> None:
+        """40 creates of one owner at once from 8 handles, beside 8 of another owner, against
+        max_active_per_owner=10: exactly 10 of the first owner's succeed, all of the other's."""
+        stores = await handles.open_many(8, StoreOptions(max_active_per_owner=10))
+        tasks = [NewTask(task_id=new_task_id(), owner="alice") for _ in range(40)]
+        tasks += [NewTask(task_id=new_task_id(), owner="bob") for _ in range(8)]
+        calls: list[Call] = [partial(stores[i % 8].create, t) for i, t in enumerate(tasks)]
+        results = await run_concurrently(calls)
+        assert_only(results, (TaskRecord, OwnerTaskLimitReached))
+        won = Counter(r.owner for r in results if isinstance(r, TaskRecord))
+        assert won == {"alice": 10, "bob": 8}
 
     @pytest.mark.rule("S-PUT.3", "INV-REVISION")
     async def test_32_writers_on_one_revision_exactly_one_applies(

@@ -682,7 +682,7 @@ class StoreVersusModel(RuleBasedStateMachine):
                 )
             elif got.status.is_terminal:
                 tracked.final = final_view(got)
-            else:
+            elif got.owner is not None:  # ownerless tasks are not held to the owner cap
                 active[got.owner] = active.get(got.owner, 0) + 1
             if got.owner is not None:
                 for stranger in ("mallory", None):

@@ -23,8 +23,10 @@ late unlock adds only its row, and the create that took the lock from it counts 
 (the stalled holder's row may be missing from the bound). A namespace whose lock document
 has no bound yet counts once.
 
-The per-owner cap is counted at every create (a bound per owner would need a document per
-owner); a handle with only that cap raises the bound too. Handles with a row cap, whatever
+The per-owner cap is counted at every create of an owned task, up to the cap, at once with
+the id check, under the lock (a bound per owner would need a document per owner): the wait
+is one round trip, as the id check's alone before the lock is for a create without it. A
+handle with only that cap raises the bound too. Handles with a row cap, whatever
 its value, share the one bound. Handles without any cap insert without the lock and leave
 the bound alone (raising it would turn their ``hello`` into a write to the one document
 every create contends for): beside capped handles on one namespace, the bound misses their
@@ -46,7 +48,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from mcp_tasks.domain.errors import StoreUnavailable, TaskLimitReached
+from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks_mongodb import pipelines
 from mcp_tasks_mongodb.driver import UNAVAILABLE
@@ -54,14 +56,16 @@ from mcp_tasks_mongodb.driver import UNAVAILABLE
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
 
+    from mcp_tasks.domain.models import NewTask
     from mcp_tasks_mongodb.codec import Document
 
 __all__ = [
     "LOCK_MS",
     "Lock",
-    "check_owner_cap",
+    "check_new",
     "ensure_lock",
     "local_lock",
+    "owner_room",
     "rows_bound",
     "take",
     "unlock",
@@ -203,17 +207,27 @@ async def rows_bound(tasks: AsyncCollection[Document], lock: Lock, cap: int | No
     return rows if rows < cap else max(rows, lock.bound)
 
 
-async def check_owner_cap(
-    tasks: AsyncCollection[Document], owner: str | None, now: int, per_owner: int | None
-) -> None:
-    """TaskLimitReached when ``owner`` has ``per_owner`` active tasks
-    (:func:`~mcp_tasks_mongodb.pipelines.active`; the caller holds the create lock).
+async def check_new(tasks: AsyncCollection[Document], task_id: str) -> None:
+    """DuplicateTaskId when ``task_id`` is stored (expired or not)."""
+    with UNAVAILABLE:
+        if await tasks.find_one({"_id": task_id}, {"_id": 1}) is not None:
+            raise DuplicateTaskId
+
+
+async def owner_room(
+    tasks: AsyncCollection[Document], task: NewTask, now: int, per_owner: int | None
+) -> tuple[bool, int]:
+    """Whether ``task``'s id is stored, and, under a per-owner cap, its owner's active tasks
+    (:func:`~mcp_tasks_mongodb.pipelines.active`) counted up to the cap (else 0); both
+    requests at once (the caller holds the create lock, so neither can change meanwhile).
     Counted every time: a bound per owner would need a document per owner."""
     if per_owner is None:
-        return
+        return False, 0
     with UNAVAILABLE:
-        mine = await tasks.count_documents(
-            pipelines.active(owner, now), limit=per_owner, hint="owner_active"
+        found, mine = await asyncio.gather(
+            tasks.find_one({"_id": task.task_id}, {"_id": 1}),
+            tasks.count_documents(
+                pipelines.active(task.owner, now), limit=per_owner, hint="owner_active"
+            ),
         )
-    if mine >= per_owner:
-        raise TaskLimitReached
+    return found is not None, mine

@@ -380,10 +380,10 @@ NO_COUNTS: Final[Document] = {
 
 def stats_owners(now: int) -> list[Document]:
     """``stats``' per-owner counts of active tasks (``rules.is_active``, the per-owner cap's
-    count), largest first, one ``{n}`` document per owner: the owners themselves never
-    leave the server."""
+    count), largest first, one ``{n}`` document per owner (ownerless tasks are no owner's):
+    the owners themselves never leave the server."""
     return [
-        {"$match": {"status": {"$in": LIVE}, **unexpired(now)}},
+        {"$match": {"owner": {"$ne": None}, "status": {"$in": LIVE}, **unexpired(now)}},
         {"$group": {"_id": "$owner", "n": {"$sum": 1}}},
         {"$project": {"_id": 0, "n": 1}},
         {"$sort": {"n": -1}},

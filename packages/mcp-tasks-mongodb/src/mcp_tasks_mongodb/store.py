@@ -30,7 +30,13 @@ from pymongo import AsyncMongoClient, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from mcp_tasks.domain import rules
-from mcp_tasks.domain.errors import DuplicateTaskId, InvalidArgument, StaleLease, TaskLimitReached
+from mcp_tasks.domain.errors import (
+    DuplicateTaskId,
+    InvalidArgument,
+    OwnerTaskLimitReached,
+    StaleLease,
+    TaskLimitReached,
+)
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
 from mcp_tasks.stores.kit import CloseGuard, options_from_url, within
@@ -220,12 +226,11 @@ class MongoTaskStore(ReadModifyWrite):
 
     async def _create(self, task: NewTask) -> TaskRecord:
         tasks = await self._tasks()
-        cap, per_owner = self.options.max_rows, self.options.max_active_per_owner
+        cap, per_owner = self.options.max_rows, self.options.owner_cap(task.owner)
         if cap is None and per_owner is None:
             return await self._insert(tasks, rules.new_record(task, await self._server_now()))
-        with UNAVAILABLE:
-            if await tasks.find_one({"_id": task.task_id}, {"_id": 1}) is not None:
-                raise DuplicateTaskId
+        if per_owner is None:  # else the id is checked under the lock, beside the count
+            await create_lock.check_new(tasks, task.task_id)
         # Handles of this process queue here first, so that only one of them at a time
         # asks the server for the lock (the others would only poll it).
         async with self._local_lock("create"):
@@ -237,11 +242,18 @@ class MongoTaskStore(ReadModifyWrite):
             # an over-estimate is safe, an under-estimate is not.
             reset = written = 0
             try:
-                base = await create_lock.rows_bound(tasks, lock, cap)
+                # The id check and the owner's count go at once: one round trip's wait.
+                base, (exists, mine) = await asyncio.gather(
+                    create_lock.rows_bound(tasks, lock, cap),
+                    create_lock.owner_room(tasks, task, lock.now, per_owner),
+                )
                 reset = base - lock.stored
+                if exists:
+                    raise DuplicateTaskId
                 if cap is not None and base >= cap:
                     raise TaskLimitReached
-                await create_lock.check_owner_cap(tasks, task.owner, lock.now, per_owner)
+                if per_owner is not None and mine >= per_owner:
+                    raise OwnerTaskLimitReached
                 written = 1
                 try:
                     return await self._insert(tasks, rules.new_record(task, lock.now))

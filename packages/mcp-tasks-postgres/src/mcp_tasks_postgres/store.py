@@ -38,6 +38,7 @@ from mcp_tasks_sql import (
     values_of,
 )
 from mcp_tasks_sql import statements as sql_statements
+from mcp_tasks_sql.schema import owner_turn_row
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
@@ -117,9 +118,16 @@ class PostgresDialect:
         self._dialect = PGDialect_asyncpg()  # type: ignore[no-untyped-call]
         self._tables = task_tables(schema=schema)
         now = sa.literal_column(SERVER_NOW, sa.BigInteger)
-        self._statements = sql_statements.build(self._tables, self._dialect, now)
+        self._statements = sql_statements.build(
+            self._tables,
+            self._dialect,
+            now,
+            bump_owner_turn=fast_create.bump_owner_turn(self._tables, self._dialect),
+        )
         self._server_now = fast_create.server_now(self._dialect, now)
-        self._bump_and_insert = fast_create.bump_and_insert(self._tables, self._dialect)
+        self._bump_and_insert = fast_create.bump_and_insert(
+            self._tables, self._dialect, sql_statements.predicates(self._tables, now).active
+        )
         self._pool: asyncpg.Pool | None = None
         self._idle: list[PoolConnectionProxy] = []  # see _borrow
         self._waiting = 0  # sessions waiting in pool.acquire()
@@ -138,23 +146,27 @@ class PostgresDialect:
         return values  # the statements read the server's clock themselves
 
     async def create(self, task: NewTask, options: StoreOptions) -> TaskRecord | None:
-        """Two round trips while the namespace is below its cap (see :mod:`.fast_create`);
-        ``None`` (the shared transaction) near the cap and with a per-owner cap."""
-        if options.max_active_per_owner is not None:
-            return None
+        """Two round trips while the namespace and the owner are below their caps (see
+        :mod:`.fast_create`); ``None`` (the shared transaction) near either cap, or when
+        another create overtook one held to the per-owner cap."""
         async with self.session(Mode.MODIFY) as db:
             clock = await db.fetch_one(self._server_now, {})
             assert clock is not None
             record = rules.new_record(task, clock["now_ms"])
             values = values_of(record)
             values["cap"] = options.max_rows
+            values["owner_cap"] = owner_cap = options.owner_cap(task.owner)
+            # owner NULL matches no row: a create without a per-owner cap counts nothing
+            values["owner"] = None if owner_cap is None else task.owner
+            values["turn"] = None if task.owner is None else owner_turn_row(task.owner)
             done = await db.fetch_one(self._bump_and_insert, values)
             assert done is not None
             if done["inserted"]:
                 return record
-            if done["bumped"]:  # the id exists: take the bump back (over-counting is safe)
+            if done["bumped"]:  # take the bump back (over-counting is safe)
                 await db.execute(self._statements.bump_rows, {"delta": -1})
-                raise DuplicateTaskId
+                if owner_cap is None or done["turned"]:  # the id exists
+                    raise DuplicateTaskId
         return None
 
     async def _get_pool(self) -> asyncpg.Pool:

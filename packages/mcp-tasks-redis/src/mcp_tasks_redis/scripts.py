@@ -179,8 +179,8 @@ end
 # ARGV: 1 id, 2 max rows ('' none), 3 max active per owner ('' none), 4 static doc,
 # 5 owner ('' none, '=' .. owner), 6 retry delays (comma-separated), 7 has work ('1'/'0'),
 # 8 ttl_ms ('' none), 9 status message ('' none, '=' .. text), 10 claimed by ('' none),
-# 11 claim token, 12 lease_ms, 13 nonce → 'dup' | 'limit' | {'ok', hash} (also for a resend
-# that finds the task its first run made)
+# 11 claim token, 12 lease_ms, 13 nonce → 'dup' | 'limit' (the row cap) | 'owner_limit'
+# | {'ok', hash} (also for a resend that finds the task its first run made)
 CREATE = (
     _COMMON
     + """
@@ -196,7 +196,7 @@ if ARGV[2] ~= '' and redis.call('ZCOUNT', KEYS[2], '(' .. ms(now), '+inf') >= to
   return 'limit'
 end
 if ARGV[3] ~= '' and redis.call('ZCARD', KEYS[6]) >= tonumber(ARGV[3]) then
-  return 'limit'
+  return 'owner_limit'
 end
 local e = ''
 if ARGV[8] ~= '' then e = ms(now + tonumber(ARGV[8])) end

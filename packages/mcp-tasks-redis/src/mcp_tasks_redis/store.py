@@ -61,6 +61,7 @@ from mcp_tasks.domain.errors import (
     InvalidArgument,
     InvalidTransition,
     NotJSONSafe,
+    OwnerTaskLimitReached,
     StaleLease,
     TaskLimitReached,
     TaskNotFound,
@@ -411,7 +412,7 @@ class RedisTaskStore:
 
     async def create(self, task: NewTask) -> TaskRecord:
         """One script: the id check, both caps and rules.new_record."""
-        cap, per_owner = self.options.max_rows, self.options.max_active_per_owner
+        cap, per_owner = self.options.max_rows, self.options.owner_cap(task.owner)
         work = task.work
         static: JSONObject = {
             "task_id": task.task_id,
@@ -441,6 +442,8 @@ class RedisTaskStore:
             raise DuplicateTaskId
         if reply == b"limit":
             raise TaskLimitReached
+        if reply == b"owner_limit":
+            raise OwnerTaskLimitReached
         return _stored(reply[1])
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:

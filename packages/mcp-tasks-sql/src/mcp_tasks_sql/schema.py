@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -109,7 +110,8 @@ def task_tables(
     )
     # One row (id 1) counting the rows of ``tasks``: creates lock it, so the row cap is
     # checked and the insert made atomically, and the exact count of unexpired rows is
-    # only taken when the cheap count says the cap could be reached.
+    # only taken when the cheap count says the cap could be reached. Where creates may
+    # skip its lock (Postgres), rows 2 and up are owners' turns (owner_turn_row).
     counter = sa.Table(
         f"{prefix}task_rows",
         metadata,
@@ -117,6 +119,18 @@ def task_tables(
         sa.Column("n_rows", sa.BigInteger, nullable=False),
     )
     return TaskTables(metadata, tasks, counter)
+
+
+#: How many owners' turn rows the counter table may hold (ids 2 and up, within SMALLINT).
+OWNER_TURN_ROWS = 32_000
+
+
+def owner_turn_row(owner: str) -> int:
+    """The counter table's row that counts the creates of ``owner`` (and of the owners that
+    share it): a create held to the per-owner cap bumps it, so a create that counted the
+    owner's tasks in an older snapshot sees that another create of the owner came between."""
+    digest = hashlib.sha256(owner.encode("utf-8", "surrogatepass")).digest()
+    return 2 + int.from_bytes(digest[:8], "big") % OWNER_TURN_ROWS
 
 
 def schema_objects(tables: TaskTables) -> list[str]:

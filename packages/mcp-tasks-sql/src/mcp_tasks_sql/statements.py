@@ -74,7 +74,6 @@ class Statements:
     bump_rows: CompiledSQL
     count_live: CompiledSQL
     count_active_of_owner: CompiledSQL
-    count_active_ownerless: CompiledSQL
     claim_next: CompiledSQL
     claim_one: CompiledSQL
     reap: CompiledSQL
@@ -87,6 +86,11 @@ class Statements:
     #: ``bump_rows`` a plain UPDATE and reads them with this SELECT right after it, in the
     #: same transaction (the UPDATE holds the counter row's lock until commit).
     read_counter: CompiledSQL | None = None
+    #: Where a create may count an owner's tasks in a snapshot older than the counter's
+    #: lock (Postgres's fast path): bumps the owner's turn row (``schema.owner_turn_row``,
+    #: parameter ``turn``), which a create under the per-owner cap does in its transaction
+    #: too, so that the fast path sees it came between. ``None`` elsewhere.
+    bump_owner_turn: CompiledSQL | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,10 +233,12 @@ def build(
         .values(n_rows=counter.c.n_rows + sa.bindparam("delta", type_=sa.BigInteger))
         .returning(counter.c.n_rows, now_ms),
         "count_live": count.where(where.unexpired),
-        "count_active_of_owner": count.where(
-            c.owner == sa.bindparam("owner", type_=sa.Text), where.active
+        "count_active_of_owner": sa.select(sa.func.count().label("n")).select_from(
+            sa.select(c.task_id)
+            .where(c.owner == sa.bindparam("owner", type_=sa.Text), where.active)
+            .limit(sa.bindparam("cap", type_=sa.Integer))
+            .subquery("mine")
         ),
-        "count_active_ownerless": count.where(c.owner.is_(None), where.active),
         "claim_next": claim_next,
         "claim_one": claim_next.where(c.task_id == sa.bindparam("task_id", type_=sa.Text)),
         "reap": sa.delete(t).where(c.task_id.in_(doomed.scalar_subquery())),
@@ -282,7 +288,11 @@ def stats(tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]) -> 
         *(counted(getattr(where, name)).label(name) for name in COUNTED),
         sa.func.min(sa.case((working, c.created_at))).label("oldest_working_created_at"),
     ).select_from(t)
-    per_owner = sa.select(sa.func.count().label("n")).where(where.active).group_by(c.owner)
+    per_owner = (
+        sa.select(sa.func.count().label("n"))
+        .where(where.active, c.owner.is_not(None))  # ownerless tasks are no owner's
+        .group_by(c.owner)
+    )
     counts = per_owner.subquery("per_owner")
     ranked = sa.select(
         counts.c.n, sa.func.row_number().over(order_by=counts.c.n.desc()).label("place")

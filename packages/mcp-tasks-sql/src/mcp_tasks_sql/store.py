@@ -12,13 +12,19 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, Self, TypeVar
 
 from mcp_tasks.domain import rules
-from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable, TaskLimitReached
+from mcp_tasks.domain.errors import (
+    DuplicateTaskId,
+    OwnerTaskLimitReached,
+    StoreUnavailable,
+    TaskLimitReached,
+)
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
 from mcp_tasks.stores.kit import CloseGuard, within
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks.stores.stats import BUSIEST_OWNERS, from_counts
 from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
 from mcp_tasks_sql.connection import Mode, Row, Transaction, execute, fetch_one
+from mcp_tasks_sql.schema import owner_turn_row
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -227,26 +233,28 @@ class SQLTaskStore(ReadModifyWrite):
             live = yield from fetch_one(sql.count_live, self._with_now({}))
             if live is None or live["n"] >= cap:
                 yield from self._raise_limit(task.task_id)
-        per_owner = options.max_active_per_owner
-        if per_owner is not None:
-            if task.owner is None:
-                active = yield from fetch_one(sql.count_active_ownerless, self._with_now({}))
-            else:
-                owner = {"owner": task.owner}
-                active = yield from fetch_one(sql.count_active_of_owner, self._with_now(owner))
+        per_owner = options.owner_cap(task.owner)
+        if per_owner is not None and task.owner is not None:
+            if sql.bump_owner_turn is not None:
+                yield from execute(sql.bump_owner_turn, {"turn": owner_turn_row(task.owner)})
+            # Counted up to the cap: never more rows than that, however many the owner has.
+            mine = {"owner": task.owner, "cap": per_owner}
+            active = yield from fetch_one(sql.count_active_of_owner, self._with_now(mine))
             if active is None or active["n"] >= per_owner:
-                yield from self._raise_limit(task.task_id)
+                yield from self._raise_limit(task.task_id, OwnerTaskLimitReached)
         record = rules.new_record(task, now)
         if (yield from execute(sql.insert, values_of(record))) != 1:
             raise DuplicateTaskId
         return record
 
-    def _raise_limit(self, task_id: str) -> Transaction[NoReturn]:
+    def _raise_limit(
+        self, task_id: str, error: type[TaskLimitReached] = TaskLimitReached
+    ) -> Transaction[NoReturn]:
         """At a cap: an existing id is still reported as such, as it is below the cap."""
         row = yield from fetch_one(self._sql.read, self._with_now({"task_id": task_id}))
         if record_of(row) is not None:
             raise DuplicateTaskId
-        raise TaskLimitReached
+        raise error
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
         await self._ensure_ready()

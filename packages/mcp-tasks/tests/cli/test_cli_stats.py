@@ -83,8 +83,8 @@ def test_stats_json_gives_every_figure_of_a_known_population(
         "retry_pending": 1,
         "expiring_within_ms": 3_600_000,
         "expiring_soon": 2,
-        "owners": 3,
-        "busiest_owners": [3, 2, 2],
+        "owners": 2,
+        "busiest_owners": [3, 2],
         "max_active_per_owner": 5,
     }
     assert not any(owner in out for owner in ("alice", "bob", "carol"))
@@ -108,8 +108,22 @@ def test_stats_text_names_each_figure(
     assert lines[5].endswith(" old")
     assert lines[6:] == [
         "expiring within 1h: 2",
-        "owners with active tasks: 3; the busiest have 3, 2, 2 (per-owner cap 5)",
+        "owners with active tasks: 2; the busiest have 3, 2 (per-owner cap 5)",
     ]
+
+
+def test_stats_reports_the_default_per_owner_cap(
+    populated: tuple[str, Population], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --max-active-per-owner the reading shows StoreOptions' default cap (1 000),
+    the one a server opening the store from its URL has; 'none' shows no cap."""
+    url, _ = populated
+    assert main(["stats", "--store", url]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("(per-owner cap 1000)")
+    assert main(["stats", "--store", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_active_per_owner"] == 1_000
+    assert main(["stats", "--store", url, "--max-active-per-owner", "none"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("(no per-owner cap)")
 
 
 class ProtocolOnlyStore:

@@ -50,16 +50,17 @@ def test_expiring_within_the_hour_is_unexpired_and_at_most_an_hour_away() -> Non
 
 def test_tally_counts_an_expired_task_only_as_a_row() -> None:
     """An expired task is a row the reaper has not deleted, and nothing else; the owners'
-    counts name no owner and are largest first."""
+    counts name no owner, are largest first and leave ownerless tasks out."""
     records = [
         replace(BASE, task_id="a", owner="x", expires_at=NOW, ttl_ms=10),  # expired
         replace(BASE, task_id="b", owner="x"),
         replace(BASE, task_id="c", owner="y", created_at=NOW - 20),
         replace(BASE, task_id="d", owner="y", status=TaskStatus.INPUT_REQUIRED),
         replace(BASE, task_id="e", owner=None, status=TaskStatus.FAILED),
+        replace(BASE, task_id="f", owner=None),  # active, and no owner's
     ]
     stats = tally(records, NOW, StoreOptions(max_rows=7, max_active_per_owner=2))
-    assert (stats.rows, stats.live_rows, stats.expired, stats.active) == (5, 4, 1, 3)
+    assert (stats.rows, stats.live_rows, stats.expired, stats.active) == (6, 5, 1, 4)
     assert (stats.owners, stats.busiest_owners) == (2, (2, 1))
     assert stats.oldest_working_age_ms == 20
     assert (stats.max_rows, stats.max_active_per_owner) == (7, 2)

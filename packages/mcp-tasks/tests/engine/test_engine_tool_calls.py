@@ -308,6 +308,29 @@ async def test_row_cap_is_task_limit_reached() -> None:
     assert (caught.value.code, caught.value.message) == (-32603, "Task limit reached")
 
 
+async def test_owner_cap_is_task_limit_reached_for_this_caller() -> None:
+    """At a principal's per-owner cap its task-creating call is -32603 "Task limit reached
+    for this caller" (the row cap's answer is plain "Task limit reached"), and another
+    principal still creates."""
+    harness = Harness(StoreOptions(max_active_per_owner=1))
+    alice = RequestView(protocol_version="2026-07-28", client_capabilities=EXT, owner="alice")
+    bob = RequestView(protocol_version="2026-07-28", client_capabilities=EXT, owner="bob")
+    never: anyio.Event = anyio.Event()
+
+    async def body() -> CallToolResult:
+        await never.wait()
+        return harness.result()
+
+    async with harness.tasks.running():
+        await harness.call(ToolOptions(), alice, body=body)
+        with pytest.raises(MCPError) as caught:
+            await harness.call(ToolOptions(), alice, body=body)
+        assert (await harness.call(ToolOptions(), bob, body=body))["status"] == "working"
+        never.set()
+    message = "Task limit reached for this caller"
+    assert (caught.value.code, caught.value.message) == (-32603, message)
+
+
 async def test_no_runner_no_task() -> None:
     """Without the lifespan a task-creating call fails -32603 and creates nothing."""
     harness = Harness()

@@ -56,7 +56,8 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         type=cap,
         default=defaults.max_active_per_owner,
         metavar="N",
-        help="the per-owner cap the servers open the store with, N ≥ 1 or 'none' (default none)",
+        help=f"the per-owner cap the servers open the store with, N ≥ 1 or 'none' "
+        f"(default {defaults.max_active_per_owner}, StoreOptions' own)",
     )
     parser.set_defaults(handler=stats)
 

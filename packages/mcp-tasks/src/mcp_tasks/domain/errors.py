@@ -33,6 +33,10 @@ class TaskLimitReached(MCPTasksError):
     """Task limit reached."""
 
 
+class OwnerTaskLimitReached(TaskLimitReached):
+    """Task limit reached for this caller."""
+
+
 class StaleLease(MCPTasksError):
     """The lease is no longer valid: superseded, expired, or the task is final or gone."""
 

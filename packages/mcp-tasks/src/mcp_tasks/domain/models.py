@@ -392,8 +392,12 @@ class StoreOptions:
 
     max_rows: int | None = 10_000
     """Rows that are not expired, at most; ``None`` = unlimited."""
-    max_active_per_owner: int | None = None
-    """``working``/``input_required`` tasks per owner, at most; ``None`` = unlimited."""
+    max_active_per_owner: int | None = 1_000
+    """``working``/``input_required`` tasks per owner, at most; ``None`` = unlimited.
+
+    A tenth of the default row cap, so that one principal cannot fill the table and refuse
+    every other principal's creates. Tasks without an owner (a server without auth) are
+    bounded by ``max_rows`` alone: see :meth:`owner_cap`."""
     terminal_retention_ms: int = 3_600_000
     """How long a task with no TTL is kept after it turned terminal."""
     result_retention_ms: int = 60_000
@@ -406,10 +410,24 @@ class StoreOptions:
     drivers' own timeouts are set from it, and an overall bound holds where a driver has
     none; a store URL's ``?timeout_ms=`` sets it too."""
 
+    def owner_cap(self, owner: str | None) -> int | None:
+        """The per-owner cap a create for ``owner`` is held to; ``None`` = none.
+
+        Only principals are capped: tasks without an owner come from callers that cannot be
+        told apart (a server without auth), where a per-owner cap would only be a second,
+        smaller row cap."""
+        return None if owner is None else self.max_active_per_owner
+
     def __post_init__(self) -> None:
         timeout: object = self.timeout_ms
         if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
             raise InvalidArgument("timeout_ms must be a positive integer")
+        for name in ("max_rows", "max_active_per_owner"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise InvalidArgument(f"{name} must be a positive integer or None")
         for name in ("terminal_retention_ms", "result_retention_ms"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

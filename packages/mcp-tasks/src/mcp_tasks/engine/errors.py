@@ -23,6 +23,7 @@ from mcp_tasks.domain.errors import (
     MCPTasksError,
     MissingClientCapability,
     NotJSONSafe,
+    OwnerTaskLimitReached,
     StoreUnavailable,
     TaskLimitReached,
     TaskNotFound,
@@ -60,9 +61,11 @@ def task_not_found() -> MCPError:
     return MCPError(code=INVALID_PARAMS, message=NOT_FOUND_MESSAGE)
 
 
-def task_limit_reached() -> MCPError:
-    """-32603 when the store's row cap is reached."""
-    return MCPError(code=INTERNAL_ERROR, message="Task limit reached")
+def task_limit_reached(*, for_caller: bool = False) -> MCPError:
+    """-32603 when the store's row cap is reached, or ``for_caller``, the caller's own
+    per-owner cap (it says nothing of other callers' tasks)."""
+    message = "Task limit reached for this caller" if for_caller else "Task limit reached"
+    return MCPError(code=INTERNAL_ERROR, message=message)
 
 
 def subscription_limit_reached() -> MCPError:
@@ -98,6 +101,8 @@ def to_jsonrpc_error(error: MCPTasksError) -> MCPError:
             return missing_capability(required)
         case TaskNotFound():
             return task_not_found()
+        case OwnerTaskLimitReached():
+            return task_limit_reached(for_caller=True)
         case TaskLimitReached():
             return task_limit_reached()
         case StoreUnavailable():

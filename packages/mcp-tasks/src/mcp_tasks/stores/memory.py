@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.clock import Clock, system_clock
-from mcp_tasks.domain.errors import DuplicateTaskId, TaskLimitReached
+from mcp_tasks.domain.errors import DuplicateTaskId, OwnerTaskLimitReached, TaskLimitReached
 from mcp_tasks.domain.models import (
     Claimed,
     Lease,
@@ -284,9 +284,9 @@ class MemoryTaskStore:
         cap = self.options.max_rows
         if cap is not None and len(backend.tasks) >= cap and backend.live_rows(now) >= cap:
             raise TaskLimitReached
-        per_owner = self.options.max_active_per_owner
+        per_owner = self.options.owner_cap(owner)
         if per_owner is not None and backend.active_of(owner, now) >= per_owner:
-            raise TaskLimitReached
+            raise OwnerTaskLimitReached
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
         return rules.visible(self._open_backend.tasks.get(task_id), owner, self._clock())

@@ -56,10 +56,11 @@ class StoreStats:
     expiring_soon: int
     """Unexpired tasks that expire within ``rules.EXPIRY_HORIZON_MS`` (an hour)."""
     owners: int
-    """Owners with an active task (unauthenticated tasks count as one owner)."""
+    """Owners with an active task (principals: ownerless tasks are no owner's)."""
     busiest_owners: tuple[int, ...]
     """The largest per-owner counts of active tasks, largest first, at most
-    :data:`BUSIEST_OWNERS`: what the per-owner cap counts (``rules.is_active``)."""
+    :data:`BUSIEST_OWNERS`: what the per-owner cap counts (``rules.is_active``; ownerless
+    tasks are not held to it, :meth:`StoreOptions.owner_cap`)."""
     max_rows: int | None = None
     """The store's row cap (``StoreOptions.max_rows``)."""
     max_active_per_owner: int | None = None
@@ -101,7 +102,7 @@ def tally(records: Iterable[TaskRecord], now: int, options: StoreOptions) -> Sto
     by_status = dict.fromkeys(TaskStatus, 0)
     claimed = lapsed = due = pending = soon = 0
     oldest: int | None = None
-    per_owner: Counter[str | None] = Counter()
+    per_owner: Counter[str] = Counter()
     for record in records:
         rows += 1
         if not rules.counts_toward_cap(record, now):
@@ -112,7 +113,7 @@ def tally(records: Iterable[TaskRecord], now: int, options: StoreOptions) -> Sto
         due += rules.retry_due(record, now)
         pending += rules.retry_pending(record, now)
         soon += rules.expires_within(record, now, rules.EXPIRY_HORIZON_MS)
-        if rules.is_active(record, now):
+        if record.owner is not None and rules.is_active(record, now):
             per_owner[record.owner] += 1
         if record.status is TaskStatus.WORKING and (oldest is None or record.created_at < oldest):
             oldest = record.created_at
