@@ -49,7 +49,7 @@ from pymongo.errors import DuplicateKeyError
 from mcp_tasks.domain.errors import StoreUnavailable, TaskLimitReached
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks_mongodb import pipelines
-from mcp_tasks_mongodb.driver import UNAVAILABLE
+from mcp_tasks_mongodb.driver import driver_call
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
@@ -138,7 +138,7 @@ async def take(
     deadline = time.monotonic() + wait_s
     pause = 0.004
     while True:
-        with UNAVAILABLE:
+        with driver_call():
             try:
                 lock = await meta.find_one_and_update(
                     {"_id": _LOCK_ID}, steps, upsert=True, return_document=ReturnDocument.AFTER
@@ -165,7 +165,7 @@ async def unlock(meta: AsyncCollection[Document], holder: str, grow: int, writte
     the lock (it stalled past :data:`LOCK_MS`) frees nothing and adds only its row
     (``written``)."""
     mine: Document = {"$eq": ["$holder", {"$literal": holder}]}
-    with UNAVAILABLE:
+    with driver_call():
         await meta.update_one(
             {"_id": _LOCK_ID},
             [
@@ -196,7 +196,7 @@ async def rows_bound(tasks: AsyncCollection[Document], lock: Lock, cap: int | No
     if lock.bound is not None and lock.bound < cap:
         return lock.bound
     unexpired = pipelines.unexpired(lock.now)
-    with UNAVAILABLE:
+    with driver_call():
         if lock.bound is None:  # unknown: count every row, the bound is then exact
             return await tasks.count_documents(unexpired, hint="expiry")
         rows = await tasks.count_documents(unexpired, limit=cap, hint="expiry")
@@ -211,7 +211,7 @@ async def check_owner_cap(
     Counted every time: a bound per owner would need a document per owner."""
     if per_owner is None:
         return
-    with UNAVAILABLE:
+    with driver_call():
         mine = await tasks.count_documents(
             pipelines.active(owner, now), limit=per_owner, hint="owner_active"
         )
