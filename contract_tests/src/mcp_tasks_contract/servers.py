@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import shutil
 import socket
@@ -41,6 +42,7 @@ import warnings
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -373,56 +375,111 @@ def _mongodb_answers(url: str) -> str | None:
 
 
 # Run in a child process: the server of the SecantusDB package (GPL) stays a separate
-# program. It prints its URI, then serves until its stdin closes.
+# program. It prints its URI, then serves until its stdin closes. Its other settings come
+# as JSON (the port, the replica set's name, sync_on_commit).
 _SECANTUS_MAIN = """
-import sys
+import json, sys
 from secantus import SecantusDBServer
 with SecantusDBServer(
-    host="127.0.0.1",
-    port=0,
-    storage_path=sys.argv[1],
-    ttl_sweep_seconds=1,
-    replica_set_name=None if sys.argv[2:] == ["standalone"] else "secantus",
+    host="127.0.0.1", storage_path=sys.argv[1], ttl_sweep_seconds=1, **json.loads(sys.argv[2])
 ) as s:
     print(s.uri, flush=True)
     sys.stdin.read()
 """
 
 
-@contextmanager
-def embedded_mongodb(*, standalone: bool = False) -> Iterator[str | None]:
-    """A fresh SecantusDB server (a MongoDB wire-protocol server) on a free loopback port
-    in a temporary directory, or ``None`` if the test-only package is not installed. It is
-    a single-node replica set (change streams), or with ``standalone`` a standalone server
-    (none, as a standalone ``mongod``)."""
-    if importlib.util.find_spec("secantus") is None:
-        yield None
-        return
-    with tempfile.TemporaryDirectory(prefix="mcp-tasks-mongo-") as directory:
-        server = subprocess.Popen(
-            [sys.executable, "-c", _SECANTUS_MAIN, directory]
-            + (["standalone"] if standalone else []),
+class SecantusProcess:
+    """A SecantusDB server owned by the tests, in its own directory on a port of its own
+    (the first start picks a free one and keeps it). :meth:`kill` stops it hard (SIGKILL);
+    :meth:`start` starts it again on the same port and data; :meth:`stop` shuts it down.
+
+    With ``sync_on_commit`` its journal is written and flushed before a write is
+    acknowledged, so an acknowledged write survives a SIGKILL; without it (faster) the
+    journal is written a moment later, and the last writes before a SIGKILL may be lost."""
+
+    def __init__(
+        self, directory: Path, *, standalone: bool = False, sync_on_commit: bool = False
+    ) -> None:
+        self.directory = directory
+        self.settings: dict[str, Any] = {
+            "replica_set_name": None if standalone else "secantus",
+            "sync_on_commit": sync_on_commit,
+        }
+        self.port = 0
+        self.url = ""
+        self._process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        settings = json.dumps({**self.settings, "port": self.port})
+        process = subprocess.Popen(
+            [sys.executable, "-c", _SECANTUS_MAIN, str(self.directory), settings],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
+        self._process = process
+        assert process.stdout is not None
+        uri = process.stdout.readline().strip()
+        if not uri.startswith("mongodb://"):
+            self.kill()
+            raise RuntimeError(f"the SecantusDB server did not start (exit {process.poll()})")
+        self.url = uri
+        self.port = int(urlsplit(uri).port or 0)
+
+    def stop(self) -> None:
+        """A clean shutdown (its stdin closes), then wait for the process."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.close()
         try:
-            assert server.stdout is not None
-            uri = server.stdout.readline().strip()
-            if not uri.startswith("mongodb://"):
-                raise RuntimeError(f"the SecantusDB server did not start (exit {server.poll()})")
-            yield uri
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         finally:
-            assert server.stdin is not None
-            assert server.stdout is not None
-            server.stdin.close()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-            finally:
-                server.stdout.close()
+            process.stdout.close()
+
+    def kill(self) -> None:
+        """Stop the server hard (SIGKILL: no shutdown); :meth:`start` brings it back."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        process.kill()
+        process.wait()
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+@contextmanager
+def own_mongodb(
+    *, standalone: bool = False, sync_on_commit: bool = False
+) -> Iterator[SecantusProcess | None]:
+    """A started :class:`SecantusProcess` a test may kill and start again, or ``None`` if
+    the test-only SecantusDB package is not installed. A single-node replica set (change
+    streams), or with ``standalone`` a standalone server (none, as a standalone ``mongod``)."""
+    if importlib.util.find_spec("secantus") is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="mcp-tasks-mongo-") as directory:
+        server = SecantusProcess(
+            Path(directory), standalone=standalone, sync_on_commit=sync_on_commit
+        )
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@contextmanager
+def embedded_mongodb(*, standalone: bool = False) -> Iterator[str | None]:
+    """A fresh :func:`own_mongodb` server's URL, or ``None`` if SecantusDB is not installed."""
+    with own_mongodb(standalone=standalone) as server:
+        yield None if server is None else server.url
 
 
 @contextmanager

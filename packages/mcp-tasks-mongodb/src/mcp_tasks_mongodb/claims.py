@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pymongo import ReturnDocument
 
 from mcp_tasks_mongodb import pipelines
-from mcp_tasks_mongodb.driver import UNAVAILABLE
+from mcp_tasks_mongodb.driver import driver_call
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
@@ -28,7 +28,7 @@ async def claim_by_id(
     """The task claimed by the guarded pipeline ``claim`` (which writes ``version``), or
     None when it was not eligible (then the update wrote nothing new: the guard kept every
     field)."""
-    with UNAVAILABLE:
+    with driver_call():
         document = await tasks.find_one_and_update(
             {"_id": task_id}, claim, return_document=ReturnDocument.AFTER
         )
@@ -46,7 +46,7 @@ async def claim_next(
     after: Document | None = None
     while True:
         page, sort, index = pipelines.claim_order(after)
-        with UNAVAILABLE:
+        with driver_call():
             found = tasks.find(page, {"_id": 1, "created_at": 1}, sort=sort, hint=index, limit=PAGE)
             candidates = await found.to_list()
         for candidate in candidates:
@@ -62,6 +62,6 @@ async def promote(tasks: AsyncCollection[Document], now: int) -> None:
     """Move the waiting tasks whose time has come at ``now`` (a claim ran out, a retry is
     due: :func:`~mcp_tasks_mongodb.pipelines.due`) to the ready lane."""
     due = pipelines.due(now)
-    with UNAVAILABLE:
+    with driver_call():
         if await tasks.find_one(due, {"_id": 1}) is not None:  # mostly none: a read
             await tasks.update_many(due, pipelines.promoted())

@@ -51,7 +51,7 @@ from pymongo.errors import DuplicateKeyError
 from mcp_tasks.domain.errors import DuplicateTaskId, StoreUnavailable
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks_mongodb import pipelines
-from mcp_tasks_mongodb.driver import UNAVAILABLE
+from mcp_tasks_mongodb.driver import driver_call
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
@@ -142,7 +142,7 @@ async def take(
     deadline = time.monotonic() + wait_s
     pause = 0.004
     while True:
-        with UNAVAILABLE:
+        with driver_call():
             try:
                 lock = await meta.find_one_and_update(
                     {"_id": _LOCK_ID}, steps, upsert=True, return_document=ReturnDocument.AFTER
@@ -169,7 +169,7 @@ async def unlock(meta: AsyncCollection[Document], holder: str, grow: int, writte
     the lock (it stalled past :data:`LOCK_MS`) frees nothing and adds only its row
     (``written``)."""
     mine: Document = {"$eq": ["$holder", {"$literal": holder}]}
-    with UNAVAILABLE:
+    with driver_call():
         await meta.update_one(
             {"_id": _LOCK_ID},
             [
@@ -200,7 +200,7 @@ async def rows_bound(tasks: AsyncCollection[Document], lock: Lock, cap: int | No
     if lock.bound is not None and lock.bound < cap:
         return lock.bound
     unexpired = pipelines.unexpired(lock.now)
-    with UNAVAILABLE:
+    with driver_call():
         if lock.bound is None:  # unknown: count every row, the bound is then exact
             return await tasks.count_documents(unexpired, hint="expiry")
         rows = await tasks.count_documents(unexpired, limit=cap, hint="expiry")
@@ -209,7 +209,7 @@ async def rows_bound(tasks: AsyncCollection[Document], lock: Lock, cap: int | No
 
 async def check_new(tasks: AsyncCollection[Document], task_id: str) -> None:
     """DuplicateTaskId when ``task_id`` is stored (expired or not)."""
-    with UNAVAILABLE:
+    with driver_call():
         if await tasks.find_one({"_id": task_id}, {"_id": 1}) is not None:
             raise DuplicateTaskId
 
@@ -223,7 +223,7 @@ async def owner_room(
     Counted every time: a bound per owner would need a document per owner."""
     if per_owner is None:
         return False, 0
-    with UNAVAILABLE:
+    with driver_call():
         found, mine = await asyncio.gather(
             tasks.find_one({"_id": task.task_id}, {"_id": 1}),
             tasks.count_documents(

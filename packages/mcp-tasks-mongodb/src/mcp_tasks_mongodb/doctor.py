@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from mcp_tasks.domain.errors import StoreUnavailable
 from mcp_tasks_mongodb.codec import INDEXES, epoch_ms
-from mcp_tasks_mongodb.driver import UNAVAILABLE
+from mcp_tasks_mongodb.driver import driver_call
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -28,7 +28,7 @@ async def diagnose(db: Callable[[], AsyncDatabase[Document]], tasks: str) -> lis
     row."""
     try:
         database = db()
-        with UNAVAILABLE:
+        with driver_call():
             sent = time.time()
             hello = await database.client.admin.command("hello")
             received = time.time()

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import pymongo
 from bson import ObjectId
 from pymongo import AsyncMongoClient
 from pymongo.errors import CollectionInvalid, OperationFailure
@@ -119,7 +120,10 @@ class MongoRelay:
         return db[self.collection]
 
     async def send(self, key: str) -> None:
-        await (await self._signals()).insert_one({"key": key})
+        # Within the store's bound by PyMongo's own deadline, never cancelled (a request's
+        # end would cancel it): see mcp_tasks_mongodb.driver on why.
+        with anyio.CancelScope(shield=True), pymongo.timeout(self._timeout_ms / 1000):
+            await (await self._signals()).insert_one({"key": key})
 
     async def receive(
         self, deliver: Callable[[str | None], None], ready: Callable[[], None]

@@ -39,13 +39,13 @@ from mcp_tasks.domain.errors import (
 )
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
-from mcp_tasks.stores.kit import CloseGuard, options_from_url, within
+from mcp_tasks.stores.kit import CloseGuard, options_from_url
 from mcp_tasks.stores.opening import mask_password, with_query
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks.stores.stats import from_counts
 from mcp_tasks_mongodb import claims, create_lock, doctor, pipelines
 from mcp_tasks_mongodb.codec import INDEXES, document_of, epoch_ms, new_version, record_of
-from mcp_tasks_mongodb.driver import UNAVAILABLE, driver_timeouts, server_now
+from mcp_tasks_mongodb.driver import bounded, driver_call, driver_timeouts, server_now
 from mcp_tasks_mongodb.urls import DEFAULT_DATABASE, DEFAULT_PREFIX, check_names, parse
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class MongoTaskStore(ReadModifyWrite):
         self._guard.close()
         client, self._client = self._client, None
         if client is not None:
-            with UNAVAILABLE:
+            with driver_call():
                 await client.close()
 
     # --- plumbing -----------------------------------------------------------------------
@@ -161,7 +161,7 @@ class MongoTaskStore(ReadModifyWrite):
 
     async def _create_indexes(self, db: AsyncDatabase[Document]) -> bool:
         """Create the indexes and the lock document, idempotently; whether any was new."""
-        with UNAVAILABLE:
+        with driver_call():
             tasks = db[self._tasks_name]
             existing = {index["name"] async for index in await tasks.list_indexes()}
             missing = [
@@ -187,7 +187,7 @@ class MongoTaskStore(ReadModifyWrite):
         """The record, its version and the server's now, in one round trip (``now`` is 0
         when there is no such task: nothing about a missing task depends on it)."""
         tasks = await self._tasks()
-        with UNAVAILABLE:
+        with driver_call():
             found = await tasks.aggregate(_read_pipeline(task_id))
             documents = await found.to_list()
         if not documents:
@@ -197,7 +197,7 @@ class MongoTaskStore(ReadModifyWrite):
 
     async def _write(self, record: TaskRecord, version: str) -> bool:
         tasks = await self._tasks()
-        with UNAVAILABLE:
+        with driver_call():
             written = await tasks.replace_one(
                 {"_id": record.task_id, "v": version}, document_of(record, self.janitor_grace_ms)
             )
@@ -208,7 +208,7 @@ class MongoTaskStore(ReadModifyWrite):
     ) -> R:
         """Read the record and the server's now, let the rules compute the write, persist it
         only if the version is unchanged; on a lost race, read again."""
-        with within(self.options.timeout_ms):
+        with bounded(self.options.timeout_ms):
             while True:
                 record, version, now = await self._read(task_id)
                 result, write = compute(record, now)
@@ -221,7 +221,7 @@ class MongoTaskStore(ReadModifyWrite):
     # --- create and the caps ---------------------------------------------------------------
 
     async def create(self, task: NewTask) -> TaskRecord:
-        with within(self.options.timeout_ms):
+        with bounded(self.options.timeout_ms):
             return await self._create(task)
 
     async def _create(self, task: NewTask) -> TaskRecord:
@@ -267,7 +267,7 @@ class MongoTaskStore(ReadModifyWrite):
         await create_lock.unlock(self._meta(), holder, grow, written)
 
     async def _insert(self, tasks: AsyncCollection[Document], record: TaskRecord) -> TaskRecord:
-        with UNAVAILABLE:
+        with driver_call():
             try:
                 await tasks.insert_one(document_of(record, self.janitor_grace_ms))
             except DuplicateKeyError:
@@ -277,7 +277,7 @@ class MongoTaskStore(ReadModifyWrite):
     # --- the other Store operations ---------------------------------------------------------
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
-        with within(self.options.timeout_ms):
+        with bounded(self.options.timeout_ms):
             record, _, now = await self._read(task_id)
         return rules.visible(record, owner, now)
 
@@ -298,7 +298,7 @@ class MongoTaskStore(ReadModifyWrite):
             version=version,
             grace_ms=self.janitor_grace_ms,
         )
-        with within(self.options.timeout_ms):
+        with bounded(self.options.timeout_ms):
             if task_id is not None:
                 document = await claims.claim_by_id(tasks, task_id, claim, version)
             else:
@@ -319,7 +319,7 @@ class MongoTaskStore(ReadModifyWrite):
             raise InvalidArgument("lease_ms must be positive")
         tasks = await self._tasks()
         version = new_version()
-        with UNAVAILABLE:
+        with driver_call():
             document = await tasks.find_one_and_update(
                 {"_id": lease.task_id},
                 pipelines.renew(
@@ -344,7 +344,7 @@ class MongoTaskStore(ReadModifyWrite):
         else nothing."""
         tasks = await self._tasks()
         match, update = pipelines.release(lease, new_version())
-        with UNAVAILABLE:
+        with driver_call():
             await tasks.update_one(match, update)
 
     def _reapable(self, now: int) -> list[tuple[Document, str]]:
@@ -356,7 +356,7 @@ class MongoTaskStore(ReadModifyWrite):
             return 0
         now = await self._server_now()
         due: list[str] = []
-        with within(self.options.timeout_ms), UNAVAILABLE:
+        with bounded(self.options.timeout_ms), driver_call():
             for condition, index in self._reapable(now):
                 if len(due) < limit:
                     found = tasks.find(condition, {"_id": 1}, limit=limit - len(due), hint=index)
@@ -375,7 +375,7 @@ class MongoTaskStore(ReadModifyWrite):
         not create the indexes on a handle's first use."""
         tasks = self._db()[self._tasks_name]
         now = await self._server_now()
-        with UNAVAILABLE:
+        with driver_call():
             totals = await (await tasks.aggregate(pipelines.stats_totals(now))).to_list()
             owners = await (await tasks.aggregate(pipelines.stats_owners(now))).to_list()
         return from_counts(
@@ -393,7 +393,7 @@ class MongoTaskStore(ReadModifyWrite):
 
 async def _drop(connect_url: str, database: str, prefix: str) -> None:
     """Drop the namespace's collections (only for tests and ``drop_namespace``)."""
-    with UNAVAILABLE:
+    with driver_call():
         client: AsyncMongoClient[Document] = AsyncMongoClient(connect_url)
         try:
             db = client[database]

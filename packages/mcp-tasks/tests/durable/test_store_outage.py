@@ -25,7 +25,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_tasks import Tasks
 from mcp_tasks.stores.opening import describe_store, with_query
 from mcp_tasks.testing import RawClient, running_asgi
-from mcp_tasks_contract.servers import embedded_postgres, own_redis
+from mcp_tasks_contract.servers import embedded_postgres, own_mongodb, own_redis
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
@@ -75,6 +75,15 @@ def postgres_outage() -> Iterator[Outage]:
         yield Outage(server.url, server.kill, server.start)
 
 
+@contextmanager
+def mongodb_outage() -> Iterator[Outage]:
+    # sync_on_commit: an acknowledged create is on disk before the reply.
+    with own_mongodb(sync_on_commit=True) as server:
+        if server is None:
+            pytest.skip("the SecantusDB test dependency is not installed")
+        yield Outage(server.url, server.kill, server.start)
+
+
 LOCKER = """
 import sqlite3, sys
 connection = sqlite3.connect(sys.argv[1], isolation_level=None)
@@ -111,7 +120,12 @@ def sqlite_outage() -> Iterator[Outage]:
             start()
 
 
-OUTAGES = {"redis": redis_outage, "postgres": postgres_outage, "sqlite": sqlite_outage}
+OUTAGES = {
+    "redis": redis_outage,
+    "postgres": postgres_outage,
+    "sqlite": sqlite_outage,
+    "mongodb": mongodb_outage,
+}
 
 
 def build_server(tasks: Tasks) -> MCPServer[Any]:
