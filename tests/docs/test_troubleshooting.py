@@ -166,7 +166,7 @@ def _page_text() -> str:
 def test_the_source_has_messages_to_check() -> None:
     """The scan finds the messages it is meant to: a scan that broke would pass every page."""
     texts = {message.text for message in user_messages()}
-    assert "Task limit reached" in texts  # a JSON-RPC error
+    assert "Subscription limit reached" in texts  # a JSON-RPC error
     assert any(text.startswith("cannot reach the store") for text in texts)  # a CLI error
     assert any("tasks are kept in memory" in text for text in texts)  # a start-up warning
     assert any("run mcp-tasks migrate" in text for text in texts)  # a doctor row
