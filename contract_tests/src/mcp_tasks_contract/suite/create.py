@@ -37,8 +37,20 @@ from mcp_tasks_contract.suite.base import (
 )
 
 if TYPE_CHECKING:
+    from mcp_tasks import Store
     from mcp_tasks.domain.jsonsafe import JSONObject
     from mcp_tasks_contract.handles import StoreHandles
+
+
+async def assert_owner_refused(store: Store, owner: str) -> NewTask:
+    """One more task of ``owner`` is refused with OwnerTaskLimitReached and nothing is
+    stored: the refused task, for creating again once there is room."""
+    refused = NewTask(task_id=new_task_id(), owner=owner)
+    with pytest.raises(OwnerTaskLimitReached):
+        await store.create(refused)
+    with pytest.raises(TaskNotFound):
+        await store.get(refused.task_id, owner)
+    return refused
 
 
 class CreateContract(ContractBase):
@@ -133,11 +145,7 @@ class CreateContract(ContractBase):
         store = await handles.open(StoreOptions(max_active_per_owner=2))
         first = await new_task(store, owner="alice")
         await new_task(store, owner="alice")
-        refused = NewTask(task_id=new_task_id(), owner="alice")
-        with pytest.raises(OwnerTaskLimitReached):
-            await store.create(refused)
-        with pytest.raises(TaskNotFound):
-            await store.get(refused.task_id, "alice")
+        refused = await assert_owner_refused(store, "alice")
         await new_task(store, owner="bob")
         await store.cancel(first.task_id, "alice")
         await store.create(refused)
@@ -155,11 +163,7 @@ class CreateContract(ContractBase):
         store = await handles.open(StoreOptions())
         for _ in range(cap):
             await new_task(store, owner="alice")
-        refused = NewTask(task_id=new_task_id(), owner="alice")
-        with pytest.raises(OwnerTaskLimitReached):
-            await store.create(refused)
-        with pytest.raises(TaskNotFound):
-            await store.get(refused.task_id, "alice")
+        await assert_owner_refused(store, "alice")
         assert (await new_task(store, owner="bob")).owner == "bob"
         assert (await new_task(store)).owner is None
 
