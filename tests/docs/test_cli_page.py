@@ -22,8 +22,7 @@ import anyio
 import pytest
 from conftest import write_tour
 from markdown_blocks import REPO, PageBlocks
-from test_get_started import free_port
-from transcripts import Background, Transcript, background, differences, run
+from transcripts import Background, Transcript, background, differences, free_port, run
 
 from mcp_tasks import drop_namespace, namespaced_url
 from mcp_tasks.domain.clock import system_clock

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 import yaml
 from markdown_blocks import REPO, titled
-from test_guides import BIN, environment, free_port
+from transcripts import BIN, environment, free_port
 
 from mcp_tasks.cli import build_parser, chosen_command
 

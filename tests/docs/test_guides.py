@@ -5,23 +5,22 @@ its comment), run in that folder with this virtualenv's Python and ``mcp-tasks``
 from __future__ import annotations
 
 import hashlib
-import os
 import socket
 import subprocess
 import sys
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from markdown_blocks import REPO, blocks
+from transcripts import BIN, environment, free_port
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
+    from pathlib import Path
 
 GUIDES = REPO / "docs" / "guides"
 PAGE_URL = "http://127.0.0.1:8000/mcp"
-BIN = Path(sys.executable).parent
 #: Generous: the machine may be shared; a step that takes longer than this has hung.
 STEP_S = 120
 
@@ -66,18 +65,6 @@ def split(command: str) -> tuple[dict[str, str], list[str]]:
     raise AssertionError(f"not a command this test runs: {command}")
 
 
-def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(extra or {})}
-    env.pop("MCP_TASKS_STORE_URL", None)
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def on_ports(command: str, ports: Mapping[int, int]) -> tuple[dict[str, str], list[str]]:
     """The command, talking to or serving on free ports instead of the page's (8000, …):
     ``ports`` maps each port of the page to the one the test uses."""
@@ -101,7 +88,7 @@ def serving(
     process = subprocess.Popen(
         words,
         cwd=folder,
-        env=environment(settings),
+        env=environment(**settings),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -129,7 +116,7 @@ def run(page: Path, command: str, folder: Path, ports: Mapping[int, int] | None 
     done = subprocess.run(
         words,
         cwd=folder,
-        env=environment(settings),
+        env=environment(**settings),
         capture_output=True,
         text=True,
         timeout=STEP_S,
@@ -175,7 +162,7 @@ def background(page: Path, command: str, folder: Path) -> Iterator[subprocess.Po
     assert command in page_commands(page), f"not a command of {page.name}: {command}"
     settings, words = split(command)
     process = subprocess.Popen(
-        words, cwd=folder, env=environment(settings), stdout=subprocess.DEVNULL, text=True
+        words, cwd=folder, env=environment(**settings), stdout=subprocess.DEVNULL, text=True
     )
     try:
         yield process

@@ -19,8 +19,9 @@ import anyio
 import httpx2 as httpx
 import pytest
 from markdown_blocks import REPO, blocks
+from transcripts import free_port
 
-from mcp_tasks.testing import RawClient, free_socket
+from mcp_tasks.testing import RawClient
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,12 +41,6 @@ def local_setup() -> tuple[dict[str, str], list[str], str]:
     endpoint = f"localhost:{variables['OTEL_EXPORTER_PROMETHEUS_PORT']}/metrics"
     assert grep[:3] == ["curl", "-s", endpoint], grep
     return variables, argv[2:], grep[-1]
-
-
-def free_port() -> int:
-    with free_socket() as sock:
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @pytest.fixture

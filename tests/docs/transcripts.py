@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -77,6 +78,13 @@ def environment(**extra: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **extra}
     env.pop("MCP_TASKS_STORE_URL", None)
     return env
+
+
+def free_port() -> int:
+    """A port nothing on this machine listens on, for a command the page runs on 8000."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def argv(command: str, port: int | None = None, bin_dir: Path = BIN) -> list[str]:
@@ -174,7 +182,8 @@ def matches(page: list[str], live: list[str], status: re.Pattern[str] = STATUS_L
 
 
 class Background:
-    """A page's command running in the background in ``folder``; its output collected."""
+    """A page's command running in the background in ``folder``; its output collected.
+    ``timeout_s``: how long any wait on it may take before it counts as hung."""
 
     def __init__(
         self,
@@ -183,7 +192,9 @@ class Background:
         *,
         port: int | None = None,
         env: Mapping[str, str] | None = None,
+        timeout_s: float = COMMAND_S,
     ) -> None:
+        self.timeout_s = timeout_s
         self.output: list[str] = []
         self.process = subprocess.Popen(
             argv(command, port),
@@ -207,16 +218,16 @@ class Background:
 
     def wait_for(self, text: str) -> None:
         """Until the output holds ``text``; fails if the command ends or hangs first."""
-        deadline = time.monotonic() + COMMAND_S
+        deadline = time.monotonic() + self.timeout_s
         while text not in self.text:
             assert self.process.poll() is None or text in self.text, f"exited:\n{self.text}"
-            assert time.monotonic() < deadline, f"no {text!r} in {COMMAND_S} s:\n{self.text}"
+            assert time.monotonic() < deadline, f"no {text!r} in {self.timeout_s} s:\n{self.text}"
             time.sleep(0.05)
 
     def finish(self) -> int:
         """Wait for the command to end: its exit code."""
-        code = self.process.wait(COMMAND_S)
-        self._reader.join(COMMAND_S)
+        code = self.process.wait(self.timeout_s)
+        self._reader.join(self.timeout_s)
         assert self.process.stdout is not None
         self.process.stdout.close()
         return code
@@ -240,9 +251,10 @@ def background(
     *,
     port: int | None = None,
     env: Mapping[str, str] | None = None,
+    timeout_s: float = COMMAND_S,
 ) -> Iterator[Background]:
     """The command, once its output holds ``ready``; killed at the end if still running."""
-    process = Background(command, folder, port=port, env=env)
+    process = Background(command, folder, port=port, env=env, timeout_s=timeout_s)
     try:
         process.wait_for(ready)
         yield process
