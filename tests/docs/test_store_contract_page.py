@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import os
 import re
@@ -27,7 +28,7 @@ import textwrap
 import tomllib
 from typing import TYPE_CHECKING
 
-from markdown_blocks import PageBlocks, run_program
+from markdown_blocks import REPO, PageBlocks, run_program
 from transcripts import argv, environment
 
 from mcp_tasks.runtime.notifier import NOTIFIER_ENTRY_POINT_GROUP
@@ -36,7 +37,23 @@ from mcp_tasks.stores.opening import ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from types import ModuleType
 
+
+def third_party_set_up() -> ModuleType:
+    """The third-party set-up contract_tests/tests/meta/test_third_party.py runs the whole
+    suite with (the plant, the factory module of `mcp-tasks contract`), loaded by its path:
+    that folder is not on this session's path."""
+    path = REPO / "contract_tests" / "tests" / "meta" / "third_party_store.py"
+    spec = importlib.util.spec_from_file_location("third_party_store", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+THIRD_PARTY = third_party_set_up()
 PAGE = PageBlocks("docs/store-contract.md")
 MINIMAL_STORE = PAGE.take('"""A complete Store in one file')
 TEST_CLASS = PAGE.take("class TestDictStore(StoreContract):")
@@ -73,29 +90,11 @@ PAGE.explain(
 )
 CLI_FAILURE = PAGE.take("reproduce: mcp-tasks contract mypkg.testing:open_store")
 
-#: test_third_party's plant: a finished task may change.
-FINISHED_MAY_CHANGE = (
-    "        transition, record = compute(tasks.get(task_id), self._clock())\n",
-    "        found = tasks.get(task_id)\n"
-    "        if found is not None and found.status.is_terminal:\n"
-    "            import dataclasses\n"
-    "            from mcp_tasks import TaskStatus\n"
-    "            found = dataclasses.replace(found, status=TaskStatus.WORKING)\n"
-    "        transition, record = compute(found, self._clock())\n",
-)
-
 
 def pytest_in(folder: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
     """pytest in ``folder`` (no configuration of ours there), as a store author runs it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *arguments],
-        cwd=folder,
-        env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    return THIRD_PARTY.run_python(
+        folder, "-m", "pytest", "-p", "no:cacheprovider", *arguments, timeout=300
     )
 
 
@@ -108,10 +107,8 @@ def test_the_pages_store_passes_and_a_planted_bug_fails_as_the_page_shows(
     passing = pytest_in(tmp_path, *selected)
     assert passing.returncode == 0, passing.stdout[-3000:] + passing.stderr
 
-    original, planted = FINISHED_MAY_CHANGE
-    assert MINIMAL_STORE.text.count(original) == 1, "the page's store changed: update the plant"
     (tmp_path / "minimal_store.py").write_text(
-        MINIMAL_STORE.text.replace(original, planted), encoding="utf-8"
+        THIRD_PARTY.planted(MINIMAL_STORE.text, THIRD_PARTY.FINISHED_MAY_CHANGE), encoding="utf-8"
     )
     failing = pytest_in(tmp_path, *selected)
     assert failing.returncode == 1, failing.stdout[-3000:] + failing.stderr
@@ -234,26 +231,6 @@ def test_the_backend_opens_its_scheme_through_its_entry_point(tmp_path: Path) ->
     assert completed.stdout == "opened, namespaced and dropped\n"
 
 
-#: mypkg/testing.py: the page's factory name, opening the page's store on the suite's clock.
-FACTORY = """
-from mcp_tasks import system_clock
-from mcp_tasks_contract import Offers
-
-from minimal_store import Database, DictTaskStore
-
-
-class OpenStore:
-    offers = Offers(clock=True)
-
-    def __init__(self):
-        self.databases = {}
-
-    async def __call__(self, namespace, options, *, clock=system_clock):
-        return DictTaskStore(self.databases.setdefault(namespace, Database()), options, clock)
-
-
-open_store = OpenStore()
-"""
 SEED = re.compile(r"--hypothesis-seed=\d+")
 COMMAND = "mcp-tasks contract mypkg.testing:open_store -- -k test_terminal_tasks_are_final"
 
@@ -261,13 +238,12 @@ COMMAND = "mcp-tasks contract mypkg.testing:open_store -- -k test_terminal_tasks
 def test_the_cli_run_on_a_planted_store_ends_as_the_page_shows(tmp_path: Path) -> None:
     """The page's command on the page's store with a finished task made changeable:
     exit 1, and the output ends with the page's lines."""
-    original, planted = FINISHED_MAY_CHANGE
     (tmp_path / "minimal_store.py").write_text(
-        MINIMAL_STORE.text.replace(original, planted), encoding="utf-8"
+        THIRD_PARTY.planted(MINIMAL_STORE.text, THIRD_PARTY.FINISHED_MAY_CHANGE), encoding="utf-8"
     )
     (tmp_path / "mypkg").mkdir()
     (tmp_path / "mypkg" / "__init__.py").write_text("")
-    (tmp_path / "mypkg" / "testing.py").write_text(FACTORY, encoding="utf-8")
+    (tmp_path / "mypkg" / "testing.py").write_text(THIRD_PARTY.FACTORY_MODULE, encoding="utf-8")
     env = {k: v for k, v in environment().items() if not k.startswith(("PYTEST_", "PYTHON"))}
     completed = subprocess.run(
         argv(COMMAND),

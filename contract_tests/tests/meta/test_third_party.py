@@ -5,19 +5,21 @@ one fixture), and with one planted bug `mcp-tasks contract` fails quickly, namin
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import textwrap
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from third_party_store import FACTORY_MODULE, FINISHED_MAY_CHANGE, planted, run_python
 
 from mcp_tasks_contract import RULES, StoreContract
 from mcp_tasks_contract.offers import Offers
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: The guide's worked example, in the repository above this file.
 MINIMAL_STORE = Path(__file__).resolve().parents[3] / "examples" / "minimal_store.py"
@@ -42,22 +44,6 @@ class TestDictStore(StoreContract):
 
         return open_store
 """
-
-
-def run_python(folder: Path, *arguments: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """``python ARGUMENTS`` in ``folder``, with this process's environment but for what
-    would steer the child's pytest."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHON"))}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return subprocess.run(
-        [sys.executable, *arguments],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def test_the_minimal_store_passes_the_whole_suite(tmp_path: Path) -> None:
@@ -92,37 +78,6 @@ def test_the_minimal_store_passes_the_whole_suite(tmp_path: Path) -> None:
     assert sorted(rules["not_offered"]) == sorted(not_offered)
 
 
-#: `mcp-tasks contract factory:open_store` opens the copied store on the suite's clock.
-FACTORY_MODULE = """
-from mcp_tasks import system_clock
-from mcp_tasks_contract import Offers
-
-from minimal_store import Database, DictTaskStore
-
-
-class OpenStore:
-    offers = Offers(clock=True)
-
-    def __init__(self):
-        self.databases = {}
-
-    async def __call__(self, namespace, options, *, clock=system_clock):
-        return DictTaskStore(self.databases.setdefault(namespace, Database()), options, clock)
-
-
-open_store = OpenStore()
-"""
-
-#: A finished task may change: the read-modify-write sees every terminal task as working.
-FINISHED_MAY_CHANGE = (
-    "        transition, record = compute(tasks.get(task_id), self._clock())\n",
-    "        found = tasks.get(task_id)\n"
-    "        if found is not None and found.status.is_terminal:\n"
-    "            import dataclasses\n"
-    "            from mcp_tasks import TaskStatus\n"
-    "            found = dataclasses.replace(found, status=TaskStatus.WORKING)\n"
-    "        transition, record = compute(found, self._clock())\n",
-)
 #: Expired tasks keep counting toward their owner's cap of active tasks: no operation test
 #: sees it, only a random sequence that lets an owner's tasks expire and creates again.
 EXPIRED_STILL_ACTIVE = (
@@ -139,9 +94,7 @@ def run_planted(
     """`mcp-tasks contract factory:open_store --json` on the minimal store with ``plant``;
     the run, its JSON report and how long it took."""
     source = MINIMAL_STORE.read_text(encoding="utf-8")
-    original, planted = plant
-    assert source.count(original) == 1, "the example changed: update the plant"
-    (folder / "minimal_store.py").write_text(source.replace(original, planted), encoding="utf-8")
+    (folder / "minimal_store.py").write_text(planted(source, plant), encoding="utf-8")
     (folder / "factory.py").write_text(FACTORY_MODULE, encoding="utf-8")
     command = ("-m", "mcp_tasks.cli", "contract", "factory:open_store", "--json", "rules.json")
     started = time.monotonic()
