@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -54,8 +55,10 @@ SOURCE = ROOT / "packages" / "mcp-tasks" / "src" / "mcp_tasks"
 #: (nothing else calls them any more).
 HOOK_MODULES = frozenset({"telemetry.py", "stores/observed.py", "runtime/gauges.py", "cli/otel.py"})
 
-#: Hooks that are not one statement or one ``with``: (module, text, replacement). Each text
-#: must be found exactly once.
+#: Hooks that are not one statement or one ``with``: (module, statements, replacement). The
+#: statements are found by their syntax tree, so a reformat does not lose them, and must run
+#: one after another in one block, exactly once in the module; the replacement (statements
+#: or nothing) takes their place at their indent.
 BESPOKE: tuple[tuple[str, str, str], ...] = (
     # The run's span, entered and ended by hand around the body, and its timing.
     (
@@ -88,7 +91,8 @@ BESPOKE: tuple[tuple[str, str, str], ...] = (
         "                        Claimed(claimed.record, context.lease), claimable=not ended\n"
         "                    )\n",
     ),
-    # A tasks/* request's span (its is_recording() blocks go with the generic rules).
+    # A tasks/* request's span (its is_recording() blocks go with the generic rules; the
+    # trace context a task keeps, ``trace_context=carrier()``, with _KEYWORD_HOOKS).
     (
         "engine/core.py",
         "        name, attributes = _SPANS[method]\n"
@@ -102,7 +106,6 @@ BESPOKE: tuple[tuple[str, str, str], ...] = (
         "        return await self._tasks_method(request, method, params, None)\n",
     ),
     ("engine/core.py", "        tool = {} if task.work is None else {TOOL: task.work.type}\n", ""),
-    ("engine/core.py", "                        trace_context=carrier(),\n", ""),
     # An input round's count and wait.
     ("runtime/context.py", "        self._measured = {} if tool is None else {TOOL: tool}\n", ""),
     ("runtime/context.py", "            asked_at: float | None = None\n", ""),
@@ -147,6 +150,10 @@ TELEMETRY_NAMES = frozenset(
     }
 )
 _DEAD_HELPERS = frozenset({"_run_span", "_first_run_delay", "_in_sdk_spans"})
+#: A keyword argument whose value is a call of one of these goes from its call.
+_KEYWORD_HOOKS = frozenset({"carrier"})
+_TRAILING_COMMA = re.compile(rb"[ \t]*,[ \t]*")
+_LEADING_COMMA = re.compile(rb",\s*$")
 _SPAN_WRAPPERS = frozenset({"SpanScope", "Untraced"})
 _OBSERVED = re.compile(r"\bobserved\((\w+)\)")
 
@@ -175,8 +182,8 @@ def _generic_edits(text: str) -> tuple[str, int]:
                 if isinstance(target, ast.Name):
                     spans.add(target.id)
                 deleted.update(range(node.lineno - 1, node.body[0].lineno - 1))
-                for line in range(node.body[0].lineno - 1, node.end_lineno or node.lineno):
-                    dedent[line] = dedent.get(line, 0) + 4
+                for number in range(node.body[0].lineno - 1, node.end_lineno or node.lineno):
+                    dedent[number] = dedent.get(number, 0) + 4
                 count += 1
     for node in ast.walk(tree):
         doomed = False
@@ -193,7 +200,7 @@ def _generic_edits(text: str) -> tuple[str, int]:
                 for s in node.body
             )
             doomed = recording or only_hooks
-        if doomed:
+        if doomed and isinstance(node, ast.stmt):
             deleted.update(range(node.lineno - 1, node.end_lineno or node.lineno))
             count += 1
     out = []
@@ -205,6 +212,76 @@ def _generic_edits(text: str) -> tuple[str, int]:
             assert line[:cut].strip() == "", line
         out.append(line[cut:] if line.strip() else line)
     return "".join(out), count
+
+
+def _statement_runs(tree: ast.AST) -> list[list[ast.stmt]]:
+    """Every block of statements in ``tree`` (a body, an ``else``, a ``finally``)."""
+    runs = []
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                runs.append(block)
+    return runs
+
+
+def _replace_statements(text: str, statements: str, replacement: str) -> str | None:
+    """``text`` with ``statements`` (found by syntax, not by layout) replaced by
+    ``replacement`` at their indent; ``None`` unless they stand exactly once, one after
+    another in one block, on lines of their own."""
+    wanted = [ast.dump(node) for node in ast.parse(textwrap.dedent(statements)).body]
+    found = [
+        run[i : i + len(wanted)]
+        for run in _statement_runs(ast.parse(text))
+        for i in range(len(run) - len(wanted) + 1)
+        if [ast.dump(node) for node in run[i : i + len(wanted)]] == wanted
+    ]
+    if len(found) != 1:
+        return None
+    first, last = found[0][0], found[0][-1]
+    lines = text.splitlines(keepends=True)
+    start, end = first.lineno - 1, last.end_lineno or last.lineno
+    before = lines[start].encode()[: first.col_offset]
+    after = lines[end - 1].encode()[last.end_col_offset or 0 :].strip()
+    if before.strip() or (after and not after.startswith(b"#")):
+        return None
+    indent = before.decode()
+    placed = textwrap.indent(textwrap.dedent(replacement), indent)
+    return "".join([*lines[:start], placed, *lines[end:]])
+
+
+def _drop_keyword_hooks(text: str) -> tuple[str, int]:
+    """Delete each keyword argument whose value is a call of :data:`_KEYWORD_HOOKS`, with
+    its comma; the rewritten text and how many went."""
+    source = text.encode()
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    spans = []
+    for node in ast.walk(ast.parse(text)):
+        if (
+            isinstance(node, ast.keyword)
+            and isinstance(node.value, ast.Call)
+            and _root(node.value.func) in _KEYWORD_HOOKS
+        ):
+            end_line = node.end_lineno or node.lineno
+            end_column = node.end_col_offset or node.col_offset
+            spans.append(
+                (starts[node.lineno - 1] + node.col_offset, starts[end_line - 1] + end_column)
+            )
+    for start, end in sorted(spans, reverse=True):
+        if trailing := _TRAILING_COMMA.match(source, end):
+            cut = (start, trailing.end())
+        elif leading := _LEADING_COMMA.search(source, 0, start):
+            cut = (leading.start(), end)
+        else:
+            cut = (start, end)
+        line_start = source.rfind(b"\n", 0, cut[0]) + 1
+        line_end = source.find(b"\n", cut[1]) % (len(source) + 1)  # -1: the text's end
+        if not source[line_start : cut[0]].strip() and not source[cut[1] : line_end].strip():
+            cut = (line_start, line_end + 1)  # it stood on a line of its own: the line goes
+        source = source[: cut[0]] + source[cut[1] :]
+    return source.decode(), len(spans)
 
 
 def _leftovers(path: Path, relative: str) -> list[str]:
@@ -240,26 +317,26 @@ def strip_hooks(directory: Path, source: Path = SOURCE) -> tuple[Path, int]:
     target = directory / "mcp_tasks"
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
     removed = 0
-    for relative, text, replacement in BESPOKE:
+    for relative, statements, replacement in BESPOKE:
         path = target / relative
-        source = path.read_text()
-        if source.count(text) != 1:
+        rewritten = _replace_statements(path.read_text(), statements, replacement)
+        if rewritten is None:
             raise RuntimeError(
                 f"bench.otel_overhead: a hook of {relative} is not where it was "
-                f"({text.strip().splitlines()[0]!r}): update BESPOKE"
+                f"({statements.strip().splitlines()[0]!r}): update BESPOKE"
             )
-        path.write_text(source.replace(text, replacement))
+        path.write_text(rewritten)
         removed += 1
     problems: list[str] = []
     for path in sorted(target.rglob("*.py")):
         relative = path.relative_to(target).as_posix()
         if relative in HOOK_MODULES:
             continue
-        source = path.read_text()
-        source, wrappers = _OBSERVED.subn(r"\1", source)
-        source, edits = _generic_edits(source)
-        path.write_text(source)
-        removed += wrappers + edits
+        text, wrappers = _OBSERVED.subn(r"\1", path.read_text())
+        text, keywords = _drop_keyword_hooks(text)
+        text, edits = _generic_edits(text)
+        path.write_text(text)
+        removed += wrappers + keywords + edits
         problems += _leftovers(path, relative)
     if problems:
         raise RuntimeError(

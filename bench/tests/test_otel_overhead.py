@@ -90,3 +90,21 @@ def test_a_hook_that_moved_stops_the_bench(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     with pytest.raises(RuntimeError, match=r"a hook of runtime/context\.py is not where it was"):
         otel_overhead.strip_hooks(tmp_path / "out", source)
+
+
+def test_a_reformatted_source_loses_no_hook(tmp_path: Path) -> None:
+    """The same source laid out anew (ruff format at 60 columns: other line breaks, calls
+    split over lines): the rewrite finds and removes as many hooks as in the source as it
+    is, and the copy keeps none."""
+    source = tmp_path / "source"
+    shutil.copytree(otel_overhead.SOURCE, source, ignore=shutil.ignore_patterns("__pycache__"))
+    layout = ("-m", "ruff", "format", "--isolated", "--line-length", "60", str(source))
+    subprocess.run([sys.executable, *layout], check=True, capture_output=True, timeout=120)
+    assert (source / "engine" / "core.py").read_text() != (
+        otel_overhead.SOURCE / "engine" / "core.py"
+    ).read_text()
+    (tmp_path / "as_is").mkdir()
+    (tmp_path / "reformatted").mkdir()
+    _, as_is = otel_overhead.strip_hooks(tmp_path / "as_is")
+    _, reformatted = otel_overhead.strip_hooks(tmp_path / "reformatted", source)
+    assert reformatted == as_is
