@@ -2,36 +2,76 @@
 compiled once per dialect, the row codec, and :class:`SQLTaskStore`, built from a public
 :class:`SQLDialect` (``mcp-tasks-sqlite`` and ``mcp-tasks-postgres`` provide one each)."""
 
+from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
 from mcp_tasks_sql.connection import (
     Executor,
     Mode,
     Row,
     Statement,
     Transaction,
+    execute,
+    fetch_one,
     run_on,
 )
 from mcp_tasks_sql.diagnosis import schema_row
-from mcp_tasks_sql.schema import TaskTables, schema_objects, task_tables
-from mcp_tasks_sql.statements import CompiledSQL, Predicates, Statements, predicates
+from mcp_tasks_sql.schema import (
+    ACTIVE,
+    CLAIMABLE,
+    OWNER_TURN_ROWS,
+    TERMINAL_STATUSES,
+    TaskTables,
+    owner_turn_row,
+    schema_objects,
+    status_in,
+    task_tables,
+)
+from mcp_tasks_sql.statements import (
+    WRITTEN_COLUMNS,
+    CompiledSQL,
+    Predicates,
+    Statements,
+    build,
+    compile_statement,
+    ddl,
+    predicates,
+    stats,
+)
 from mcp_tasks_sql.store import SQLDialect, SQLTaskStore, record_of, values_of
 
+# mcp_tasks_sql.testing is left out: it needs Hypothesis, a test dependency.
 __all__ = [
+    "ACTIVE",
+    "CLAIMABLE",
+    "OWNER_TURN_ROWS",
+    "TERMINAL_STATUSES",
+    "WRITTEN_COLUMNS",
     "CompiledSQL",
     "Executor",
     "Mode",
     "Predicates",
     "Row",
+    "RowDecoder",
     "SQLDialect",
     "SQLTaskStore",
     "Statement",
     "Statements",
     "TaskTables",
     "Transaction",
+    "build",
+    "compile_statement",
+    "ddl",
+    "execute",
+    "fetch_one",
+    "from_row",
+    "owner_turn_row",
     "predicates",
     "record_of",
     "run_on",
     "schema_objects",
     "schema_row",
+    "stats",
+    "status_in",
     "task_tables",
+    "to_row",
     "values_of",
 ]
