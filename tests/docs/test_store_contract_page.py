@@ -93,9 +93,11 @@ CLI_FAILURE = PAGE.take("reproduce: mcp-tasks contract mypkg.testing:open_store"
 
 def pytest_in(folder: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
     """pytest in ``folder`` (no configuration of ours there), as a store author runs it."""
-    return THIRD_PARTY.run_python(
-        folder, "-m", "pytest", "-p", "no:cacheprovider", *arguments, timeout=300
+    command = ("-m", "pytest", "-p", "no:cacheprovider", *arguments)
+    completed: subprocess.CompletedProcess[str] = THIRD_PARTY.run_python(
+        folder, *command, timeout=300
     )
+    return completed
 
 
 def test_the_pages_store_passes_and_a_planted_bug_fails_as_the_page_shows(
