@@ -18,7 +18,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import anyio
@@ -289,7 +288,7 @@ class Runner:
             record = await create(task)
             await self.notifier.publish(WORK_SIGNAL)
             return record
-        record = await create(replace(task, claimed_by=self.worker_id, lease_ms=self.lease_ms))
+        record = await create(task.claimed(self.worker_id, self.lease_ms))
         claimed = Claimed(record, lease_of(record))
         group = self._group
         if group is None:  # stopped while the task was being created
