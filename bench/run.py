@@ -101,7 +101,7 @@ def reported(
     """A ratio reported without a goal: MongoDB's capacity and CPU (measured on the embedded
     SecantusDB server, whose absolute speed says nothing about a real ``mongod``), the
     durable stores' CPU against the peer's memory backend, the create tail after the first
-    wave (a reading beside the goal, not in its place)."""
+    wave and the create request alone (readings beside a goal, not in its place)."""
     measured, failed = ratio(*figures)
     entry: dict[str, Any] = {
         "measured": None if measured is None else round(measured, 3),
@@ -130,6 +130,7 @@ ONE_GET: Requests = ({"tasks/get": 1.0}, {"tasks/get": 1.0})
 ONE_CALL: Requests = ({"tools/call": 1.0}, {"tools/call": 1.0})
 
 PEER, PEER_REDIS, SDK, BARE = served.PEER, served.PEER_REDIS, served.SDK, served.BARE
+CREATE_ONLY = served.CREATE_ONLY
 
 
 def floor(results: dict[str, Any], name: str) -> tuple[float | None, dict[str, float] | None]:
@@ -218,6 +219,16 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
         ),
         "<=",
         1.1,
+        absent("memory"),
+        ONE_CALL,
+    )
+    # The create request alone (its task created for workers, run by none): what the
+    # request itself costs, beside the whole task above; the plain call also runs the tool.
+    out["tools_call.memory_create_vs_sdk_plain"] = reported(
+        (
+            calls.get(CREATE_ONLY, {}).get("server_cpu_us_per_request"),
+            calls.get(SDK, {}).get("server_cpu_us_per_request"),
+        ),
         absent("memory"),
         ONE_CALL,
     )
@@ -312,7 +323,11 @@ def main() -> None:
                 tool_ms=config["e2e_tool_ms"],
                 poll_ms=config["e2e_poll_ms"],
             )
-            print("2b. a task-creating tools/call against a plain one, under wrk", flush=True)
+            print(
+                "2b. a task-creating tools/call (the whole task, the create alone) against a"
+                " plain one, under wrk",
+                flush=True,
+            )
             results["tools_call"] = served.tools_call_cpu(
                 targets,
                 pids,

@@ -565,6 +565,10 @@ def requests_text(requests: dict[str, float]) -> str:
     return " + ".join(f"{n:.3g} {method}" for method, n in ordered)
 
 
+#: Section 2b's row of our memory server that creates its tasks for workers and runs none.
+CREATE_ONLY = "memory create only"
+
+
 def tools_call_cpu(
     targets_: Sequence[Target],
     pids: dict[str, int],
@@ -575,15 +579,22 @@ def tools_call_cpu(
 ) -> dict[str, dict[str, float | None]]:
     """A task-creating ``tools/call`` of ``nap`` (0 ms) on memory beside the SDK's plain
     ``tools/call`` of the same tool, under ``wrk`` (``wrk_rounds``): the server's CPU per
-    request (on memory, the task's run and completion are in it too)."""
+    request. On ``memory`` that is the whole task without its polls (the create, the
+    task's run and its completion, as the plain call runs the tool); on
+    :data:`CREATE_ONLY` (the same server with ``run_tasks=False``, started here: its tasks
+    are created for workers and none runs) the create request alone."""
     wrk = ensure_wrk()
     chosen = [t for t in targets_ if t.name == "memory" or t.kind == "sdk"]
     if len(chosen) < 2:
         return {}
     params = {"name": "nap", "arguments": {"ms": 0}}
-    with tempfile.TemporaryDirectory() as tmp:
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.servers", "ours", "--store", "memory://"]
+    create_only = Target(CREATE_ONLY, [*argv, "--port", str(port), "--create-only"], port, "tasks")
+    with tempfile.TemporaryDirectory() as tmp, server_process(create_only.argv, port) as process:
+        pids = {**pids, CREATE_ONLY: process.pid}
         runs = []
-        for target in chosen:
+        for target in [*chosen, create_only]:
             check_answer(target, "tools/call", params, "nap")
             script = wrk_script("tools/call", params, "nap", Path(tmp) / target.name)
             run_wrk(wrk, target.port, script, 1, connections)  # warm-up

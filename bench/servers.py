@@ -2,6 +2,7 @@
 
     python -m bench.servers ours --store memory:// --port 8123
     python -m bench.servers ours-sdk-path --port 8126  # ours without the tasks/* fast path
+    python -m bench.servers ours --create-only --port 8127  # creates tasks, runs none
     python -m bench.servers sdk --port 8124          # the SDK floor: plain tools/calls
     python -m bench.servers starlette --port 8125    # the bare floor: a JSON-RPC route
 
@@ -9,8 +10,10 @@
 ``nap(ms)``: it reports progress once, sleeps ``ms`` milliseconds and answers (as the
 conformance fixture's ``slow_compute`` does), served as we recommend
 (``tasks.http_app(mcp)``: ``tasks/*`` polls on the fast path); ``ours-sdk-path`` is the
-same server on the SDK's app alone. ``sdk`` is the official SDK with the same ``nap`` as a
-plain synchronous tool, and a trivial ``echo``. fastmcp-tasks runs from its own
+same server on the SDK's app alone; ``--create-only`` makes either create its tasks for
+workers (``Tasks(run_tasks=False)``) and run none: a ``tools/call`` is the create alone.
+``sdk`` is the official SDK with the same ``nap`` as a plain synchronous tool, and a
+trivial ``echo``. fastmcp-tasks runs from its own
 virtualenv with ``bench/fastmcp_tasks_server.py`` (it must not import this project).
 """
 
@@ -33,16 +36,21 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
 
-def ours(store_url: str, max_rows: int | None, *, fast_path: bool = True) -> Any:
+def ours(
+    store_url: str, max_rows: int | None, *, fast_path: bool = True, run_tasks: bool = True
+) -> Any:
     """Our server: ``nap`` runs as a task (mode required) on the store at ``store_url``."""
-    return ours_with_tasks(store_url, max_rows, fast_path=fast_path)[0]
+    return ours_with_tasks(store_url, max_rows, fast_path=fast_path, run_tasks=run_tasks)[0]
 
 
 def ours_with_tasks(
-    store_url: str, max_rows: int | None, *, fast_path: bool = True
+    store_url: str, max_rows: int | None, *, fast_path: bool = True, run_tasks: bool = True
 ) -> tuple[Any, Tasks]:
-    """Our server's ASGI app (``fast_path=False``: the SDK's app alone), and its Tasks."""
-    tasks = Tasks(store=store_from_url(store_url, StoreOptions(max_rows=max_rows)))
+    """Our server's ASGI app (``fast_path=False``: the SDK's app alone), and its Tasks
+    (``run_tasks=False``: it creates tasks for workers and runs none)."""
+    tasks = Tasks(
+        store=store_from_url(store_url, StoreOptions(max_rows=max_rows)), run_tasks=run_tasks
+    )
     mcp: MCPServer[Any] = MCPServer(
         "bench", extensions=[tasks.extension()], lifespan=tasks.lifespan, log_level="WARNING"
     )
@@ -95,9 +103,17 @@ def main() -> None:
     parser.add_argument("--store", default="memory://")
     parser.add_argument("--max-rows", type=int, default=0, help="row cap; 0 = unlimited")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument(
+        "--create-only", action="store_true", help="ours: create tasks for workers, run none"
+    )
     args = parser.parse_args()
     if args.kind in ("ours", "ours-sdk-path"):
-        app = ours(args.store, args.max_rows or None, fast_path=args.kind == "ours")
+        app = ours(
+            args.store,
+            args.max_rows or None,
+            fast_path=args.kind == "ours",
+            run_tasks=not args.create_only,
+        )
     else:
         app = sdk() if args.kind == "sdk" else starlette()
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)

@@ -227,6 +227,28 @@ class NewTask:
         if self.status_message is not None:
             ensure_json(self.status_message, "status_message")
 
+    def claimed(self, worker_id: str, lease_ms: int) -> NewTask:
+        """This task, to be created claimed by ``worker_id`` for ``lease_ms`` (S-CREATE.6).
+
+        Only the claim is checked: the rest was checked when this task was made, and copying
+        the client's capabilities again is a cost on every create.
+
+        Raises:
+            InvalidArgument: no worker id, no work, or a lease that is not a positive integer.
+        """
+        if not isinstance(worker_id, str) or not worker_id:
+            raise InvalidArgument("claimed_by must be a non-empty worker id")
+        if self.work is None:
+            raise InvalidArgument("only a task with work can be created claimed")
+        if lease_ms is None or not is_positive_ms_or_none(lease_ms):
+            raise InvalidArgument("lease_ms must be a positive integer with claimed_by")
+        task = object.__new__(NewTask)
+        for name in NewTask.__slots__:
+            object.__setattr__(task, name, getattr(self, name))
+        object.__setattr__(task, "claimed_by", worker_id)
+        object.__setattr__(task, "lease_ms", lease_ms)
+        return task
+
 
 def is_positive_ms_or_none(value: object) -> TypeGuard[int | None]:
     """Whether ``value`` can be a TTL or a poll interval: a positive integer (not a bool), or

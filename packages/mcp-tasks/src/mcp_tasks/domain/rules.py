@@ -98,24 +98,36 @@ def next_update_time(previous: int, now: int) -> int:
 
 def new_record(task: NewTask, now: int) -> TaskRecord:
     """The record ``create`` inserts: at revision 0, unclaimed at generation 0, or claimed
-    at generation 1 when the task names the worker it is created for (S-CREATE.6)."""
-    record = TaskRecord(
+    at generation 1 when the task names the worker it is created for (S-CREATE.6), as
+    :func:`apply_claim` claims: kept at least as long as the lease (S-TTL.1)."""
+    expires_at = None if task.ttl_ms is None else now + task.ttl_ms
+    ttl_ms = task.ttl_ms
+    generation = 0
+    claim = None
+    if task.claimed_by is not None and task.lease_ms is not None:
+        # Built claimed in one go: the create path makes one record, not two.
+        if task.lease_ms <= 0:
+            raise InvalidArgument("lease_ms must be positive")
+        generation = 1
+        claim = Claim(worker_id=task.claimed_by, token=new_token(), expires_at=now + task.lease_ms)
+        if expires_at is not None and expires_at < claim.expires_at:
+            expires_at, ttl_ms = claim.expires_at, claim.expires_at - now
+    return TaskRecord(
         task_id=task.task_id,
         owner=task.owner,
         status=TaskStatus.WORKING,
         revision=0,
         created_at=now,
         last_updated_at=now,
-        ttl_ms=task.ttl_ms,
-        expires_at=None if task.ttl_ms is None else now + task.ttl_ms,
+        ttl_ms=ttl_ms,
+        expires_at=expires_at,
         poll_interval_ms=task.poll_interval_ms,
         status_message=task.status_message,
         work=task.work,
+        generation=generation,
+        claim=claim,
         client_capabilities=task.client_capabilities,
     )
-    if task.claimed_by is None or task.lease_ms is None:
-        return record
-    return apply_claim(record, task.claimed_by, task.lease_ms, now).record
 
 
 def lease_of(record: TaskRecord) -> Lease:

@@ -18,7 +18,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import anyio
@@ -143,6 +142,17 @@ def work_input(work: WorkSpec | None) -> tuple[Mapping[str, Any], Mapping[str, A
         arguments if isinstance(arguments, Mapping) else {},
         answers if isinstance(answers, Mapping) else {},
     )
+
+
+class _Watch:
+    """What a body's run and its watch tell each other: the watch waits for a signal (not
+    in a store call), the body has ended (the watch ends when it wakes)."""
+
+    __slots__ = ("body_ended", "waiting")
+
+    def __init__(self) -> None:
+        self.waiting = False
+        self.body_ended = False
 
 
 class RunnerNotStarted(MCPTasksError):
@@ -289,7 +299,7 @@ class Runner:
             record = await create(task)
             await self.notifier.publish(WORK_SIGNAL)
             return record
-        record = await create(replace(task, claimed_by=self.worker_id, lease_ms=self.lease_ms))
+        record = await create(task.claimed(self.worker_id, self.lease_ms))
         claimed = Claimed(record, lease_of(record))
         group = self._group
         if group is None:  # stopped while the task was being created
@@ -482,10 +492,15 @@ class Runner:
             change: StatusChange | None = None
             async with self.notifier.subscribe(task_id) as changes, anyio.create_task_group() as tg:
                 body_scope = anyio.CancelScope()
-                tg.start_soon(self._watch, context, changes, body_scope)
+                watch = _Watch()
+                tg.start_soon(self._watch, context, changes, body_scope, watch)
                 with body_scope:
                     change = await self._outcome(context, body)
-                tg.cancel_scope.cancel()
+                watch.body_ended = True
+                if watch.waiting:  # woken, it ends: cheaper than a cancel (which formats a repr)
+                    changes.signal()
+                else:  # in a store call, or not started yet
+                    tg.cancel_scope.cancel()
             if change is not None and not context.cancelled:
                 finished, outcome = await self._record(context, change)
             ended = context.cancelled or isinstance(change, (Complete, Fail))
@@ -584,7 +599,11 @@ class Runner:
             context.unbind(token)
 
     async def _watch(
-        self, context: RunningTaskContext, changes: Subscription, body_scope: anyio.CancelScope
+        self,
+        context: RunningTaskContext,
+        changes: Subscription,
+        body_scope: anyio.CancelScope,
+        watch: _Watch,
     ) -> None:
         """Renew the lease on the heartbeat; stop the body at once when the task is
         terminal, gone or taken over by another worker: when signalled, and at the latest
@@ -593,10 +612,14 @@ class Runner:
         a store outage is said once (:class:`Outage`). These store calls are measured, not
         traced: a long run would gather a span every few seconds."""
         with Untraced():
-            await self._watch_untraced(context, changes, body_scope)
+            await self._watch_untraced(context, changes, body_scope, watch)
 
     async def _watch_untraced(
-        self, context: RunningTaskContext, changes: Subscription, body_scope: anyio.CancelScope
+        self,
+        context: RunningTaskContext,
+        changes: Subscription,
+        body_scope: anyio.CancelScope,
+        watch: _Watch,
     ) -> None:
         renew_every = self.heartbeat_ms / 1000
         task_id = context.task_id
@@ -605,7 +628,11 @@ class Runner:
         while True:
             # Signals (progress, answers, a cancel) must not postpone the renewal.
             next_due = min(renew_at, check_at)
+            watch.waiting = True
             changed = await changes.wait(max(0.0, next_due - anyio.current_time()))
+            watch.waiting = False
+            if watch.body_ended:
+                return
             try:
                 if anyio.current_time() >= renew_at:
                     context.lease = await self.store.renew(context.lease, lease_ms=self.lease_ms)
