@@ -49,7 +49,6 @@ wraps each operation in :func:`within` where the driver has no overall bound of 
 from __future__ import annotations
 
 import dataclasses
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
 import anyio
@@ -59,7 +58,6 @@ from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.stores.opening import query_value, with_query
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from types import TracebackType
 
 __all__ = [
@@ -166,15 +164,48 @@ def options_from_url(url: str, options: StoreOptions | None) -> tuple[str, Store
     )
 
 
-@contextmanager
-def within(timeout_ms: int) -> Iterator[None]:
+def within(timeout_ms: int) -> _Bound:
     """An overall bound on one store operation: past ``timeout_ms`` it is cancelled and
     raises ``StoreUnavailable`` (a timeout the driver raises inside becomes one too).
 
     For where a driver has no overall bound of its own; a backend sets the driver's
     timeouts from the same value, so that the driver usually answers first."""
-    try:
-        with anyio.fail_after(timeout_ms / 1000):
-            yield
-    except TimeoutError as error:
-        raise StoreUnavailable(f"The store did not answer within {timeout_ms} ms") from error
+    return _Bound(timeout_ms)
+
+
+class _Bound:
+    """:func:`within`'s context manager: ``anyio.fail_after``'s cancel scope, entered and
+    left by hand. A plain class because it wraps every store operation: ``fail_after``'s
+    generator layers cost as much again as the scope itself."""
+
+    __slots__ = ("_scope", "_timeout_ms")
+
+    def __init__(self, timeout_ms: int) -> None:
+        self._timeout_ms = timeout_ms
+        self._scope: anyio.CancelScope | None = None
+
+    def __enter__(self) -> None:
+        scope = anyio.CancelScope(deadline=anyio.current_time() + self._timeout_ms / 1000)
+        scope.__enter__()
+        self._scope = scope
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        scope = self._scope
+        assert scope is not None  # entered
+        if scope.__exit__(kind, error, traceback):
+            # The scope caught a cancellation: its own deadline's (as fail_after tells)
+            # is the timeout; any other it swallows, as fail_after's does.
+            if scope.cancelled_caught and anyio.current_time() >= scope.deadline:
+                raise self._unavailable() from TimeoutError()
+            return True
+        if kind is not None and issubclass(kind, TimeoutError):
+            raise self._unavailable() from error
+        return False
+
+    def _unavailable(self) -> StoreUnavailable:
+        return StoreUnavailable(f"The store did not answer within {self._timeout_ms} ms")
