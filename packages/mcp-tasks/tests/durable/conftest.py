@@ -99,11 +99,16 @@ class Processes:
         process = Process(raw)
         self.started.append(process)
         ready = anyio.Event()
+        # Each process's stderr (its log) is also kept beside the app's log, to read after
+        # a failure: pytest shows where tmp_path is.
+        kept = self.log.parent / f"process-{len(self.started)}-{raw.pid}.stderr"
 
         async def read() -> None:
             assert raw.stderr is not None
             buffer = b""
             async for chunk in raw.stderr:
+                with kept.open("ab") as file:
+                    file.write(chunk)
                 buffer += chunk
                 *lines, rest = buffer.split(b"\n")
                 buffer = rest

@@ -67,6 +67,7 @@ def epoch_s(rfc3339: str) -> float:
 
 async def create(client: RawClient, tool: str, arguments: dict[str, Any]) -> str:
     reply = await client.call("tools/call", {"name": tool, "arguments": arguments})
+    assert "taskId" in reply.get("result", {}), f"the create answered {reply}"
     task_id: str = reply["result"]["taskId"]
     return task_id
 
