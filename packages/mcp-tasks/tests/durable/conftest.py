@@ -78,13 +78,12 @@ class Processes:
         self,
         command: Sequence[str],
         *,
-        ready_port: int | None = None,
         stdout: Path | None = None,
         **env: str,
     ) -> Process:
-        """Start ``command`` (in this folder) and wait until it says it is ready (or, with
-        ``ready_port``, until that port accepts connections); its output goes to ``stdout``
-        (a file), else nowhere."""
+        """Start ``command`` (in this folder) and wait until it says it is ready (its
+        ``mcp-tasks: serving on URL`` or ``worker … running`` line); its output goes to
+        ``stdout`` (a file), else nowhere."""
         with ExitStack() as files:  # the child keeps its own handle of the file
             out = subprocess.DEVNULL if stdout is None else files.enter_context(stdout.open("wb"))
             raw = await anyio.open_process(
@@ -123,9 +122,6 @@ class Processes:
 
         self._tg.start_soon(read)
         with anyio.fail_after(START_TIMEOUT_S):
-            if ready_port is not None:
-                await accepting(ready_port, raw)
-                return process
             await ready.wait()
         if raw.returncode is not None or not any(READY.search(t) for t in process.output):
             raise AssertionError("the process did not start:\n" + "\n".join(process.output))
@@ -235,16 +231,3 @@ async def soak_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Asyn
 async def soak_processes(soak_store_url: str, tmp_path: Path) -> AsyncIterator[Processes]:
     async with processes_of(soak_store_url, tmp_path / "crash.log") as started:
         yield started
-
-
-async def accepting(port: int, process: anyio.abc.Process) -> None:
-    """Wait until 127.0.0.1:``port`` accepts a connection (or the process ended)."""
-    while process.returncode is None:
-        try:
-            stream = await anyio.connect_tcp("127.0.0.1", port)
-        except OSError:
-            await anyio.sleep(0.1)
-            continue
-        await stream.aclose()
-        return
-    raise AssertionError("the process ended before it listened")
