@@ -137,6 +137,10 @@ CONTRACT_WORKERS: dict[str, tuple[str, ...]] = {
     "sqlite": ("-n", "0"),
     # One worker per class or module: the cluster (a module fixture) starts at most twice.
     "redis": ("-n", "3", "--dist", "loadscope"),
+    # Each worker starts its own embedded server, a Python process as busy as the worker
+    # itself: two of each already keep both cores of a CI machine busy, and more only slow
+    # every server down.
+    "mongodb": ("-n", "2", "--dist", "worksteal"),
 }
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import socket
+import sys
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -129,7 +131,7 @@ def build(tasks: Tasks) -> MCPServer[Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", default="memory://", help="Store URL (default memory://)")
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--port", type=int, default=8765, help="0: a free port, chosen here")
     parser.add_argument(
         "--lease-ms",
         type=int,
@@ -156,7 +158,13 @@ def main() -> None:
     else:
         mcp = build(tasks)
         app = mcp.streamable_http_app() if args.sdk_path else tasks.http_app(mcp)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    # Bound here, and said once bound (as `mcp-tasks serve` says it): whoever started this
+    # process learns the port, and that it is this process that listens there.
+    sock = socket.create_server(("127.0.0.1", args.port))
+    port = sock.getsockname()[1]
+    print(f"mcp-tasks: serving on http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning")
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 if __name__ == "__main__":

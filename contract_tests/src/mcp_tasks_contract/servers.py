@@ -23,7 +23,9 @@ else skip (fail in CI).
 MongoDB (``mongodb_url``): ``MCP_TASKS_TEST_MONGODB_URL``, answered by a ``ping``; else the
 embedded SecantusDB server (the ``SecantusDB`` test dependency, GPL: run as a separate
 process, never imported here) on a free port with its TTL monitor sweeping every second;
-else a testcontainers ``mongo`` container; else skip (fail in CI).
+else a testcontainers ``mongo`` container; else skip (fail in CI). A test whose subject is
+not the store's bound opens its stores on :func:`mongodb_store_url` (the embedded server is
+slow; see there), and hands ``mongodb_url`` itself to PyMongo.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 import pytest
+
+from mcp_tasks.stores.opening import with_query
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -388,6 +392,29 @@ with SecantusDBServer(
 """
 
 
+#: The store's bound (``?timeout_ms=``) on the embedded server for tests whose subject is not
+#: the bound. SecantusDB is a Python server that serves one command at a time and sorts a
+#: find in memory rather than walking an index: a claim that takes a real MongoDB about a
+#: millisecond takes it tens idle and seconds on a loaded machine, where 16 claimers in one
+#: process wait for each other's turns. The product's 5 s bound then fails such tests for the
+#: server's speed alone; the tests of the bound itself set their own.
+EMBEDDED_MONGODB_BOUND_MS = 30_000
+
+#: The URLs of the embedded servers this process started.
+_EMBEDDED_MONGODB: set[str] = set()
+
+
+def mongodb_store_url(url: str) -> str:
+    """``url`` with ``?timeout_ms=`` :data:`EMBEDDED_MONGODB_BOUND_MS` when it is an embedded
+    server's, for a store opened by URL (``store_from_url`` takes the bound from it and hands
+    PyMongo the rest); any other server's (``MCP_TASKS_TEST_MONGODB_URL``, a container) as it
+    is, so the store keeps the product's bound there. Never for PyMongo itself: it warns of an
+    option it does not know."""
+    if url not in _EMBEDDED_MONGODB:
+        return url
+    return with_query(url, timeout_ms=str(EMBEDDED_MONGODB_BOUND_MS))
+
+
 class SecantusProcess:
     """A SecantusDB server owned by the tests, in its own directory on a port of its own
     (the first start picks a free one and keeps it). :meth:`kill` stops it hard (SIGKILL);
@@ -425,6 +452,7 @@ class SecantusProcess:
             raise RuntimeError(f"the SecantusDB server did not start (exit {process.poll()})")
         self.url = uri
         self.port = int(urlsplit(uri).port or 0)
+        _EMBEDDED_MONGODB.add(uri)
 
     def stop(self) -> None:
         """A clean shutdown (its stdin closes), then wait for the process."""

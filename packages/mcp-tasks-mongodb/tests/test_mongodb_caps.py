@@ -1,8 +1,10 @@
 """The row cap under races and behind the TTL monitor's back: many creates at the cap never
-pass it, and documents the server's TTL monitor deletes make room exactly once each."""
+pass it, and documents the server's TTL monitor deletes make room exactly once each; the
+create lock a dead create left frees itself."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import anyio
@@ -10,6 +12,7 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mcp_tasks import NewTask, StoreOptions, TaskLimitReached, new_task_id
+from mcp_tasks_mongodb import create_lock
 
 if TYPE_CHECKING:
     from conftest import OpenStore
@@ -96,3 +99,22 @@ async def test_ttl_monitor_deletions_keep_the_cap_exact(
     created, refused = await _create_all(stores, [NewTask(new_task_id()) for _ in range(24)])
     assert (created, refused) == (CAP, 24 - CAP)
     assert await _stored(mongodb_url, stores[0]) == CAP
+
+
+async def test_a_create_lock_left_by_a_dead_create_frees_at_its_deadline(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """A create that took the namespace's create lock late in its bound (after 2 s of its
+    3) and died there (its process killed: no unlock) holds it only until its own
+    deadline; a create that began after it, with the same bound, gets the lock then and
+    creates its task within its own bound (a lock held for the whole bound from its taking
+    would leave it none)."""
+    bound_s = 3.0
+    store = await open_store(StoreOptions(max_rows=CAP, timeout_ms=int(bound_s * 1000)))
+    await store.create(NewTask(new_task_id()))  # the lock document exists
+    dead_deadline = time.monotonic() + 1.0
+    await create_lock.take(store._meta(), deadline=dead_deadline)  # never unlocked
+    created = await store.create(NewTask(new_task_id()))
+    assert time.monotonic() >= dead_deadline  # it waited for the lock, not past it
+    assert await _stored(mongodb_url, store) == 2
+    assert (await store.get(created.task_id, None)).task_id == created.task_id

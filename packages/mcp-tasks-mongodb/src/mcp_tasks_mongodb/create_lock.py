@@ -3,7 +3,8 @@ carries, and the counts a capped create makes while it holds the lock.
 
 ``create`` checks the caps and inserts while it holds the namespace's create lock (a
 document in ``<prefix>_meta`` taken with a conditional ``find_one_and_update`` on the
-server's clock, held at most :data:`LOCK_MS`). The same document keeps ``bound``, an upper
+server's clock, held at most until the create's own deadline: the store's bound from the
+create's start). The same document keeps ``bound``, an upper
 bound of the unexpired rows, which taking the lock returns in the same round trip: while
 it is below ``max_rows`` the create inserts without counting; otherwise it counts the
 unexpired rows exactly (up to the cap) and refuses or inserts. The unlock (one update)
@@ -18,7 +19,7 @@ unknown way raises it too).
 
 ``update``, ``cancel`` and ``put_status`` decide at their read's now, so one that reads a
 task just before it expires and writes just after may keep it unexpired; an exact count
-between the two misses it. A holder that stalled past :data:`LOCK_MS` loses the lock; its
+between the two misses it. A holder that stalled past its deadline loses the lock; its
 late unlock adds only its row, and the create that took the lock from it counts exactly
 (the stalled holder's row may be missing from the bound). A namespace whose lock document
 has no bound yet counts once.
@@ -39,6 +40,7 @@ standalone server and a replica set behave alike.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 import weakref
@@ -60,7 +62,6 @@ if TYPE_CHECKING:
     from mcp_tasks_mongodb.codec import Document
 
 __all__ = [
-    "LOCK_MS",
     "Lock",
     "check_new",
     "ensure_lock",
@@ -71,12 +72,7 @@ __all__ = [
     "unlock",
 ]
 
-#: The create lock's longest hold by default (a store holds it for its bound on waiting): a
-#: holder stalled longer loses it to the next create.
-LOCK_MS = 30_000
 _LOCK_ID = "create"
-#: How long a create waits for the lock before giving up (StoreUnavailable).
-_LOCK_WAIT_S = 60.0
 
 #: Per event loop, kind and namespace: in-process queues (creates before the server's create
 #: lock, claims without an id).
@@ -113,35 +109,36 @@ async def ensure_lock(meta: AsyncCollection[Document]) -> None:
         )
 
 
-async def take(
-    meta: AsyncCollection[Document], *, hold_ms: int = LOCK_MS, wait_s: float = _LOCK_WAIT_S
-) -> Lock:
-    """Take the namespace's create lock for at most ``hold_ms``; the bound comes with it,
-    in the same round trip. The store holds it for its bound on waiting
-    (``StoreOptions.timeout_ms``): a create cancelled past that bound, or whose unlock
-    failed in an outage, blocks the others no longer than that.
+async def take(meta: AsyncCollection[Document], *, deadline: float) -> Lock:
+    """Take the namespace's create lock, held until ``deadline`` (the caller's own, on
+    ``time.monotonic()``) and waited for until then; the bound comes with it, in the same
+    round trip. Past its deadline the caller does nothing more under the lock (its driver
+    calls end there), so a create that died holding it (its process killed), was
+    cancelled, or whose unlock failed in an outage blocks the others no longer than it
+    could have used it.
 
     Raises:
-        StoreUnavailable: the lock stayed taken for ``wait_s``, or the server failed.
+        StoreUnavailable: the lock stayed taken until ``deadline``, or the server failed.
     """
     holder = new_token()
     free: Document = {"$or": [{"$eq": ["$holder", None]}, {"$lte": ["$until", "$now"]}]}
-    steps: list[Document] = [
-        {"$set": {"now": pipelines.NOW, "holder": {"$ifNull": ["$holder", None]}}},
-        {"$set": {"until": {"$ifNull": ["$until", 0]}}},
-        {
-            "$set": {
-                "holder": {"$cond": [free, {"$literal": holder}, "$holder"]},
-                "until": {"$cond": [free, {"$add": ["$now", hold_ms]}, "$until"]},
-                # taken from a holder that stalled (or whose unlock failed): the bound
-                # may lack that holder's row, so the taker counts exactly.
-                "stolen": {"$cond": [free, {"$ne": ["$holder", None]}, "$stolen"]},
-            }
-        },
-    ]
-    deadline = time.monotonic() + wait_s
     pause = 0.004
-    while True:
+    while (left_s := deadline - time.monotonic()) > 0:
+        steps: list[Document] = [
+            {"$set": {"now": pipelines.NOW, "holder": {"$ifNull": ["$holder", None]}}},
+            {"$set": {"until": {"$ifNull": ["$until", 0]}}},
+            {
+                "$set": {
+                    "holder": {"$cond": [free, {"$literal": holder}, "$holder"]},
+                    "until": {
+                        "$cond": [free, {"$add": ["$now", math.ceil(left_s * 1000)]}, "$until"]
+                    },
+                    # taken from a holder that stalled (or whose unlock failed): the bound
+                    # may lack that holder's row, so the taker counts exactly.
+                    "stolen": {"$cond": [free, {"$ne": ["$holder", None]}, "$stolen"]},
+                }
+            },
+        ]
         with driver_call():
             try:
                 lock = await meta.find_one_and_update(
@@ -157,16 +154,19 @@ async def take(
                 None if bound is None or lock["stolen"] else int(bound),
                 0 if bound is None else int(bound),
             )
-        if time.monotonic() > deadline:
-            raise StoreUnavailable("The namespace's create lock stayed taken")
-        # Another process holds it: back off a little more each time (jittered).
+        # Another create holds it: back off a little more each time (jittered), and try
+        # again as soon as its hold ends, if that comes sooner.
         pause = min(0.2, pause * 1.5)
-        await asyncio.sleep(random.uniform(pause / 2, pause))  # noqa: S311 (not secrecy)
+        wait_s = random.uniform(pause / 2, pause)  # noqa: S311 (not secrecy)
+        if lock is not None:
+            wait_s = min(wait_s, max(0.0, (lock["until"] - lock["now"]) / 1000))
+        await asyncio.sleep(wait_s)
+    raise StoreUnavailable("The namespace's create lock stayed taken")
 
 
 async def unlock(meta: AsyncCollection[Document], holder: str, grow: int, written: int) -> None:
     """Free the lock and add ``grow`` to the bound, in one update. A holder that lost
-    the lock (it stalled past :data:`LOCK_MS`) frees nothing and adds only its row
+    the lock (it stalled past its deadline) frees nothing and adds only its row
     (``written``)."""
     mine: Document = {"$eq": ["$holder", {"$literal": holder}]}
     with driver_call():

@@ -23,6 +23,7 @@ deletes it ``janitor_grace_ms`` later (until then its id stays taken, S-CREATE.4
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Self, TypeVar
 from urllib.parse import urlsplit
 
@@ -221,10 +222,11 @@ class MongoTaskStore(ReadModifyWrite):
     # --- create and the caps ---------------------------------------------------------------
 
     async def create(self, task: NewTask) -> TaskRecord:
+        deadline = time.monotonic() + self.options.timeout_ms / 1000
         with bounded(self.options.timeout_ms):
-            return await self._create(task)
+            return await self._create(task, deadline)
 
-    async def _create(self, task: NewTask) -> TaskRecord:
+    async def _create(self, task: NewTask, deadline: float) -> TaskRecord:
         tasks = await self._tasks()
         cap, per_owner = self.options.max_rows, self.options.owner_cap(task.owner)
         if cap is None and per_owner is None:
@@ -234,8 +236,7 @@ class MongoTaskStore(ReadModifyWrite):
         # Handles of this process queue here first, so that only one of them at a time
         # asks the server for the lock (the others would only poll it).
         async with self._local_lock("create"):
-            bound_ms = self.options.timeout_ms
-            lock = await create_lock.take(self._meta(), hold_ms=bound_ms, wait_s=bound_ms / 1000)
+            lock = await create_lock.take(self._meta(), deadline=deadline)
             # What the unlock adds to the bound: a new base (an exact count) minus the
             # bound read with the lock, plus the row once the insert may have happened.
             # Unknown whether the insert happened (a driver error) counts as inserted:

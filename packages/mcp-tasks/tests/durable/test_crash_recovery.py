@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 
 TASKS = 10
-BODY_S = 3.0
+#: Long enough that every body is still running when the test has seen them all start, on a
+#: loaded machine too (the kill must come mid-task).
+BODY_S = 5.0
 LEASE_S = 3.0
 CONFORMANCE_SERVER = (
     __import__("pathlib").Path(__file__).resolve().parents[4] / "conformance" / "server.py"
@@ -35,13 +37,19 @@ CONFORMANCE_SERVER = (
 
 
 async def create_tasks(url: str, tool: str, arguments: dict[str, Any], n: int) -> list[str]:
-    async with tasks_client(url) as client:
-        ids = []
+    """Create ``n`` tasks at once, so that their bodies start together: one after another,
+    on a loaded machine the first could end before the last began."""
+    ids: list[str] = []
+
+    async def create() -> None:
+        handle = await start_tool(client, tool, arguments)
+        assert isinstance(handle, TaskHandle)
+        ids.append(handle.task_id)
+
+    async with tasks_client(url) as client, anyio.create_task_group() as group:
         for _ in range(n):
-            handle = await start_tool(client, tool, arguments)
-            assert isinstance(handle, TaskHandle)
-            ids.append(handle.task_id)
-        return ids
+            group.start_soon(create)
+    return ids
 
 
 async def states(url: str, ids: list[str]) -> dict[str, TaskState]:
@@ -64,8 +72,11 @@ async def wait_for_states(
 
 
 def all_running_in(pid: int) -> Any:
+    """Every task working, its body running in ``pid`` (an ended task keeps its last
+    message: a body that already ended there is not running)."""
     return lambda seen: all(
-        (s.status_message or "").startswith(f"running in {pid} (") for s in seen.values()
+        s.status == "working" and (s.status_message or "").startswith(f"running in {pid} (")
+        for s in seen.values()
     )
 
 
@@ -96,9 +107,9 @@ def assert_committed_once_by(processes: Processes, ids: list[str], pid: int) -> 
 async def test_sigkill_mid_task_another_process_completes_every_task_once(
     processes: Processes, second: str
 ) -> None:
-    """Ten 3-second tasks start on process A; A is SIGKILLed mid-task. Process B (a server,
+    """Ten 5-second tasks start on process A; A is SIGKILLed mid-task. Process B (a server,
     or a worker) runs each again once A's lease ran out, within lease + 2 s of the kill,
-    and commits each completion once, within lease + 2 s + the body's 3 s; clients poll B."""
+    and commits each completion once, within lease + 2 s + the body's 5 s; clients poll B."""
     lease_ms = str(int(LEASE_S * 1000))
     first = await processes.serve(CRASH_LEASE_MS=lease_ms)
     other = await (processes.serve if second == "serve" else processes.worker)(
@@ -205,16 +216,16 @@ async def test_the_conformance_server_as_two_processes(
     ``slow_compute`` tasks of the first, SIGKILLed mid-task, are completed by the second."""
     script = str(CONFORMANCE_SERVER)
     lease = str(int(LEASE_S * 1000))
-    ports = [free_port(), free_port()]
-    servers = [
+    # Port 0: each server binds a free port itself and says which.
+    first, other = [
         await processes.start(
-            [sys.executable, script, "--store", store_url, "--port", str(p), "--lease-ms", lease],
-            ready_port=p,
+            [sys.executable, script, "--store", store_url, "--port", "0", "--lease-ms", lease]
         )
-        for p in ports
+        for _ in range(2)
     ]
-    first = servers[0]
-    first_url, other_url = (f"http://127.0.0.1:{p}/mcp" for p in ports)
+    first_url, other_url = first.url, other.url
+    assert first_url is not None
+    assert other_url is not None
     ids = await create_tasks(first_url, "slow_compute", {"seconds": BODY_S}, TASKS)
     await wait_for_states(
         first_url, ids, lambda s: all(x.status_message for x in s.values()), timeout_s=30
@@ -227,15 +238,6 @@ async def test_the_conformance_server_as_two_processes(
     assert done_s <= LEASE_S + 2 + BODY_S + 2
     texts = {s.call_tool_result().content[0].text for s in final.values()}  # type: ignore[union-attr]
     assert texts == {f"Computed result after {BODY_S:g}s"}
-
-
-def free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)

@@ -48,13 +48,15 @@ def signals_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CRASH_HEARTBEAT_MS", str(3_600_000))
 
 
-def free_port() -> int:
-    from mcp_tasks.testing import free_socket  # noqa: PLC0415
-
-    sock = free_socket()
-    port: int = sock.getsockname()[1]
-    sock.close()
-    return port
+async def conformance_server(processes: Processes, store_url: str) -> str:
+    """The URL of a conformance fixture server started on ``store_url``: the one this
+    process says it bound (a port picked beforehand could be another's by the time a
+    server binds it, and another's server would answer the tests)."""
+    started = await processes.start(
+        [sys.executable, str(CONFORMANCE_SERVER), "--store", store_url, "--port", "0"]
+    )
+    assert started.url is not None
+    return started.url
 
 
 def backend(store_url: str) -> str:
@@ -67,6 +69,7 @@ def epoch_s(rfc3339: str) -> float:
 
 async def create(client: RawClient, tool: str, arguments: dict[str, Any]) -> str:
     reply = await client.call("tools/call", {"name": tool, "arguments": arguments})
+    assert "taskId" in reply.get("result", {}), f"the create answered {reply}"
     task_id: str = reply["result"]["taskId"]
     return task_id
 
@@ -96,13 +99,7 @@ async def test_a_listener_on_b_hears_a_task_created_and_completed_on_a(
     """The conformance fixture server twice: a task created on A is acknowledged on B's
     listen stream and each of its changes arrives there as notifications/tasks, up to
     completion; then B ends the stream gracefully."""
-    script = str(CONFORMANCE_SERVER)
-    ports = [free_port(), free_port()]
-    for port in ports:
-        await processes.start(
-            [sys.executable, script, "--store", store_url, "--port", str(port)], ready_port=port
-        )
-    a_url, b_url = (f"http://127.0.0.1:{p}/mcp" for p in ports)
+    a_url, b_url = [await conformance_server(processes, store_url) for _ in range(2)]
     async with httpx.AsyncClient(timeout=60) as http:
         on_a, on_b = RawClient(http, a_url), RawClient(http, b_url)
         task_id = await create(on_a, "slow_compute", {"seconds": 1.5})
@@ -132,17 +129,13 @@ async def test_a_listener_on_a_fastmcp_server_hears_a_task_of_another_process(
     listen stream of B, a FastMCP server with our extension on the same store
     (examples/fastmcp_server.py under ``mcp-tasks serve``), and B hears it complete, then
     ends the stream."""
-    script = str(CONFORMANCE_SERVER)
-    port = free_port()
-    await processes.start(
-        [sys.executable, script, "--store", store_url, "--port", str(port)], ready_port=port
-    )
+    a_url = await conformance_server(processes, store_url)
     b = await processes.serve(
         "fastmcp_server:mcp", PYTHONPATH=str(EXAMPLES), MCP_TASKS_STORE_URL=store_url
     )
     assert b.url is not None
     async with httpx.AsyncClient(timeout=60) as http:
-        on_a, on_b = RawClient(http, f"http://127.0.0.1:{port}/mcp"), RawClient(http, b.url)
+        on_a, on_b = RawClient(http, a_url), RawClient(http, b.url)
         task_id = await create(on_a, "slow_compute", {"seconds": 1.5})
         received: list[tuple[float, dict[str, Any]]] = []
         async with on_b.stream(
