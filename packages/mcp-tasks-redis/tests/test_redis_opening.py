@@ -145,4 +145,3 @@ async def test_more_operations_than_connections_wait_for_one(open_store: OpenSto
         for task_id in ids:
             group.start_soon(read, task_id)
     assert sorted(seen) == sorted(ids)
-
