@@ -125,3 +125,23 @@ async def test_drop_removes_one_namespace_only(open_store: OpenStore, redis_url:
         await other.close()
         await drop_namespace(namespaced_url(redis_url, other_ns))
     await drop_namespace(namespaced_url(redis_url, new_namespace()))  # missing: fine
+
+
+async def test_more_operations_than_connections_wait_for_one(open_store: OpenStore) -> None:
+    """With a pool of 2 connections, 40 creates and gets at once all succeed: an operation
+    that finds every connection busy waits for one (within the store's bound) instead of
+    failing as redis-py's default pool does past its size."""
+    store = await open_store(max_connections=2)
+    ids = [new_task_id() for _ in range(40)]
+    async with anyio.create_task_group() as group:
+        for task_id in ids:
+            group.start_soon(store.create, NewTask(task_id))
+    seen: list[str] = []
+
+    async def read(task_id: str) -> None:
+        seen.append((await store.get(task_id, None)).task_id)
+
+    async with anyio.create_task_group() as group:
+        for task_id in ids:
+            group.start_soon(read, task_id)
+    assert sorted(seen) == sorted(ids)

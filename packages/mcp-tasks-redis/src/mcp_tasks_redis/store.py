@@ -47,7 +47,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry as DriverRetry
 from redis.backoff import ExponentialWithJitterBackoff
@@ -609,9 +609,16 @@ def _connect(
     """
     timeouts: dict[str, Any] = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
     if not cluster:
-        return Redis.from_url(
-            driver_url(url), max_connections=max_connections, retry=_retry(), **timeouts
+        # A blocking pool: past its size an operation waits for a free connection (within
+        # the bound) instead of failing at once, as redis-py's default pool does.
+        pool = BlockingConnectionPool.from_url(
+            driver_url(url),
+            max_connections=max_connections or DEFAULT_MAX_CONNECTIONS,
+            timeout=timeout_s,
+            retry=_retry(),
+            **timeouts,
         )
+        return Redis.from_pool(pool)
     options: dict[str, Any] = {"retry": _retry(), "reinitialize_steps": 0, **timeouts}
     if max_connections is not None:  # else the cluster client's own default (per node)
         options["max_connections"] = max_connections
@@ -620,6 +627,9 @@ def _connect(
 
 #: How many times a client sends a command again after a connection error or timeout.
 RESENDS = 3
+
+#: The single-server client's pool size when ``max_connections`` is not given (redis-py's).
+DEFAULT_MAX_CONNECTIONS = 100
 
 
 def _retry() -> DriverRetry:
