@@ -120,9 +120,12 @@ BESPOKE: tuple[tuple[str, str, str], ...] = (
     # The fast path's look for the SDK's span middleware and a tracer provider.
     (
         "adapters/fast_path.py",
-        "            result = await _in_sdk_spans("
-        "server, decoded, verdict.protocol_version, handle)\n",
-        "            result = await handle(None)\n",
+        "            if tracing():\n"
+        "                result = await _in_sdk_spans("
+        "server, engine, decoded, verdict.protocol_version, view)\n"
+        "            else:\n"
+        "                result = await engine.handle_tasks_method(view, method, params)\n",
+        "            result = await engine.handle_tasks_method(view, method, params)\n",
     ),
 )
 

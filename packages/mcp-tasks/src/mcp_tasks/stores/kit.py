@@ -194,18 +194,15 @@ class _Bound:
         kind: type[BaseException] | None,
         error: BaseException | None,
         traceback: TracebackType | None,
-    ) -> bool:
+    ) -> None:
         scope = self._scope
         assert scope is not None  # entered
         if scope.__exit__(kind, error, traceback):
-            # The scope caught a cancellation: its own deadline's (as fail_after tells)
-            # is the timeout; any other it swallows, as fail_after's does.
-            if scope.cancelled_caught and anyio.current_time() >= scope.deadline:
-                raise self._unavailable() from TimeoutError()
-            return True
+            # The scope swallowed its own cancellation: nothing but its deadline cancels
+            # it, so this is the timeout.
+            raise self._unavailable() from TimeoutError()
         if kind is not None and issubclass(kind, TimeoutError):
             raise self._unavailable() from error
-        return False
 
     def _unavailable(self) -> StoreUnavailable:
         return StoreUnavailable(f"The store did not answer within {self._timeout_ms} ms")
