@@ -31,7 +31,7 @@ from mcp_tasks import (
     store_from_url,
 )
 from mcp_tasks.stores.opening import backend_for
-from mcp_tasks_contract.servers import embedded_mongodb, embedded_postgres
+from mcp_tasks_contract.servers import embedded_mongodb, embedded_postgres, mongodb_store_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -130,7 +130,9 @@ def find_backends(stack: ExitStack, directory: Path, only: Sequence[str] | None)
         if not url:
             found.missing[name] = f"not available: set {SERVER_ENV[name]}"
             continue
-        spaced = namespaced_url(url, "mcpt_bench_" + secrets.token_hex(4))
+        # The embedded SecantusDB server is slow enough that a burst of creates outwaits the
+        # product's 5 s bound: its stores get the tests' longer one (the raw URL stays `base`).
+        spaced = namespaced_url(mongodb_store_url(url), "mcpt_bench_" + secrets.token_hex(4))
         problem = asyncio.run(_answers(spaced))
         if problem is not None:
             found.missing[name] = f"not available: {where} does not answer ({problem})"
@@ -150,7 +152,7 @@ def namespace_factory(stack: ExitStack, directory: Path, backend: Backend) -> Ca
         if backend.name == "sqlite":
             return f"sqlite:///{directory / f'fresh-{next(counter)}.db'}"
         assert backend.base is not None
-        url = namespaced_url(backend.base, "mcpt_bench_" + secrets.token_hex(4))
+        url = namespaced_url(mongodb_store_url(backend.base), "mcpt_bench_" + secrets.token_hex(4))
         stack.callback(drop_now, url)
         return url
 
