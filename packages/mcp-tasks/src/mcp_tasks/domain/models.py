@@ -207,12 +207,7 @@ class NewTask:
     def __post_init__(self) -> None:
         _check_positive_ms(self.ttl_ms, "ttl_ms")
         if self.claimed_by is not None:
-            if not isinstance(self.claimed_by, str) or not self.claimed_by:
-                raise InvalidArgument("claimed_by must be a non-empty worker id")
-            if self.work is None:
-                raise InvalidArgument("only a task with work can be created claimed")
-            if self.lease_ms is None or not is_positive_ms_or_none(self.lease_ms):
-                raise InvalidArgument("lease_ms must be a positive integer with claimed_by")
+            _check_claim(self.claimed_by, self.work, self.lease_ms)
         elif self.lease_ms is not None:
             raise InvalidArgument("lease_ms is only meaningful with claimed_by")
         if self.client_capabilities is not None:
@@ -236,18 +231,23 @@ class NewTask:
         Raises:
             InvalidArgument: no worker id, no work, or a lease that is not a positive integer.
         """
-        if not isinstance(worker_id, str) or not worker_id:
-            raise InvalidArgument("claimed_by must be a non-empty worker id")
-        if self.work is None:
-            raise InvalidArgument("only a task with work can be created claimed")
-        if lease_ms is None or not is_positive_ms_or_none(lease_ms):
-            raise InvalidArgument("lease_ms must be a positive integer with claimed_by")
+        _check_claim(worker_id, self.work, lease_ms)
         task = object.__new__(NewTask)
         for name in NewTask.__slots__:
             object.__setattr__(task, name, getattr(self, name))
         object.__setattr__(task, "claimed_by", worker_id)
         object.__setattr__(task, "lease_ms", lease_ms)
         return task
+
+
+def _check_claim(worker_id: object, work: WorkSpec | None, lease_ms: object) -> None:
+    """A task created claimed (S-CREATE.6): a worker id, work to run, a positive lease."""
+    if not isinstance(worker_id, str) or not worker_id:
+        raise InvalidArgument("claimed_by must be a non-empty worker id")
+    if work is None:
+        raise InvalidArgument("only a task with work can be created claimed")
+    if lease_ms is None or not is_positive_ms_or_none(lease_ms):
+        raise InvalidArgument("lease_ms must be a positive integer with claimed_by")
 
 
 def is_positive_ms_or_none(value: object) -> TypeGuard[int | None]:

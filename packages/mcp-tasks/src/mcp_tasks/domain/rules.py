@@ -110,8 +110,7 @@ def new_record(task: NewTask, now: int) -> TaskRecord:
             raise InvalidArgument("lease_ms must be positive")
         generation = 1
         claim = Claim(worker_id=task.claimed_by, token=new_token(), expires_at=now + task.lease_ms)
-        if expires_at is not None and expires_at < claim.expires_at:
-            expires_at, ttl_ms = claim.expires_at, claim.expires_at - now
+        expires_at, ttl_ms = _kept_until(expires_at, ttl_ms, now, claim.expires_at)
     return TaskRecord(
         task_id=task.task_id,
         owner=task.owner,
@@ -179,9 +178,19 @@ def held_until(record: TaskRecord, until: int) -> TaskRecord:
     Expiry stays the one predicate :meth:`TaskRecord.is_expired`: a live lease and a fresh
     result move ``expires_at`` itself, so nothing else (reaping, the caps, SQL indexes) needs
     to know about leases or results."""
-    if record.expires_at is None or record.expires_at >= until:
+    expires_at, ttl_ms = _kept_until(record.expires_at, record.ttl_ms, record.created_at, until)
+    if expires_at == record.expires_at:
         return record
-    return replace(record, expires_at=until, ttl_ms=until - record.created_at)
+    return replace(record, expires_at=expires_at, ttl_ms=ttl_ms)
+
+
+def _kept_until(
+    expires_at: int | None, ttl_ms: int | None, created_at: int, until: int
+) -> tuple[int | None, int | None]:
+    """:func:`held_until`'s ``expires_at`` and ``ttl_ms``, for a record being built."""
+    if expires_at is None or expires_at >= until:
+        return expires_at, ttl_ms
+    return until, until - created_at
 
 
 def _applied(record: TaskRecord, now: int, **changes: object) -> Transition:
