@@ -10,11 +10,13 @@ from mcp_tasks.domain.models import TaskRecord
 from mcp_tasks.engine.wire import (
     MIN_POLL_INTERVAL_MS,
     create_task_result,
+    detailed_task,
     get_task_result,
     poll_interval_ms,
     rfc3339,
 )
 
+RELATED_TASK = "io.modelcontextprotocol/related-task"
 T0 = 1_767_225_600_123  # 2026-01-01T00:00:00.123Z
 
 
@@ -87,15 +89,35 @@ def test_each_status_carries_only_its_field() -> None:
         assert {"inputRequests", "result", "error"} & set(body) == expected
 
 
-def test_inlined_result_drops_envelope_keys() -> None:
-    """The inlined result has no resultType and no related-task _meta."""
-    stored = {
-        "content": [],
-        "resultType": "complete",
-        "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "x"}, "keep": 1},
-    }
-    body = get_task_result(record(status=TaskStatus.COMPLETED, result=stored), T0)
-    assert body["result"] == {"content": [], "_meta": {"keep": 1}}
+def test_inlined_result_is_a_complete_call_tool_result() -> None:
+    """The inlined result is the CallToolResult the call would have returned: resultType
+    ``complete`` (a 2026-07-28 client rejects one without it), whatever the stored row
+    carries, and no v1 related-task _meta; the same in ``tasks/get`` and in the
+    ``DetailedTask`` a ``notifications/tasks`` carries."""
+    stored_without = {"content": [], "_meta": {RELATED_TASK: {"taskId": "x"}, "keep": 1}}
+    stored_with = {**stored_without, "resultType": "input_required"}
+    for stored in (stored_without, stored_with):
+        task = record(status=TaskStatus.COMPLETED, result=stored)
+        expected = {"resultType": "complete", "content": [], "_meta": {"keep": 1}}
+        assert get_task_result(task, T0)["result"] == expected
+        assert detailed_task(task, T0)["result"] == expected
+
+
+def test_a_tool_error_is_inlined_as_a_complete_result() -> None:
+    """A tool's own error (``isError``) completes the task; its result is a CallToolResult
+    with resultType ``complete`` too."""
+    error = {"content": [{"type": "text", "text": "no"}], "isError": True}
+    body = get_task_result(record(status=TaskStatus.COMPLETED, result=error), T0)
+    assert body["status"] == "completed"
+    assert body["result"] == {**error, "resultType": "complete"}
+
+
+def test_a_failed_task_carries_a_jsonrpc_error_and_no_result() -> None:
+    """A failed task's ``error`` is the JSON-RPC error object, with no ``result`` beside it."""
+    failed = record(status=TaskStatus.FAILED, error={"code": -32603, "message": "m"})
+    body = get_task_result(failed, T0)
+    assert body["error"] == {"code": -32603, "message": "m"}
+    assert "result" not in body
 
 
 def test_poll_interval_grows_from_short_to_configured() -> None:

@@ -98,8 +98,11 @@ _RELATED_TASK_META: Final = "io.modelcontextprotocol/related-task"
 
 
 def inlined_result(result: JSONObject) -> JSONObject:
-    """The stored tool result as inlined on a completed task: no envelope keys of its own."""
-    body = {k: v for k, v in result.items() if k != "resultType"}
+    """The stored tool result as inlined on a completed task: the ``CallToolResult`` the call
+    would have returned, so ``resultType: "complete"`` (a 2026-07-28 client decodes it as one
+    and rejects it without; stored results carry none, so it is set here, for old rows too),
+    and no v1 related-task ``_meta``. A tool's error result (``isError``) is one as well."""
+    body: JSONObject = {**result, "resultType": "complete"}
     meta = body.get("_meta")
     if isinstance(meta, dict) and _RELATED_TASK_META in meta:
         body["_meta"] = {k: v for k, v in meta.items() if k != _RELATED_TASK_META}
