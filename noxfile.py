@@ -21,6 +21,7 @@ nox.options.sessions = [
     "contract-redis",
     "contract-mongodb",
     "conformance",
+    "interop-ts",
     "mysql-example",
     "docs",
 ]
@@ -169,6 +170,17 @@ def conformance(session: nox.Session) -> None:
     conformance/run.py.
     """
     session.run("python", "conformance/run.py", *session.posargs)
+
+
+@nox.session(name="interop-ts")
+def interop_ts(session: nox.Session) -> None:
+    """The official TypeScript tasks client (@modelcontextprotocol/ext-tasks over
+    @modelcontextprotocol/client, pinned in tests/interop_ts/package-lock.json and installed
+    there with `npm ci`) driving the conformance fixture on memory, SQLite and Postgres
+    (MCP_TASKS_TEST_POSTGRES_URL). Node 20+ and npm come from the machine; without them the
+    session fails in CI (skips elsewhere). See tests/interop_ts/test_interop_ts.py.
+    """
+    session.run(*PYTEST, "tests/interop_ts", "-n", "0", *session.posargs)
 
 
 @nox.session
