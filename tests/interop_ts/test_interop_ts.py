@@ -22,7 +22,7 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 import pytest
@@ -45,7 +45,7 @@ SCENARIOS_TIMEOUT_S = 300
 NODE_MAJOR_AT_LEAST = 20
 
 
-def needed(message: str) -> None:
+def needed(message: str) -> NoReturn:
     """Node or npm is not there: skip locally, fail in CI."""
     if os.environ.get("CI"):
         pytest.fail(f"{message} (CI is set, so this fails instead of skipping)", pytrace=False)
@@ -59,14 +59,11 @@ def node() -> str:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         needed("Node.js 20+ and npm are needed for the TypeScript client's interop tests")
-    assert node is not None and npm is not None
     version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
     major = int(version.stdout.strip().lstrip("v").split(".")[0])
     if major < NODE_MAJOR_AT_LEAST:
         needed(f"Node.js {NODE_MAJOR_AT_LEAST}+ is needed, found {version.stdout.strip()}")
-    subprocess.run(
-        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE, check=True
-    )
+    subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE, check=True)
     return node
 
 
@@ -142,4 +139,5 @@ def test_the_typescript_tasks_client_scenarios_pass(
             check=False,
         )
     print(run.stdout, run.stderr, sep="\n")
-    assert run.returncode == 0, f"scenarios failed on {store_url.split(':')[0]}:\n{run.stdout}"
+    backend = store_url.split(":", maxsplit=1)[0]
+    assert run.returncode == 0, f"scenarios failed on {backend}:\n{run.stdout}"
