@@ -5,7 +5,9 @@ over ``@modelcontextprotocol/client`` (the versions pinned in ``package.json`` a
 ``package-lock.json``, installed here with ``npm ci`` from the npm registry, run by the
 machine's Node): a plain tool, a task completed, a tool error and a protocol error, input
 rounds (in a task, several in one update, before the task), cancel, a handoff resumed by
-another process, ``notifications/tasks`` on ``subscriptions/listen``, an unknown id.
+another process (and the client's own ``tasks/cancel`` when a session closes right after
+``handoff()``, docs/client.md), ``notifications/tasks`` on ``subscriptions/listen``, an
+unknown id.
 
 Node and npm missing: skipped locally, a failure when ``CI`` is set. Postgres comes from
 ``mcp_tasks_contract.servers`` (a fresh schema per run, dropped afterwards).
