@@ -90,6 +90,9 @@ class _AnyOwner:
 ANY_OWNER: Final = _AnyOwner()
 OwnerArg = str | None | _AnyOwner
 
+#: The work types a claim may take (S-CLAIM.4): ``None`` is any, a set only those.
+WorkTypes = frozenset[str] | None
+
 
 def next_update_time(previous: int, now: int) -> int:
     """``last_updated_at`` strictly increases per applied change, even within one millisecond."""
@@ -443,6 +446,14 @@ def claimable(record: TaskRecord, now: int) -> bool:
         and not record.is_expired(now)
         and record.live_claim(now) is None
     )
+
+
+def of_work_types(record: TaskRecord, work_types: WorkTypes) -> bool:
+    """Whether a claim for ``work_types`` may take ``record`` (S-CLAIM.4): any work type
+    when ``None``, else only a task whose work's type is one of them."""
+    if work_types is None:
+        return True
+    return record.work is not None and record.work.type in work_types
 
 
 # --- what an operator's aggregates count (``stats``), each from the rules above ---------
