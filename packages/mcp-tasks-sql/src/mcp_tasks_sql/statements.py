@@ -16,6 +16,7 @@ against its rule on a real database, and every dialect's tests run it.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
@@ -27,7 +28,7 @@ from mcp_tasks.stores.stats import BUSIEST_OWNERS, COUNTED
 from mcp_tasks_sql.schema import ACTIVE, CLAIMABLE, TERMINAL_STATUSES, TaskTables, status_in
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from sqlalchemy.engine.interfaces import Dialect
     from sqlalchemy.sql.compiler import SQLCompiler
@@ -47,6 +48,7 @@ WRITTEN_COLUMNS: tuple[str, ...] = (
     "generation",
     "claim_expires_at",
     "payload",
+    "work_type",
 )
 
 
@@ -76,6 +78,9 @@ class Statements:
     count_active_of_owner: CompiledSQL
     claim_next: CompiledSQL
     claim_one: CompiledSQL
+    #: ``claim_next`` of tasks of some work types (S-CLAIM.4): the statement for ``n``
+    #: types (parameters ``work_type_0`` … ``work_type_{n-1}``), compiled on first use.
+    claim_next_of: Callable[[int], CompiledSQL]
     reap: CompiledSQL
     init_counter: CompiledSQL
     counter_exists: CompiledSQL
@@ -263,7 +268,13 @@ def build(
         for name, clause in shared.items()
         if name not in spelled
     }
-    return Statements(**compiled, **spelled)
+
+    @cache
+    def claim_next_of(n: int) -> CompiledSQL:
+        types = [sa.bindparam(f"work_type_{i}", type_=sa.Text) for i in range(n)]
+        return compile_statement(claim_next.where(c.work_type.in_(types)), dialect)
+
+    return Statements(**compiled, claim_next_of=claim_next_of, **spelled)
 
 
 def stats(tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]) -> sa.Select[Any]:
