@@ -196,20 +196,28 @@ def promoted() -> Document:
     return {"$set": {"lane": "ready", "wait_until": None}}
 
 
-def claim_order(after: Document | None = None) -> tuple[Document, list[tuple[str, int]], str]:
-    """``rules.claim_order`` on the ready lane: its filter (the page after the document
-    ``after``, by ``created_at`` then ``_id``), sort and index."""
+def claim_order(
+    after: Document | None = None, work_types: frozenset[str] | None = None
+) -> tuple[Document, list[tuple[str, int]], str]:
+    """``rules.claim_order`` on the ready lane (of ``work_types`` only, when given:
+    S-CLAIM.4): its filter (the page after the document ``after``, by ``created_at`` then
+    ``_id``), sort and index."""
     sort = [("created_at", 1), ("_id", 1)]
+    lane: Document = {"lane": "ready"}
+    index = "claim_order"
+    if work_types is not None:
+        lane["work_type"] = {"$in": sorted(work_types)}
+        index = "claim_type_order"
     if after is None:
-        return {"lane": "ready"}, sort, "claim_order"
+        return lane, sort, index
     page: Document = {
-        "lane": "ready",
+        **lane,
         "$or": [
             {"created_at": {"$gt": after["created_at"]}},
             {"created_at": after["created_at"], "_id": {"$gt": after["_id"]}},
         ],
     }
-    return page, sort, "claim_order"
+    return page, sort, index
 
 
 def claim(
