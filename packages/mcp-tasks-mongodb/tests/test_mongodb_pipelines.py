@@ -248,6 +248,7 @@ FILTER_RULES: Final[dict[str, Callable[[TaskRecord, Case], bool]]] = {
     "counted claimed": lambda r, c: rules.is_claimed(r, c.now),
     "counted lease_lapsed": lambda r, c: rules.lease_lapsed(r, c.now),
     "counted retry_due": lambda r, c: rules.retry_due(r, c.now),
+    "counted waiting_unclaimed": lambda r, c: rules.waits_unclaimed(r, c.now),
     "counted retry_pending": lambda r, c: rules.retry_pending(r, c.now),
     "counted expiring_soon": lambda r, c: rules.expires_within(r, c.now, rules.EXPIRY_HORIZON_MS),
 }

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS
+from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS, UNCLAIMED_AFTER_MS
 from mcp_tasks.domain.states import Event, TaskStatus, next_status
 from mcp_tasks.stores.stats import COUNTED
 
@@ -347,6 +347,9 @@ def counted(now: int) -> dict[str, Document]:
         "claimed": {"$and": [_active_at(now), {"$gt": ["$claim_expires_at", now]}]},
         "lease_lapsed": {"$and": [ready, {"$ne": ["$claim_expires_at", None]}]},
         "retry_due": {"$and": [ready, {"$ne": ["$retry_at", None]}]},
+        "waiting_unclaimed": {
+            "$and": [ready, {"$lte": ["$created_at", now - UNCLAIMED_AFTER_MS]}]
+        },
         "retry_pending": {"$and": [_active_at(now), {"$gt": ["$retry_at", now]}]},
         "expiring_soon": {
             "$and": [

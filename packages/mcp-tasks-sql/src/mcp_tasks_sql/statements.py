@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS
+from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS, UNCLAIMED_AFTER_MS
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.stats import BUSIEST_OWNERS, COUNTED
 from mcp_tasks_sql.schema import ACTIVE, CLAIMABLE, TERMINAL_STATUSES, TaskTables, status_in
@@ -141,6 +141,10 @@ class Predicates:
     """Re-states :func:`mcp_tasks.domain.rules.expires_within` with
     :data:`mcp_tasks.domain.rules.EXPIRY_HORIZON_MS`: not expired, expires within it."""
 
+    waiting_unclaimed: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.waits_unclaimed`: claimable, created
+    :data:`mcp_tasks.domain.rules.UNCLAIMED_AFTER_MS` or more ago."""
+
 
 def predicates(tables: TaskTables, now: sa.ColumnElement[int]) -> Predicates:
     """The rule predicates over ``tables`` at ``now`` (see :func:`build` for ``now``)."""
@@ -172,6 +176,9 @@ def predicates(tables: TaskTables, now: sa.ColumnElement[int]) -> Predicates:
         retry_due=sa.and_(claimable, c.retry_at.is_not(None)),
         retry_pending=sa.and_(active, c.retry_at > now),
         expiring_soon=sa.and_(c.expires_at > now, c.expires_at <= now + horizon),
+        waiting_unclaimed=sa.and_(
+            claimable, c.created_at <= now - sa.literal(UNCLAIMED_AFTER_MS, sa.BigInteger)
+        ),
     )
 
 

@@ -80,6 +80,7 @@ RULES: Final[Mapping[str, Callable[[TaskRecord, int, int], bool]]] = {
     "expiring_soon": lambda record, now, _retention: rules.expires_within(
         record, now, rules.EXPIRY_HORIZON_MS
     ),
+    "waiting_unclaimed": lambda record, now, _retention: rules.waits_unclaimed(record, now),
 }
 
 #: How far from their edges the generated instants and durations stray (one hour).
