@@ -191,6 +191,9 @@ def _edge_case() -> Case:
         (ttl(base, now + rules.EXPIRY_HORIZON_MS), own),  # expiring within the hour
         (ttl(base, now + rules.EXPIRY_HORIZON_MS + 1), own),  # 1 ms beyond it
         (replace(base, status=TaskStatus.CANCELLED), own),  # counted as cancelled
+        # created exactly UNCLAIMED_AFTER_MS ago: waiting unclaimed; 1 ms later: not yet
+        (replace(base, created_at=now - rules.UNCLAIMED_AFTER_MS), own),
+        (replace(base, created_at=now - rules.UNCLAIMED_AFTER_MS + 1), own),
     ]
     return _case(now, retention, now + LEASE_MS, variants)
 
