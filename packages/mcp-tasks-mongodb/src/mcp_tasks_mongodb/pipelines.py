@@ -347,9 +347,7 @@ def counted(now: int) -> dict[str, Document]:
         "claimed": {"$and": [_active_at(now), {"$gt": ["$claim_expires_at", now]}]},
         "lease_lapsed": {"$and": [ready, {"$ne": ["$claim_expires_at", None]}]},
         "retry_due": {"$and": [ready, {"$ne": ["$retry_at", None]}]},
-        "waiting_unclaimed": {
-            "$and": [ready, {"$lte": ["$created_at", now - UNCLAIMED_AFTER_MS]}]
-        },
+        "waiting_unclaimed": {"$and": [ready, {"$lte": ["$created_at", now - UNCLAIMED_AFTER_MS]}]},
         "retry_pending": {"$and": [_active_at(now), {"$gt": ["$retry_at", now]}]},
         "expiring_soon": {
             "$and": [

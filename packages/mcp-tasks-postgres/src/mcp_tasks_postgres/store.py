@@ -31,8 +31,8 @@ from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks_postgres import fast_create
 from mcp_tasks_sql import (
     Mode,
-    column_upgrades,
     SQLTaskStore,
+    column_upgrades,
     run_on,
     schema_objects,
     schema_row,

@@ -464,7 +464,7 @@ return claim(KEYS[1], ARGV[1], now, ARGV[2], ARGV[3], tonumber(ARGV[4]))
 
 # The oldest claimable task (rules.claim_order: each ready set is ordered by created_at,
 # then id) of the work types asked for (S-CLAIM.4), claimed: the heads of those types' ready
-# sets only, O(types × log n). Due delayed tasks move to their type's ready set first (and
+# sets only, O(types * log n). Due delayed tasks move to their type's ready set first (and
 # a batch of tasks filed before the sets per type, while any are left); expired ones leave
 # it for good (no write revives an expired task). KEYS[1] is ``{p}:claim:<token>``: the id
 # of the task this call claimed, for the lease's time (how a resend finds it). ARGV: 1 task

@@ -26,9 +26,9 @@ from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.stores.kit import CloseGuard, DriverErrors, options_from_url
 from mcp_tasks.stores.opening import query_value, with_query
 from mcp_tasks_sql import (
-    column_upgrades,
     Mode,
     SQLTaskStore,
+    column_upgrades,
     schema_objects,
     schema_row,
     task_tables,

@@ -97,9 +97,7 @@ class IndexesVersusScan(RuleBasedStateMachine):
         work=st.sampled_from([None, (), (0,), (25,)]),
         kind=st.sampled_from(["a", "b"]),
     )
-    def create(
-        self, on: int, owner: str | None, ttl_ms: int | None, work: Any, kind: str
-    ) -> str:
+    def create(self, on: int, owner: str | None, ttl_ms: int | None, work: Any, kind: str) -> str:
         self.created += 1
         task_id = f"t{self.created:03d}"
         spec = None if work is None else WorkSpec(kind, retry_delays_ms=work)

@@ -120,7 +120,7 @@ class MemoryBackend:
             ):
                 heapq.heappush(self._finished, (new.last_updated_at, task_id))
         entry = None if new is None else rules.claim_lane(new)
-        if entry is None:
+        if entry is None or new is None:
             self._queued.pop(task_id, None)
         elif self._queued.get(task_id) != entry:
             self._queued[task_id] = entry
@@ -213,9 +213,7 @@ class MemoryBackend:
                 heapq.heappush(self._ready_of(record), (record.created_at, task_id))
         types = self._ready.keys() if work_types is None else work_types & self._ready.keys()
         heads = (self._head(self._ready[t], now) for t in types)
-        return min(
-            (r for r in heads if r is not None), key=rules.claim_order, default=None
-        )
+        return min((r for r in heads if r is not None), key=rules.claim_order, default=None)
 
     def _head(self, ready: list[tuple[int, str]], now: int) -> TaskRecord | None:
         """The oldest claimable task of one ready heap, stale and expired entries dropped."""
