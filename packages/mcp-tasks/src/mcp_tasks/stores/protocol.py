@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         TaskRecord,
         Transition,
     )
-    from mcp_tasks.domain.rules import OwnerArg, WorkTypes
+    from mcp_tasks.domain.rules import OwnerArg
 
 #: The operations every Store implements (the structural test checks this list).
 STORE_OPERATIONS: tuple[str, ...] = (
@@ -124,7 +124,7 @@ class Store(Protocol):
         *,
         lease_ms: int,
         task_id: str | None = None,
-        work_types: WorkTypes = None,
+        work_types: frozenset[str] | None = None,
     ) -> Claimed | None:
         """Claim one eligible task (S-CLAIM): the given one, or the oldest eligible.
 
