@@ -219,6 +219,9 @@ class Runner:
         #: Name the tools the resolvers find. With a resolver but no lister the runner
         #: cannot know which tools it serves, and claims tasks of any tool.
         self.listers: list[Lister] = []
+        #: Tools this process declares without an executor (``Tasks.register`` without
+        #: ``run``): their tasks are claimed here too, and fail ("cannot be run again").
+        self.declared: set[str] = set()
         #: Tools whose interrupted tasks fail instead of running again (``recovery="fail"``).
         self.not_rerun: set[str] = set()
         self._group: anyio.abc.TaskGroup | None = None
@@ -257,11 +260,11 @@ class Runner:
 
     async def work_types(self) -> frozenset[str] | None:
         """The tools whose tasks this runner claims (S-CLAIM.4): those with a registered
-        executor and those its listers name; ``None`` (any tool) when a resolver has no
-        lister. A task of another tool waits for a process that serves it."""
+        executor, those its listers name and those it declares; ``None`` (any tool) when a
+        resolver has no lister. A task of another tool waits for a process that serves it."""
         if self.resolvers and not self.listers:
             return None
-        served = frozenset(self.executors)
+        served = frozenset(self.executors) | self.declared
         for lister in self.listers:
             served |= await lister()
         return served
