@@ -126,10 +126,13 @@ async def test_a_registered_run_function_is_the_executor() -> None:
 async def test_a_fastmcp_task_tool_runs_again_through_the_bound_server() -> None:
     """A FastMCP ``task=True`` tool of the server our extension is bound to is found by
     name when its task is recovered, and run without FastMCP's middleware; its own error is
-    a ``completed`` error result, as on its first run."""
+    a ``completed`` error result, as on its first run. The runner claims the server's task
+    tools only (S-CLAIM.4): a task of a tool the server has not, or has without
+    ``task=True``, is left alone."""
     backend = MemoryBackend()
     good = await orphan(backend, "triple", {"x": 5})
     bad = await orphan(backend, "explode", {})
+    untasked = await orphan(backend, "plain", {})
     tasks = recovering_tasks(backend)
     mcp = FastMCP("f")
     mcp.add_extension(tasks.fastmcp_extension())
@@ -145,9 +148,16 @@ async def test_a_fastmcp_task_tool_runs_again_through_the_bound_server() -> None
     async def explode() -> str:
         raise ValueError("kaboom")
 
+    @mcp.tool
+    async def plain() -> str:
+        return "not a task tool"
+
+    assert await tasks.runner.work_types() == {"triple", "explode"}
     async with tasks.running():
         done = await finished(tasks.store, good)  # type: ignore[arg-type]
         failed = await finished(tasks.store, bad)  # type: ignore[arg-type]
+        left = await tasks.store.get(untasked, ANY_OWNER)
+    assert (left.status, left.generation) == (TaskStatus.WORKING, 1)  # the dead process's
     assert text_of(done) == "15"
     assert failed.status is TaskStatus.COMPLETED
     assert failed.result is not None
