@@ -9,7 +9,9 @@ case by case, its stateful test (the memory store as the model) at random.
 
 The scripts never parse a payload the user wrote (results, errors, input requests and
 answers): those are JSON texts made by Python, stored and returned as they are. ``cjson`` reads only
-the store's own small values (the recent event ids), and writes a hash as one reply.
+the store's own small values (the recent event ids), and writes a hash as one reply; the one
+exception is a task written before its work type had a field of its own (``wt``), whose
+type is read once from its work (``x``) when a claim files it by type.
 
 A resend of a script is recognised. redis-py sends a script again after a connection error,
 also one the server had run before the connection broke (only the reply was lost). Every
