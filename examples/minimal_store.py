@@ -83,7 +83,12 @@ class DictTaskStore(ReadModifyWrite):
         return transition
 
     async def claim(
-        self, worker_id: str, *, lease_ms: int, task_id: str | None = None
+        self,
+        worker_id: str,
+        *,
+        lease_ms: int,
+        task_id: str | None = None,
+        work_types: rules.WorkTypes = None,
     ) -> Claimed | None:
         tasks, now = self._tasks(), self._clock()
         if task_id is not None:
@@ -91,7 +96,7 @@ class DictTaskStore(ReadModifyWrite):
         else:
             candidates = sorted(tasks.values(), key=rules.claim_order)
         for record in candidates:
-            if rules.claimable(record, now):
+            if rules.claimable(record, now) and rules.of_work_types(record, work_types):
                 claimed = rules.apply_claim(record, worker_id, lease_ms, now)
                 tasks[record.task_id] = claimed.record
                 return claimed

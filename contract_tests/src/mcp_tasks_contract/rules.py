@@ -58,6 +58,8 @@ RULES: Final[dict[str, str]] = {
     "S-CLAIM.2": "a new claim gets generation + 1, a fresh token and expires at store now + "
     "lease_ms, without a revision change",
     "S-CLAIM.3": "under any concurrency each task is claimed at most once per generation",
+    "S-CLAIM.4": "a claim for some work types takes only tasks of those types, in one step; "
+    "a task no claim asks for waits (its TTL still runs) until a claim of its type",
     "S-RENEW": "renew extends a live lease without a revision change; expired, superseded, "
     "terminal or reaped raises StaleLease",
     "S-RELEASE": "release frees the claim at once keeping the generation; a stale lease is a no-op",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 from conftest import connect
 
-from mcp_tasks import ANY_OWNER, NewTask, TaskNotFound, drop_namespace, namespaced_url
+from mcp_tasks import ANY_OWNER, NewTask, TaskNotFound, WorkSpec, drop_namespace, namespaced_url
 from mcp_tasks import store_from_url as open_store
 from mcp_tasks_mysql import MySQLTaskStore
 
@@ -103,5 +103,29 @@ async def test_migrate_adds_what_is_missing(url: str) -> None:
         assert await store.migrate() is False
         assert {level for _, level, _ in await store.diagnose()} == {"ok"}
         assert await store.get(record.task_id, ANY_OWNER) == record
+    finally:
+        await store.close()
+
+
+async def test_migrate_adds_the_work_type_to_an_older_table(url: str) -> None:
+    """A task table from before the ``work_type`` column (S-CLAIM.4): migrate adds the
+    column and its index and fills it from the payload, so claims for a type find the
+    tasks written before."""
+    store = MySQLTaskStore(url)
+    try:
+        alpha = await store.create(NewTask("alpha-task", work=WorkSpec("alpha")))
+        beta = await store.create(NewTask("beta-task", work=WorkSpec("beta")))
+        table = f"{store.table_prefix}tasks"
+        with connect(url) as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP INDEX {table}_claim_type_ix ON {table}")
+            cursor.execute(f"ALTER TABLE {table} DROP COLUMN work_type")
+        assert await store.migrate() is False
+        assert {level for _, level, _ in await store.diagnose()} == {"ok"}
+        for record in (beta, alpha):
+            assert record.work is not None
+            types = frozenset({record.work.type})
+            claimed = await store.claim("w", lease_ms=30_000, work_types=types)
+            assert claimed is not None
+            assert claimed.record.task_id == record.task_id
     finally:
         await store.close()

@@ -111,7 +111,10 @@ async def test_claim_without_an_id_walks_the_claim_order_index(
     is then claimed by id."""
     first = pipelines.claim_order()
     after = pipelines.claim_order({"created_at": NOW, "_id": "x"})
-    for page, sort, index in (first, after):
+    typed = frozenset({"job", "other"})  # S-CLAIM.4: through the claim_type_order index
+    first_typed = pipelines.claim_order(None, typed)
+    after_typed = pipelines.claim_order({"created_at": NOW, "_id": "x"}, typed)
+    for page, sort, index in (first, after, first_typed, after_typed):
         command = {
             "find": f"{store.prefix}_tasks",
             "filter": page,
@@ -152,3 +155,28 @@ async def test_the_caps_count_by_index(store: MongoTaskStore, mongodb_url: str) 
     for query, index in ((unexpired, "expiry"), (owner, "owner_active")):
         command = {"count": f"{store.prefix}_tasks", "query": query, "hint": index}
         _uses_an_index(await _explain(mongodb_url, store, command))
+
+
+async def test_migrate_gives_older_tasks_their_work_type(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """A collection from before the ``work_type`` field (S-CLAIM.4): the first use of a
+    handle creates its index and fills the field of the claimable tasks from their payload,
+    so claims for the type find the tasks written before."""
+    old = await open_store(StoreOptions(max_rows=None))
+    alpha = await old.create(NewTask(new_task_id(), work=WorkSpec("alpha")))
+    beta = await old.create(NewTask(new_task_id(), work=WorkSpec("beta")))
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongodb_url)
+    try:
+        tasks = client[old.database][f"{old.prefix}_tasks"]
+        await tasks.drop_index("claim_type_order")
+        await tasks.update_many({}, {"$unset": {"work_type": ""}})
+    finally:
+        await client.close()
+    store = await open_store(StoreOptions(max_rows=None))
+    claimed = await store.claim("w", lease_ms=30_000, work_types=frozenset({"beta"}))
+    assert claimed is not None
+    assert claimed.record.task_id == beta.task_id
+    claimed = await store.claim("w", lease_ms=30_000, work_types=frozenset({"alpha"}))
+    assert claimed is not None
+    assert claimed.record.task_id == alpha.task_id

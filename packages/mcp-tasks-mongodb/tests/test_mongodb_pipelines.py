@@ -191,6 +191,9 @@ def _edge_case() -> Case:
         (ttl(base, now + rules.EXPIRY_HORIZON_MS), own),  # expiring within the hour
         (ttl(base, now + rules.EXPIRY_HORIZON_MS + 1), own),  # 1 ms beyond it
         (replace(base, status=TaskStatus.CANCELLED), own),  # counted as cancelled
+        # created exactly UNCLAIMED_AFTER_MS ago: waiting unclaimed; 1 ms later: not yet
+        (replace(base, created_at=now - rules.UNCLAIMED_AFTER_MS), own),
+        (replace(base, created_at=now - rules.UNCLAIMED_AFTER_MS + 1), own),
     ]
     return _case(now, retention, now + LEASE_MS, variants)
 
@@ -248,6 +251,7 @@ FILTER_RULES: Final[dict[str, Callable[[TaskRecord, Case], bool]]] = {
     "counted claimed": lambda r, c: rules.is_claimed(r, c.now),
     "counted lease_lapsed": lambda r, c: rules.lease_lapsed(r, c.now),
     "counted retry_due": lambda r, c: rules.retry_due(r, c.now),
+    "counted waiting_unclaimed": lambda r, c: rules.waits_unclaimed(r, c.now),
     "counted retry_pending": lambda r, c: rules.retry_pending(r, c.now),
     "counted expiring_soon": lambda r, c: rules.expires_within(r, c.now, rules.EXPIRY_HORIZON_MS),
 }

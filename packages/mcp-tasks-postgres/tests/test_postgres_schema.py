@@ -15,6 +15,7 @@ from mcp_tasks import (
     NewTask,
     StoreOptions,
     TaskLimitReached,
+    WorkSpec,
     new_task_id,
 )
 
@@ -35,7 +36,7 @@ async def test_migrate_is_idempotent_and_safe_concurrently(open_store: OpenStore
     assert (await stores[2].get(task.task_id, None)).revision == 0
 
 
-@pytest.mark.parametrize("operation", ["get", "claim", "reap"])
+@pytest.mark.parametrize("operation", ["get", "claim", "claim_of_a_type", "claim_of_types", "reap"])
 async def test_hot_paths_use_indexes(
     open_store: OpenStore, postgres_url: str, operation: str
 ) -> None:
@@ -51,7 +52,8 @@ async def test_hot_paths_use_indexes(
                 CASE WHEN i % 3 = 0 THEN 'completed' ELSE 'working' END, 0, now_ms, now_ms,
                 CASE WHEN i % 2 = 0 THEN 3600000 END,
                 CASE WHEN i % 1000 = 0 THEN 1 WHEN i % 2 = 0 THEN now_ms + 3600000 END,
-                i % 5 = 0, NULL, 0, NULL, 0, '{{}}'
+                i % 5 = 0, NULL, 0, NULL, 0, '{{}}',
+                CASE WHEN i % 5 = 0 THEN 'tool_' || (i % 7)::text END
                 FROM generate_series(1, 20000) i,
                      (SELECT floor(extract(epoch from now()) * 1000)::bigint AS now_ms) n"""
         )
@@ -60,6 +62,11 @@ async def test_hot_paths_use_indexes(
         statement, args = {
             "get": (sql.read, {"task_id": secrets.token_hex(8)}),
             "claim": (sql.claim_next, {}),
+            "claim_of_a_type": (sql.claim_next_of(1), {"work_type_0": "tool_3"}),
+            "claim_of_types": (
+                sql.claim_next_of(2),
+                {"work_type_0": "tool_3", "work_type_1": "tool_4"},
+            ),
             "reap": (sql.reap, {"retention": 3_600_000, "limit": 500}),
         }[operation]
         plan = "\n".join(
@@ -90,3 +97,28 @@ async def test_duplicate_creates_leave_the_row_counter_exact(
         assert counted == await conn.fetchval(f"SELECT count(*) FROM {store.schema}.tasks") == 2
     finally:
         await conn.close()
+
+
+async def test_migrate_adds_the_work_type_to_an_older_table(
+    open_store: OpenStore, postgres_url: str
+) -> None:
+    """A table from before the ``work_type`` column (S-CLAIM.4): ``migrate`` on first use
+    adds the column and its index and fills it from the payload, so claims for the type
+    find the tasks written before."""
+    old = await open_store()
+    alpha = await old.create(NewTask(new_task_id(), work=WorkSpec("alpha")))
+    beta = await old.create(NewTask(new_task_id(), work=WorkSpec("beta")))
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        await conn.execute(f"DROP INDEX {old.schema}.tasks_claim_type_ix")
+        await conn.execute(f"ALTER TABLE {old.schema}.tasks DROP COLUMN work_type")
+    finally:
+        await conn.close()
+    store = await open_store()
+    claimed = await store.claim("w", lease_ms=30_000, work_types=frozenset({"beta"}))
+    assert claimed is not None
+    assert claimed.record.task_id == beta.task_id
+    claimed = await store.claim("w", lease_ms=30_000, work_types=frozenset({"alpha"}))
+    assert claimed is not None
+    assert claimed.record.task_id == alpha.task_id
+    assert not await store.migrate()  # complete now: the table was there

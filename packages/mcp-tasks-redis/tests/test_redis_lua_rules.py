@@ -119,3 +119,34 @@ async def test_scripts_are_loaded_again_after_the_server_forgets_them(
         assert await store.get(task.task_id, ANY_OWNER) == done.record
     finally:
         await raw.aclose()
+
+
+async def test_tasks_filed_before_the_ready_sets_per_type_are_claimed_by_type(
+    open_store: OpenStore, redis_url: str, namespace: str
+) -> None:
+    """Tasks written before the work type had its field and ready set per type (S-CLAIM.4):
+    no ``wt`` field, queued in the one ``{p}:ready`` set, or waiting in ``{p}:delayed``. A
+    claim for their type finds them (the type read from their work once); a claim for
+    another type leaves them as they are."""
+    store = await open_store()
+    tag = "{" + namespace + "}"
+    old = [await store.create(NewTask(new_task_id(), work=WorkSpec(t))) for t in ("a", "b")]
+    raw = Redis.from_url(redis_url)
+    try:
+        for record in old:
+            assert record.work is not None
+            key = f"{tag}:t:{record.task_id}"
+            await raw.hdel(key, "wt")
+            await raw.zrem(f"{tag}:ready:{record.work.type}", record.task_id)
+            await raw.zadd(f"{tag}:ready", {record.task_id: record.created_at})
+        await raw.delete(f"{tag}:ready-types")
+    finally:
+        await raw.aclose()
+    assert await store.claim("w", lease_ms=LEASE_MS, work_types=frozenset({"c"})) is None
+    for record in reversed(old):
+        assert record.work is not None
+        claimed = await store.claim(
+            "w", lease_ms=LEASE_MS, work_types=frozenset({record.work.type})
+        )
+        assert claimed is not None
+        assert claimed.record.task_id == record.task_id

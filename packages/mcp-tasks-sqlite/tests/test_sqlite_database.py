@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from mcp_tasks import ANY_OWNER, NewTask, Progress, new_task_id
+from mcp_tasks import ANY_OWNER, NewTask, Progress, WorkSpec, new_task_id
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,7 +44,7 @@ async def test_switch_to_wal_waits_for_another_writer(open_store: OpenStore, db_
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-@pytest.mark.parametrize("operation", ["get", "claim", "reap"])
+@pytest.mark.parametrize("operation", ["get", "claim", "claim_of_a_type", "claim_of_types", "reap"])
 async def test_hot_paths_use_indexes(open_store: OpenStore, db_path: Path, operation: str) -> None:
     """SQLite's planner serves get, claim and reap from indexes, never a full table scan."""
     store = await open_store()
@@ -53,6 +53,11 @@ async def test_hot_paths_use_indexes(open_store: OpenStore, db_path: Path, opera
     statement, values = {
         "get": (sql.read, {"task_id": "x", "now": 0}),
         "claim": (sql.claim_next, {"now": 0}),
+        "claim_of_a_type": (sql.claim_next_of(1), {"now": 0, "work_type_0": "a"}),
+        "claim_of_types": (
+            sql.claim_next_of(2),
+            {"now": 0, "work_type_0": "a", "work_type_1": "b"},
+        ),
         "reap": (sql.reap, {"now": 0, "retention": 1, "limit": 500}),
     }[operation]
     with sqlite3.connect(db_path) as conn:
@@ -87,3 +92,25 @@ async def test_a_read_does_not_wait_for_a_write_still_waiting_for_the_lock(
         holder.execute("ROLLBACK")
         holder.close()
     assert (await write).record.status_message == "after"
+
+
+async def test_migrate_adds_the_work_type_to_an_older_table(
+    open_store: OpenStore, db_path: Path
+) -> None:
+    """A table from before the ``work_type`` column (S-CLAIM.4): the first use of the file
+    adds the column and its index and fills it from the payload, so claims for the type
+    find the tasks written before."""
+    old = await open_store()
+    alpha = await old.create(NewTask(new_task_id(), work=WorkSpec("alpha")))
+    beta = await old.create(NewTask(new_task_id(), work=WorkSpec("beta")))
+    await old.close()
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DROP INDEX tasks_claim_type_ix")
+        conn.execute("ALTER TABLE tasks DROP COLUMN work_type")
+    store = await open_store()
+    claimed = await store.claim("w", lease_ms=30_000, work_types=frozenset({"beta"}))
+    assert claimed is not None
+    assert claimed.record.task_id == beta.task_id
+    claimed = await store.claim("w", lease_ms=30_000, work_types=frozenset({"alpha"}))
+    assert claimed is not None
+    assert claimed.record.task_id == alpha.task_id

@@ -149,9 +149,10 @@ def expiry(record: TaskRecord) -> int:
     return record.expires_at
 
 
-def job(*delays_ms: int) -> WorkSpec:
-    """A work descriptor a runner could execute, with the given retry delays."""
-    return WorkSpec(type="job", input={"n": 1}, retry_delays_ms=delays_ms)
+def job(*delays_ms: int, kind: str = "job") -> WorkSpec:
+    """A work descriptor a runner could execute, of work type ``kind``, with the given
+    retry delays."""
+    return WorkSpec(type=kind, input={"n": 1}, retry_delays_ms=delays_ms)
 
 
 async def current(store: Store, task_id: str) -> TaskRecord:

@@ -141,6 +141,97 @@ class ClaimContract(ContractBase):
         assert await store.claim("w1", lease_ms=LONG_LEASE_MS) is None
         assert await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=expired.task_id) is None
 
+    @pytest.mark.rule("S-CLAIM.4")
+    async def test_a_claim_for_some_work_types_takes_only_those(
+        self, handles: StoreHandles
+    ) -> None:
+        """Claims for some work types take the oldest eligible task of those types, in claim
+        order, and never a task of another type: not by id, not when it is older. No type
+        asked for (an empty set) claims nothing; ``None`` claims any type."""
+        store = await handles.open()
+        created: list[TaskRecord] = []
+        for kind in ("alpha", "beta", "gamma", "beta", "alpha", "gamma"):
+            created.append(await new_task(store, work=job(kind=kind)))
+            await handles.wait_past(created[-1].created_at)  # a strict order of ages
+
+        def ids(*kinds: str) -> list[str]:
+            return [r.task_id for r in created if r.work is not None and r.work.type in kinds]
+
+        alpha = ids("alpha")
+        for task_id in alpha:  # not by id either
+            assert (
+                await store.claim(
+                    "w", lease_ms=LONG_LEASE_MS, task_id=task_id, work_types=frozenset({"beta"})
+                )
+                is None
+            )
+        assert await store.claim("w", lease_ms=LONG_LEASE_MS, work_types=frozenset()) is None
+        taken = []
+        while claimed := await store.claim(
+            "w", lease_ms=LONG_LEASE_MS, work_types=frozenset({"beta", "gamma"})
+        ):
+            taken.append(claimed.record.task_id)
+        assert taken == ids("beta", "gamma")
+        for task_id in alpha:  # untouched by the claims that skipped them
+            assert (await current(store, task_id)).generation == 0
+        claimed = await store.claim(
+            "w", lease_ms=LONG_LEASE_MS, task_id=alpha[1], work_types=frozenset({"alpha"})
+        )
+        assert claimed is not None
+        assert claimed.record.task_id == alpha[1]
+        claimed = await store.claim("w", lease_ms=LONG_LEASE_MS, work_types=None)
+        assert claimed is not None
+        assert claimed.record.task_id == alpha[0]
+        assert await store.claim("w", lease_ms=LONG_LEASE_MS) is None
+
+    @pytest.mark.rule("S-CLAIM.4")
+    async def test_a_task_of_a_type_nobody_claims_waits_for_a_claim_of_its_type(
+        self, handles: StoreHandles
+    ) -> None:
+        """A task no claim asks for stays as it is, however often others claim, whether it
+        is new, its lease ran out, or its retry came due; the first claim for its type
+        takes it (on another handle too)."""
+        store, other = await handles.open(), await handles.open()
+        beta = frozenset({"beta"})
+        new = await new_task(store, work=job(kind="alpha"))
+        lapsed = await new_task(store, work=job(kind="alpha"))
+        held = await store.claim("w0", lease_ms=SHORT_MS, task_id=lapsed.task_id)
+        assert held is not None
+        due = await new_task(store, work=job(SHORT_MS, kind="alpha"))
+        retried = await store.claim("w0", lease_ms=LONG_LEASE_MS, task_id=due.task_id)
+        assert retried is not None
+        await store.put_status(due.task_id, Retry(BOOM), lease=retried.lease)
+        waiting = [await current(store, r.task_id) for r in (new, lapsed, due)]
+        await handles.wait_past(max(held.lease.expires_at, waiting[2].retry_at or 0))
+        for _ in range(3):
+            assert await other.claim("w1", lease_ms=LONG_LEASE_MS, work_types=beta) is None
+        for record in waiting:
+            await assert_unchanged(store, record)
+        taken = set()
+        while claimed := await other.claim(
+            "w2", lease_ms=LONG_LEASE_MS, work_types=frozenset({"alpha"})
+        ):
+            taken.add(claimed.record.task_id)
+        assert taken == {new.task_id, lapsed.task_id, due.task_id}
+
+    @pytest.mark.rule("S-CLAIM.4", "S-REAP")
+    async def test_a_task_nobody_claims_still_expires_and_is_reaped(
+        self, handles: StoreHandles
+    ) -> None:
+        """Waiting for a claim of its type does not hold a task past its TTL."""
+        store = await handles.open()
+        record = await new_task(store, work=job(kind="alpha"), ttl_ms=SHORT_MS)
+        assert (
+            await store.claim("w1", lease_ms=LONG_LEASE_MS, work_types=frozenset({"beta"})) is None
+        )
+        await handles.wait_past(expiry(record))
+        assert (
+            await store.claim("w1", lease_ms=LONG_LEASE_MS, work_types=frozenset({"alpha"})) is None
+        )
+        assert await store.reap() == 1
+        with pytest.raises(TaskNotFound):
+            await current(store, record.task_id)
+
     @pytest.mark.rule("S-CLAIM.2", "INV-CLAIM")
     async def test_each_claim_gets_the_next_generation_and_a_fresh_token(
         self, handles: StoreHandles

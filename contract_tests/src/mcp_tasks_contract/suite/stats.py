@@ -143,6 +143,7 @@ def expected_figures(stats: StoreStats, population: Population) -> dict[str, tup
             population.oldest_working_created_at,
         ),
         "expiring_soon": (stats.expiring_soon, 2),
+        "waiting_unclaimed": (stats.waiting_unclaimed, 0),  # every task is seconds old
         "owners": (stats.owners, 2),  # the two ownerless tasks are no owner's
         "busiest_owners": (stats.busiest_owners, (3, 2)),
         "caps": ((stats.max_rows, stats.max_active_per_owner), (50, 5)),

@@ -25,7 +25,15 @@ from sqlalchemy.dialects.mysql.aiomysql import MySQLDialect_aiomysql
 from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
 from mcp_tasks.stores.diagnosis import clock_skew_row
 from mcp_tasks.stores.kit import CloseGuard, DriverErrors
-from mcp_tasks_sql import CompiledSQL, Mode, predicates, run_on, schema_objects, schema_row
+from mcp_tasks_sql import (
+    CompiledSQL,
+    Mode,
+    column_upgrades,
+    predicates,
+    run_on,
+    schema_objects,
+    schema_row,
+)
 from mcp_tasks_sql import task_tables as shared_task_tables
 from mcp_tasks_sql.statements import WRITTEN_COLUMNS, build, compile_statement
 
@@ -77,6 +85,7 @@ def column_types(server_version: str) -> dict[str, sa.types.TypeEngine[Any]]:
         # 768 characters of 4 bytes: InnoDB's largest index key (3072 bytes).
         "owner": key(768),
         "status": key(32),
+        "work_type": key(255),
         "payload": mysql.LONGTEXT(charset="utf8mb4", collation="utf8mb4_bin"),
     }
 
@@ -292,6 +301,9 @@ class MySQLDialect:
             try:
                 present = await self._present(cursor)
                 created = tables.tasks.name not in present
+                if not created:  # an older table: its added columns before their indexes
+                    for statement in await self._column_upgrades(cursor, tables):
+                        await cursor.execute(statement)
                 for table in tables.metadata.sorted_tables:
                     if table.name not in present:
                         await cursor.execute(self._create_table(table))
@@ -320,6 +332,18 @@ class MySQLDialect:
         text = self._ddl(sa.schema.CreateTable(table)).rstrip()
         assert text.endswith(")"), text  # the column list closes the statement
         return text[:-1].rstrip() + "".join(f",\n\t{index}" for index in indexes) + "\n)"
+
+    async def _column_upgrades(self, cursor: aiomysql.Cursor, tables: TaskTables) -> list[str]:
+        """What brings the existing task table to the shared schema (``column_upgrades``)."""
+        await cursor.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = DATABASE() AND table_name = %s",
+            (tables.tasks.name,),
+        )
+        present = {str(name) for (name,) in await cursor.fetchall()}
+        payload = tables.tasks.c.payload
+        work_type = sa.func.json_unquote(sa.func.json_extract(payload, "$.work.type"))
+        return column_upgrades(tables, self._sa_dialect, present, work_type)
 
     async def _present(self, cursor: aiomysql.Cursor) -> set[str]:
         """Which of this namespace's tables and indexes the catalog lists."""

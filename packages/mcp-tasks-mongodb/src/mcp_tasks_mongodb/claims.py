@@ -23,29 +23,41 @@ PAGE = 16
 
 
 async def claim_by_id(
-    tasks: AsyncCollection[Document], task_id: str, claim: list[Document], version: str
+    tasks: AsyncCollection[Document],
+    task_id: str,
+    claim: list[Document],
+    version: str,
+    work_types: frozenset[str] | None = None,
 ) -> Document | None:
     """The task claimed by the guarded pipeline ``claim`` (which writes ``version``), or
     None when it was not eligible (then the update wrote nothing new: the guard kept every
-    field)."""
+    field) or not of ``work_types`` (then nothing matched)."""
+    selected: Document = {"_id": task_id}
+    if work_types is not None:
+        selected["work_type"] = {"$in": sorted(work_types)}
     with driver_call():
         document = await tasks.find_one_and_update(
-            {"_id": task_id}, claim, return_document=ReturnDocument.AFTER
+            selected, claim, return_document=ReturnDocument.AFTER
         )
     return document if document is not None and document["v"] == version else None
 
 
 async def claim_next(
-    tasks: AsyncCollection[Document], claim: list[Document], version: str, now: int
+    tasks: AsyncCollection[Document],
+    claim: list[Document],
+    version: str,
+    now: int,
+    work_types: frozenset[str] | None = None,
 ) -> Document | None:
-    """The oldest eligible task (rules.claim_order), claimed: the tasks due at ``now`` (the
-    server's) join the ready lane, then the ready lane is read in claim order, a page of
-    ids at a time (only the index's fields), and each is claimed by id until one is
-    eligible. Reading ids first keeps the claim itself a single-document update by _id."""
+    """The oldest eligible task (rules.claim_order) of ``work_types`` (``None``: any),
+    claimed: the tasks due at ``now`` (the server's) join the ready lane, then the ready
+    lane of those types is read in claim order, a page of ids at a time (only the index's
+    fields), and each is claimed by id until one is eligible. Reading ids first keeps the
+    claim itself a single-document update by _id."""
     await promote(tasks, now)
     after: Document | None = None
     while True:
-        page, sort, index = pipelines.claim_order(after)
+        page, sort, index = pipelines.claim_order(after, work_types)
         with driver_call():
             found = tasks.find(page, {"_id": 1, "created_at": 1}, sort=sort, hint=index, limit=PAGE)
             candidates = await found.to_list()

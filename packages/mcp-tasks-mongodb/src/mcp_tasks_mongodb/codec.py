@@ -46,6 +46,17 @@ Document = dict[str, Any]
 INDEXES: dict[str, tuple[list[tuple[str, int]], dict[str, Any]]] = {
     # claim without an id: the ready lane in rules.claim_order.
     "claim_order": ([("lane", ASCENDING), ("created_at", ASCENDING), ("_id", ASCENDING)], {}),
+    # claim for some work types (S-CLAIM.4): the ready lane of each, in rules.claim_order
+    # (a claim for several types reads them merged, in that order).
+    "claim_type_order": (
+        [
+            ("lane", ASCENDING),
+            ("work_type", ASCENDING),
+            ("created_at", ASCENDING),
+            ("_id", ASCENDING),
+        ],
+        {},
+    ),
     # the waiting lane by the time its tasks may become claimable.
     # (only the waiting lane has a wait_until: one key, so the range is exactly the due ones)
     "waiting": ([("wait_until", ASCENDING)], {}),

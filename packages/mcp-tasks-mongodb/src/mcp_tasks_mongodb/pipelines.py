@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS
+from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS, UNCLAIMED_AFTER_MS
 from mcp_tasks.domain.states import Event, TaskStatus, next_status
 from mcp_tasks.stores.stats import COUNTED
 
@@ -196,20 +196,28 @@ def promoted() -> Document:
     return {"$set": {"lane": "ready", "wait_until": None}}
 
 
-def claim_order(after: Document | None = None) -> tuple[Document, list[tuple[str, int]], str]:
-    """``rules.claim_order`` on the ready lane: its filter (the page after the document
-    ``after``, by ``created_at`` then ``_id``), sort and index."""
+def claim_order(
+    after: Document | None = None, work_types: frozenset[str] | None = None
+) -> tuple[Document, list[tuple[str, int]], str]:
+    """``rules.claim_order`` on the ready lane (of ``work_types`` only, when given:
+    S-CLAIM.4): its filter (the page after the document ``after``, by ``created_at`` then
+    ``_id``), sort and index."""
     sort = [("created_at", 1), ("_id", 1)]
+    lane: Document = {"lane": "ready"}
+    index = "claim_order"
+    if work_types is not None:
+        lane["work_type"] = {"$in": sorted(work_types)}
+        index = "claim_type_order"
     if after is None:
-        return {"lane": "ready"}, sort, "claim_order"
+        return lane, sort, index
     page: Document = {
-        "lane": "ready",
+        **lane,
         "$or": [
             {"created_at": {"$gt": after["created_at"]}},
             {"created_at": after["created_at"], "_id": {"$gt": after["_id"]}},
         ],
     }
-    return page, sort, "claim_order"
+    return page, sort, index
 
 
 def claim(
@@ -339,6 +347,7 @@ def counted(now: int) -> dict[str, Document]:
         "claimed": {"$and": [_active_at(now), {"$gt": ["$claim_expires_at", now]}]},
         "lease_lapsed": {"$and": [ready, {"$ne": ["$claim_expires_at", None]}]},
         "retry_due": {"$and": [ready, {"$ne": ["$retry_at", None]}]},
+        "waiting_unclaimed": {"$and": [ready, {"$lte": ["$created_at", now - UNCLAIMED_AFTER_MS]}]},
         "retry_pending": {"$and": [_active_at(now), {"$gt": ["$retry_at", now]}]},
         "expiring_soon": {
             "$and": [

@@ -39,6 +39,7 @@ from mcp_tasks.domain.errors import (
     TaskLimitReached,
 )
 from mcp_tasks.domain.ids import new_token
+from mcp_tasks.domain.jsonsafe import loads
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
 from mcp_tasks.stores.kit import CloseGuard, options_from_url
 from mcp_tasks.stores.opening import mask_password, with_query
@@ -172,12 +173,16 @@ class MongoTaskStore(ReadModifyWrite):
             ]
             if missing:
                 await tasks.create_indexes(missing)
+            if "claim_type_order" not in existing:
+                await _fill_work_types(tasks)
             await create_lock.ensure_lock(db[self._meta_name])
         self._indexed = True
         return bool(missing)
 
     async def migrate(self) -> bool:
-        """Create the indexes (and the create lock); ``False`` when they were all there."""
+        """Create the indexes (and the create lock), and give the claimable tasks of a
+        collection from before the ``work_type`` field theirs; ``False`` when the indexes
+        were all there."""
         return await self._create_indexes(self._db())
 
     async def _server_now(self) -> int:
@@ -283,13 +288,20 @@ class MongoTaskStore(ReadModifyWrite):
         return rules.visible(record, owner, now)
 
     async def claim(
-        self, worker_id: str, *, lease_ms: int, task_id: str | None = None
+        self,
+        worker_id: str,
+        *,
+        lease_ms: int,
+        task_id: str | None = None,
+        work_types: rules.WorkTypes = None,
     ) -> Claimed | None:
         """One find_one_and_update by _id (:func:`pipelines.claim`: rules.claimable at the
-        server's now guards rules.apply_claim); the oldest eligible task when no id is
-        given (:func:`claims.claim_next`)."""
+        server's now guards rules.apply_claim, the filter selects the work types); the
+        oldest eligible task of the types when no id is given (:func:`claims.claim_next`)."""
         if lease_ms <= 0:
             raise InvalidArgument("lease_ms must be positive")
+        if work_types is not None and not work_types:
+            return None  # no type asked for: nothing is eligible
         tasks = await self._tasks()
         version = new_version()
         claim = pipelines.claim(
@@ -301,13 +313,13 @@ class MongoTaskStore(ReadModifyWrite):
         )
         with bounded(self.options.timeout_ms):
             if task_id is not None:
-                document = await claims.claim_by_id(tasks, task_id, claim, version)
+                document = await claims.claim_by_id(tasks, task_id, claim, version, work_types)
             else:
                 # Claimers of this process take turns: all of them would otherwise race for
                 # the same oldest task, and all but one would lose and retry on the server.
                 async with self._local_lock("claim"):
                     now = await self._server_now()
-                    document = await claims.claim_next(tasks, claim, version, now)
+                    document = await claims.claim_next(tasks, claim, version, now, work_types)
         if document is None:
             return None
         record = record_of(document)
@@ -431,3 +443,17 @@ def from_url(url: str, options: StoreOptions | None = None) -> MongoTaskStore:
 
 #: The ``mongodb`` and ``mongodb+srv`` entry points of the ``mcp_tasks.stores`` group.
 backend = MongoStoreBackend()
+
+
+async def _fill_work_types(tasks: AsyncCollection[Document]) -> None:
+    """Give each claimable task written before the ``work_type`` field (S-CLAIM.4) its work's
+    type, read from its payload: once, when the index on the field is first created."""
+    older = {"runnable": True, "work_type": {"$exists": False}}
+    async for document in tasks.find(older, {"payload": 1}):
+        payload = loads(document["payload"])
+        work = payload.get("work") if isinstance(payload, dict) else None
+        if isinstance(work, dict):
+            await tasks.update_one(
+                {"_id": document["_id"], "work_type": {"$exists": False}},
+                {"$set": {"work_type": work["type"]}},
+            )

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import sqlalchemy as sa
 from asyncpg.pool import PoolConnectionProxy
+from sqlalchemy.dialects.postgresql import JSON
 from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 
 from mcp_tasks.domain import rules
@@ -31,6 +32,7 @@ from mcp_tasks_postgres import fast_create
 from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
+    column_upgrades,
     run_on,
     schema_objects,
     schema_row,
@@ -284,6 +286,9 @@ class PostgresDialect:
                     return False
                 created = not await self._table_exists(conn)
                 await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
+                if not created:  # an older table: its added columns before their indexes
+                    for statement in await self._column_upgrades(conn):
+                        await conn.execute(statement)
                 for statement in sql_statements.ddl(self._tables, self._dialect):
                     await conn.execute(statement)
                 await _Connection(conn).execute(self._statements.init_counter, {})
@@ -339,6 +344,19 @@ class PostgresDialect:
             self._tables.tasks.name,
         )
         return bool(found)
+
+    async def _column_upgrades(self, conn: PoolConnectionProxy) -> list[str]:
+        """What brings the existing task table to this schema (``column_upgrades``)."""
+        found = await conn.fetch(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = $1 AND table_name = $2",
+            self.schema,
+            self._tables.tasks.name,
+        )
+        payload = sa.cast(self._tables.tasks.c.payload, JSON)
+        work_type = payload["work"]["type"].as_string()
+        present = {row["column_name"] for row in found}
+        return column_upgrades(self._tables, self._dialect, present, work_type)
 
     async def _schema_complete(self, conn: PoolConnectionProxy) -> bool:
         """Whether every table and index exists and the counter row is there."""

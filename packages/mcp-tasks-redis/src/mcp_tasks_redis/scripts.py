@@ -9,7 +9,9 @@ case by case, its stateful test (the memory store as the model) at random.
 
 The scripts never parse a payload the user wrote (results, errors, input requests and
 answers): those are JSON texts made by Python, stored and returned as they are. ``cjson`` reads only
-the store's own small values (the recent event ids), and writes a hash as one reply.
+the store's own small values (the recent event ids), and writes a hash as one reply; the one
+exception is a task written before its work type had a field of its own (``wt``), whose
+type is read once from its work (``x``) when a claim files it by type.
 
 A resend of a script is recognised. redis-py sends a script again after a connection error,
 also one the server had run before the connection broke (only the reply was lost). Every
@@ -136,8 +138,36 @@ local function claim_lane(s, w, c, r, ce)
   if wait then return 'waiting', wait end
   return 'ready', tonumber(c)
 end
+-- The task's work type ('wt'; S-CLAIM.4), or nil without work. A task written before the
+-- field existed gets it from its work in 'x' (JSON the store wrote: the descriptor), once.
+local function work_type(key)
+  local f = redis.call('HMGET', key, 'wt', 'w', 'x')
+  if f[1] then return f[1] end
+  if f[2] ~= '1' or not f[3] then return nil end
+  local wt = cjson.decode(f[3])['work']['type']
+  redis.call('HSET', key, 'wt', wt)
+  return wt
+end
+-- The ready set of a work type ('{{p}}:ready:' .. type), and the set of the types that have
+-- one ('{{p}}:ready-types'): a claim for some types reads only their sets' heads. KEYS[3]
+-- ('{{p}}:ready') is the ready set of tasks filed before the sets per type: it only empties.
+local function types_key() return KEYS[3] .. '-types' end
+local function ready_key(wt) return KEYS[3] .. ':' .. wt end
+local function file_ready(key, id, created_at)
+  local wt = work_type(key)
+  redis.call('ZADD', ready_key(wt), created_at, id)
+  redis.call('SADD', types_key(), wt)
+end
+-- a < b byte by byte (a sorted set's order of members of one score), whatever the locale
+local function bytes_before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
 -- Every index and the janitor's expiry from the task's fields (module docstring of store):
--- the claim lanes are the ready and delayed sets
+-- the claim lanes are the ready sets and the delayed set
 local function reindex(key, id)
   local f = redis.call('HMGET', key, 's', 'w', 'c', 'u', 'e', 'l', 'r', 'ce', 'a')
   local s, e = f[1], f[5]
@@ -150,10 +180,11 @@ local function reindex(key, id)
     redis.call('ZADD', f[9], score, id)
   end
   local lane, at = claim_lane(s, f[2], f[3], f[7], f[8])
+  redis.call('ZREM', KEYS[3], id)
   if lane == 'ready' then
-    redis.call('ZADD', KEYS[3], ms(at), id)
-  else
-    redis.call('ZREM', KEYS[3], id)
+    file_ready(key, id, ms(at))
+  elseif f[2] == '1' then
+    redis.call('ZREM', ready_key(work_type(key)), id)
   end
   if lane == 'waiting' then
     redis.call('ZADD', KEYS[4], ms(at), id)
@@ -179,7 +210,8 @@ end
 # ARGV: 1 id, 2 max rows ('' none), 3 max active per owner ('' none), 4 static doc,
 # 5 owner ('' none, '=' .. owner), 6 retry delays (comma-separated), 7 has work ('1'/'0'),
 # 8 ttl_ms ('' none), 9 status message ('' none, '=' .. text), 10 claimed by ('' none),
-# 11 claim token, 12 lease_ms, 13 nonce → 'dup' | 'limit' (the row cap) | 'owner_limit'
+# 11 claim token, 12 lease_ms, 13 nonce, 14 work type ('' none)
+# → 'dup' | 'limit' (the row cap) | 'owner_limit'
 # | {'ok', hash} (also for a resend that finds the task its first run made)
 CREATE = (
     _COMMON
@@ -204,6 +236,7 @@ redis.call('HSET', key, 'x', ARGV[4], 'rd', ARGV[6], 'w', ARGV[7], 'a', KEYS[6],
   'n', 0, 'c', ms(now), 'u', ms(now), 'e', e, 'l', ARGV[8], 'at', 0, 'r', '', 'g', 0,
   'cw', '', 'ct', '', 'ce', '', 'qn', 0, 'ev', '[]', 'op', with_op(nil, ARGV[13], 0))
 if ARGV[5] ~= '' then redis.call('HSET', key, 'o', string.sub(ARGV[5], 2)) end
+if ARGV[7] == '1' then redis.call('HSET', key, 'wt', ARGV[14]) end
 set_message(key, ARGV[9])
 if ARGV[10] ~= '' then
   local ends = now + tonumber(ARGV[12])
@@ -391,6 +424,16 @@ local function resent_claim(key, token, now)
   if f[1] ~= token or not f[2] or f[2] == '' or tonumber(f[2]) <= now then return nil end
   return hash_json(key)
 end
+-- rules.of_work_types: ARGV[first] is '*' (any type) or '=', then the types asked for
+local function wanted(key, first)
+  if ARGV[first] == '*' then return true end
+  local wt = work_type(key)
+  if not wt then return false end
+  for i = first + 1, #ARGV do
+    if ARGV[i] == wt then return true end
+  end
+  return false
+end
 local function claim(key, id, now, worker, token, lease)
   local f = redis.call('HMGET', key, 's', 'w', 'c', 'e', 'r', 'ce', 'g')
   if not f[1] or f[2] ~= '1' or not NEXT[f[1] .. ':claim'] then return nil end
@@ -407,7 +450,8 @@ local function claim(key, id, now, worker, token, lease)
 end
 """
 
-# ARGV: 1 id, 2 worker, 3 token (the call's nonce), 4 lease_ms
+# ARGV: 1 id, 2 worker, 3 token (the call's nonce), 4 lease_ms, 5 '*' (any work type) or
+# '=', 6.. the work types asked for
 CLAIM_ONE = (
     _COMMON
     + _CLAIM_FUNCTION
@@ -415,15 +459,19 @@ CLAIM_ONE = (
 local now = now_ms()
 local again = resent_claim(KEYS[1], ARGV[3], now)
 if again then return again end
+if redis.call('EXISTS', KEYS[1]) == 0 or not wanted(KEYS[1], 5) then return nil end
 return claim(KEYS[1], ARGV[1], now, ARGV[2], ARGV[3], tonumber(ARGV[4]))
 """
 )
 
-# The oldest claimable task (rules.claim_order: ready is ordered by created_at, then id),
-# claimed. Due delayed tasks move to ready first; expired ones leave it for good (no write
-# revives an expired task). KEYS[1] is ``{p}:claim:<token>``: the id of the task this call
-# claimed, for the lease's time (how a resend finds it). ARGV: 1 task key prefix, 2 worker,
-# 3 token (the call's nonce), 4 lease_ms
+# The oldest claimable task (rules.claim_order: each ready set is ordered by created_at,
+# then id) of the work types asked for (S-CLAIM.4), claimed: the heads of those types' ready
+# sets only, O(types * log n). Due delayed tasks move to their type's ready set first (and
+# a batch of tasks filed before the sets per type, while any are left); expired ones leave
+# it for good (no write revives an expired task). KEYS[1] is ``{p}:claim:<token>``: the id
+# of the task this call claimed, for the lease's time (how a resend finds it). ARGV: 1 task
+# key prefix, 2 worker, 3 token (the call's nonce), 4 lease_ms, 5 '*' (any work type: every
+# type that has a ready set) or '=', 6.. the work types asked for
 CLAIM_NEXT = (
     _COMMON
     + _CLAIM_FUNCTION
@@ -434,22 +482,44 @@ if mine then
   local again = resent_claim(ARGV[1] .. mine, ARGV[3], now)
   if again then return again end
 end
-local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ms(now))
-for _, id in ipairs(due) do
-  redis.call('ZREM', KEYS[4], id)
-  local c = redis.call('HGET', ARGV[1] .. id, 'c')
-  if c then redis.call('ZADD', KEYS[3], c, id) end
+local function promote(ids, from)
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', from, id)
+    local key = ARGV[1] .. id
+    local c = redis.call('HGET', key, 'c')
+    if c then file_ready(key, id, c) end
+  end
+end
+promote(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ms(now)), KEYS[4])
+promote(redis.call('ZRANGE', KEYS[3], 0, 99), KEYS[3])
+local types = {}
+if ARGV[5] == '*' then
+  types = redis.call('SMEMBERS', types_key())
+else
+  for i = 6, #ARGV do table.insert(types, ARGV[i]) end
 end
 while true do
-  local head = redis.call('ZRANGE', KEYS[3], 0, 0)
-  if #head == 0 then return nil end
-  local id = head[1]
-  local claimed = claim(ARGV[1] .. id, id, now, ARGV[2], ARGV[3], tonumber(ARGV[4]))
+  -- the oldest head of the types' ready sets (same created_at: the smaller id)
+  local best_id, best_at, best_set = nil, nil, nil
+  for _, wt in ipairs(types) do
+    local set = ready_key(wt)
+    local head = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
+    if #head == 0 then
+      if ARGV[5] == '*' then redis.call('SREM', types_key(), wt) end
+    else
+      local at = tonumber(head[2])
+      if not best_id or at < best_at or (at == best_at and bytes_before(head[1], best_id)) then
+        best_id, best_at, best_set = head[1], at, set
+      end
+    end
+  end
+  if not best_id then return nil end
+  local claimed = claim(ARGV[1] .. best_id, best_id, now, ARGV[2], ARGV[3], tonumber(ARGV[4]))
   if claimed then
-    if claimed ~= 'bad' then redis.call('SET', KEYS[1], id, 'PX', ARGV[4]) end
+    if claimed ~= 'bad' then redis.call('SET', KEYS[1], best_id, 'PX', ARGV[4]) end
     return claimed
   end
-  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', best_set, best_id)
 end
 """
 )
@@ -507,8 +577,9 @@ if #ids < limit then
 end
 for _, id in ipairs(ids) do
   local key = ARGV[1] .. id
-  local active = redis.call('HGET', key, 'a')
-  if active then redis.call('ZREM', active, id) end
+  local f = redis.call('HMGET', key, 'a', 'wt')
+  if f[1] then redis.call('ZREM', f[1], id) end
+  if f[2] then redis.call('ZREM', ready_key(f[2]), id) end
   redis.call('DEL', key)
   for i = 2, 5 do redis.call('ZREM', KEYS[i], id) end
 end

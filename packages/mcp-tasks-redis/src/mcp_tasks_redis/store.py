@@ -19,9 +19,11 @@ in one cluster slot and every script touches one slot:
   the unexpired ones, ``reap`` takes the expired ones;
 * ``{p}:active:n`` / ``{p}:active:s:<owner>`` — one owner's live tasks by ``expires_at``:
   the per-owner cap;
-* ``{p}:ready`` — live tasks in ``rules.claim_lane``'s ready lane (work, no claim and no
-  pending retry), by ``created_at`` (members of one score sort by id: exactly
-  ``rules.claim_order``);
+* ``{p}:ready:<work type>`` — live tasks of that work type (the hash's ``wt``) in
+  ``rules.claim_lane``'s ready lane (work, no claim and no pending retry), by ``created_at``
+  (members of one score sort by id: exactly ``rules.claim_order``); ``{p}:ready-types``
+  the types that have one. A claim for some types reads the heads of their sets only
+  (S-CLAIM.4). ``{p}:ready`` holds tasks filed before the sets per type: claims move them;
 * ``{p}:delayed`` — live tasks in its waiting lane (waiting for their claim's end or
   ``retry_at``), by that time; a claim moves the due ones into ``ready``;
 * ``{p}:retain`` — terminal tasks without TTL by ``last_updated_at`` (``S-REAP``);
@@ -435,6 +437,7 @@ class RedisTaskStore:
             new_token(),
             _blank(task.lease_ms),
             _nonce(),
+            "" if work is None else work.type,
         ]
         keys = self._keys(task.task_id, self._active_key(task.owner))
         reply = await self._run("create", keys, args)
@@ -492,17 +495,25 @@ class RedisTaskStore:
         return _transition(await self._run("put", self._keys(task_id), args))
 
     async def claim(
-        self, worker_id: str, *, lease_ms: int, task_id: str | None = None
+        self,
+        worker_id: str,
+        *,
+        lease_ms: int,
+        task_id: str | None = None,
+        work_types: rules.WorkTypes = None,
     ) -> Claimed | None:
-        """One script: rules.claimable and rules.apply_claim (the oldest eligible task when
-        no id is given, through the ready set)."""
+        """One script: rules.claimable, rules.of_work_types and rules.apply_claim (the
+        oldest eligible task when no id is given, through the ready sets of the types)."""
+        if work_types is not None and not work_types:
+            return None  # no type asked for: nothing is eligible
         token = new_token()  # also the call's nonce (scripts: a resend finds its claim)
+        types = ["*"] if work_types is None else ["=", *sorted(work_types)]
         if task_id is None:
-            args: list[str | int] = [self._task_prefix, worker_id, token, lease_ms]
+            args: list[str | int] = [self._task_prefix, worker_id, token, lease_ms, *types]
             keys = [self._claims + token, *self._keys("")[1:]]
             text = await self._run("claim_next", keys, args)
         else:
-            args = [task_id, worker_id, token, lease_ms]
+            args = [task_id, worker_id, token, lease_ms, *types]
             text = await self._run("claim_one", self._keys(task_id), args)
         if text is None:
             return None

@@ -16,10 +16,12 @@ from mcp_tasks_sql.connection import (
 from mcp_tasks_sql.diagnosis import schema_row
 from mcp_tasks_sql.schema import (
     ACTIVE,
+    ADDED_COLUMNS,
     CLAIMABLE,
     OWNER_TURN_ROWS,
     TERMINAL_STATUSES,
     TaskTables,
+    column_upgrades,
     owner_turn_row,
     schema_objects,
     status_in,
@@ -41,6 +43,7 @@ from mcp_tasks_sql.store import SQLDialect, SQLTaskStore, record_of, values_of
 # mcp_tasks_sql.testing is left out: it needs Hypothesis, a test dependency.
 __all__ = [
     "ACTIVE",
+    "ADDED_COLUMNS",
     "CLAIMABLE",
     "OWNER_TURN_ROWS",
     "TERMINAL_STATUSES",
@@ -58,6 +61,7 @@ __all__ = [
     "TaskTables",
     "Transaction",
     "build",
+    "column_upgrades",
     "compile_statement",
     "ddl",
     "execute",

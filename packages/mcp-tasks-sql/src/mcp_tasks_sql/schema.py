@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from mcp_tasks.domain.states import LIVE, TERMINAL, Event, TaskStatus, statuses_allowing
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping
 
 # The status lists the SQL selects on, all read from the status machine. Their order is
 # part of the SQL text (the partial indexes below must match the queries' predicates), so
@@ -60,7 +60,7 @@ def task_tables(
     """
     metadata = sa.MetaData(schema=schema)
     types = column_types or {}
-    unknown = types.keys() - {"task_id", "owner", "status", "payload"}
+    unknown = types.keys() - {"task_id", "owner", "status", "payload", "work_type"}
     if unknown:
         raise ValueError(f"only the string columns take another type, not {sorted(unknown)}")
     name = f"{prefix}tasks"
@@ -81,11 +81,23 @@ def task_tables(
         sa.Column("claim_expires_at", sa.BigInteger, nullable=True),
         sa.Column("row_version", sa.BigInteger, nullable=False),
         sa.Column("payload", types.get("payload", sa.Text()), nullable=False),
+        # Added after the first schema (so last): ``migrate`` adds it to an older table
+        # and fills it from the payload (:func:`work_type_backfill`).
+        sa.Column("work_type", types.get("work_type", sa.Text()), nullable=True),
     )
     c = tasks.c
     # Claims without a task id: the oldest eligible task among claimable tasks with work.
     sa.Index(
         f"{name}_claim_ix",
+        c.created_at,
+        c.task_id,
+        postgresql_where=sa.and_(c.has_work, status_in(c.status, CLAIMABLE)),
+        sqlite_where=sa.and_(c.has_work, status_in(c.status, CLAIMABLE)),
+    )
+    # Claims for some work types (S-CLAIM.4): the oldest eligible task of each type.
+    sa.Index(
+        f"{name}_claim_type_ix",
+        c.work_type,
         c.created_at,
         c.task_id,
         postgresql_where=sa.and_(c.has_work, status_in(c.status, CLAIMABLE)),
@@ -138,3 +150,34 @@ def schema_objects(tables: TaskTables) -> list[str]:
     sorted_tables = tables.metadata.sorted_tables
     names = [table.name for table in sorted_tables]
     return names + [index.name for table in sorted_tables for index in table.indexes if index.name]
+
+
+#: Columns of the task table added after its first schema, in order: ``migrate`` adds each
+#: one an older table lacks and fills it from the payload (:func:`column_upgrades`).
+ADDED_COLUMNS: tuple[str, ...] = ("work_type",)
+
+
+def column_upgrades(
+    tables: TaskTables,
+    dialect: sa.engine.Dialect,
+    present: Collection[str],
+    work_type_in_payload: sa.ColumnElement[str],
+) -> list[str]:
+    """The statements that bring an existing task table whose columns are ``present`` to
+    this schema, before its indexes are created: ``ALTER TABLE … ADD COLUMN`` for each of
+    :data:`ADDED_COLUMNS` it lacks, then the fill of the rows written before.
+    ``work_type_in_payload`` is the dialect's JSON path ``$.work.type`` of ``payload``."""
+    t, quote = tables.tasks, dialect.identifier_preparer
+    out: list[str] = []
+    for name in ADDED_COLUMNS:
+        if name not in present:
+            kind = t.c[name].type.compile(dialect=dialect)
+            out.append(f"ALTER TABLE {quote.format_table(t)} ADD COLUMN {quote.quote(name)} {kind}")
+    if "work_type" not in present:
+        fill = (
+            sa.update(t)
+            .where(t.c.has_work, t.c.work_type.is_(None))
+            .values(work_type=work_type_in_payload)
+        )
+        out.append(str(fill.compile(dialect=dialect, compile_kwargs={"literal_binds": True})))
+    return out

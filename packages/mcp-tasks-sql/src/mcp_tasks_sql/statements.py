@@ -16,18 +16,19 @@ against its rule on a real database, and every dialect's tests run it.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS
+from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS, UNCLAIMED_AFTER_MS
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.stats import BUSIEST_OWNERS, COUNTED
 from mcp_tasks_sql.schema import ACTIVE, CLAIMABLE, TERMINAL_STATUSES, TaskTables, status_in
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from sqlalchemy.engine.interfaces import Dialect
     from sqlalchemy.sql.compiler import SQLCompiler
@@ -47,6 +48,7 @@ WRITTEN_COLUMNS: tuple[str, ...] = (
     "generation",
     "claim_expires_at",
     "payload",
+    "work_type",
 )
 
 
@@ -76,6 +78,9 @@ class Statements:
     count_active_of_owner: CompiledSQL
     claim_next: CompiledSQL
     claim_one: CompiledSQL
+    #: ``claim_next`` of tasks of some work types (S-CLAIM.4): the statement for ``n``
+    #: types (parameters ``work_type_0`` … ``work_type_{n-1}``), compiled on first use.
+    claim_next_of: Callable[[int], CompiledSQL]
     reap: CompiledSQL
     init_counter: CompiledSQL
     counter_exists: CompiledSQL
@@ -136,6 +141,10 @@ class Predicates:
     """Re-states :func:`mcp_tasks.domain.rules.expires_within` with
     :data:`mcp_tasks.domain.rules.EXPIRY_HORIZON_MS`: not expired, expires within it."""
 
+    waiting_unclaimed: sa.ColumnElement[bool]
+    """Re-states :func:`mcp_tasks.domain.rules.waits_unclaimed`: claimable, created
+    :data:`mcp_tasks.domain.rules.UNCLAIMED_AFTER_MS` or more ago."""
+
 
 def predicates(tables: TaskTables, now: sa.ColumnElement[int]) -> Predicates:
     """The rule predicates over ``tables`` at ``now`` (see :func:`build` for ``now``)."""
@@ -167,6 +176,9 @@ def predicates(tables: TaskTables, now: sa.ColumnElement[int]) -> Predicates:
         retry_due=sa.and_(claimable, c.retry_at.is_not(None)),
         retry_pending=sa.and_(active, c.retry_at > now),
         expiring_soon=sa.and_(c.expires_at > now, c.expires_at <= now + horizon),
+        waiting_unclaimed=sa.and_(
+            claimable, c.created_at <= now - sa.literal(UNCLAIMED_AFTER_MS, sa.BigInteger)
+        ),
     )
 
 
@@ -263,7 +275,13 @@ def build(
         for name, clause in shared.items()
         if name not in spelled
     }
-    return Statements(**compiled, **spelled)
+
+    @cache
+    def claim_next_of(n: int) -> CompiledSQL:
+        types = [sa.bindparam(f"work_type_{i}", type_=sa.Text) for i in range(n)]
+        return compile_statement(claim_next.where(c.work_type.in_(types)), dialect)
+
+    return Statements(**compiled, claim_next_of=claim_next_of, **spelled)
 
 
 def stats(tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]) -> sa.Select[Any]:

@@ -264,30 +264,43 @@ class SQLTaskStore(ReadModifyWrite):
         return rules.visible(record, owner, row["now_ms"])
 
     async def claim(
-        self, worker_id: str, *, lease_ms: int, task_id: str | None = None
+        self,
+        worker_id: str,
+        *,
+        lease_ms: int,
+        task_id: str | None = None,
+        work_types: rules.WorkTypes = None,
     ) -> Claimed | None:
         await self._ensure_ready()
+        if work_types is not None and not work_types:
+            return None  # no type asked for: nothing is eligible
         while True:
             claimed = await self._transact(
-                Mode.TRANSACTION, self._claim(worker_id, lease_ms, task_id)
+                Mode.TRANSACTION, self._claim(worker_id, lease_ms, task_id, work_types)
             )
             if claimed is not _LostRace.LOST:
                 return claimed
 
     def _claim(
-        self, worker_id: str, lease_ms: int, task_id: str | None
+        self, worker_id: str, lease_ms: int, task_id: str | None, work_types: rules.WorkTypes
     ) -> Transaction[Claimed | _LostRace | None]:
         sql = self._sql
         # The database selects the candidate (and on Postgres locks it, skipping rows
-        # other claimers hold) by Predicates.claimable, checked against rules.claimable.
-        if task_id is None:
+        # other claimers hold) by Predicates.claimable, checked against rules.claimable,
+        # and by its work type when some are asked for (S-CLAIM.4).
+        if task_id is not None:
+            row = yield from fetch_one(sql.claim_one, self._with_now({"task_id": task_id}))
+        elif work_types is None:
             row = yield from fetch_one(sql.claim_next, self._with_now({}))
         else:
-            row = yield from fetch_one(sql.claim_one, self._with_now({"task_id": task_id}))
+            types = {f"work_type_{i}": t for i, t in enumerate(sorted(work_types))}
+            row = yield from fetch_one(sql.claim_next_of(len(types)), self._with_now(types))
         if row is None:
             return None
         record, now = from_row(row), row["now_ms"]
-        if not rules.claimable(record, now):  # only if the SQL drifted from the rule
+        # Not claimable only if the SQL drifted from the rule; not of the types asked for
+        # only by id (the by-id statement does not select by type).
+        if not rules.claimable(record, now) or not rules.of_work_types(record, work_types):
             return None
         claimed = rules.apply_claim(record, worker_id, lease_ms, now)
         if (yield from self._compare_and_set(claimed.record, row["row_version"])):

@@ -80,6 +80,7 @@ RULES: Final[Mapping[str, Callable[[TaskRecord, int, int], bool]]] = {
     "expiring_soon": lambda record, now, _retention: rules.expires_within(
         record, now, rules.EXPIRY_HORIZON_MS
     ),
+    "waiting_unclaimed": lambda record, now, _retention: rules.waits_unclaimed(record, now),
 }
 
 #: How far from their edges the generated instants and durations stray (one hour).
@@ -206,6 +207,8 @@ def _edge_case() -> PredicateCase:
         replace(base, last_updated_at=at_retention),  # not terminal: never reaped by retention
         replace(base, ttl_ms=5, expires_at=now + rules.EXPIRY_HORIZON_MS),  # expiring soon
         replace(base, ttl_ms=5, expires_at=now + rules.EXPIRY_HORIZON_MS + 1),  # not yet
+        replace(base, created_at=now - rules.UNCLAIMED_AFTER_MS),  # waited exactly: counted
+        replace(base, created_at=now - rules.UNCLAIMED_AFTER_MS + 1),  # 1 ms short of it
     ]
     return PredicateCase(now, retention, tuple(_numbered(variants)))
 

@@ -28,6 +28,7 @@ from mcp_tasks.stores.opening import query_value, with_query
 from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
+    column_upgrades,
     schema_objects,
     schema_row,
     task_tables,
@@ -143,7 +144,14 @@ class SQLiteDialect:
             (self._tables.tasks.name,),
         ).fetchall()
         created = not found[0][0]
-        for statement in sql_statements.ddl(self._tables, self._dialect):
+        ddl = sql_statements.ddl(self._tables, self._dialect)
+        if not created:  # an older table: its added columns before the indexes on them
+            tasks = self._tables.tasks.name
+            present = {row[1] for row in conn.execute(f"PRAGMA table_info({tasks!r})")}
+            work_type = sa.func.json_extract(self._tables.tasks.c.payload, "$.work.type")
+            upgrades = column_upgrades(self._tables, self._dialect, present, work_type)
+            ddl = upgrades + ddl
+        for statement in ddl:
             conn.execute(statement)
         init = self._statements.init_counter
         conn.execute(init.text, init.args({}))

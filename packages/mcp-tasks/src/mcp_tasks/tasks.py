@@ -387,6 +387,9 @@ class Tasks:
             self.runner.not_rerun.discard(name)
         if run is not None:
             self.runner.executors[name] = tool_executor(run)
+            self.runner.declared.discard(name)
+        else:
+            self.runner.declared.add(name)
         return options
 
     def tool(

@@ -81,6 +81,8 @@ def test_stats_json_gives_every_figure_of_a_known_population(
         "lease_lapsed": 1,
         "retry_due": 1,
         "retry_pending": 1,
+        "waiting_unclaimed": 0,
+        "unclaimed_after_ms": 30_000,
         "expiring_within_ms": 3_600_000,
         "expiring_soon": 2,
         "owners": 2,
@@ -97,16 +99,18 @@ def test_stats_text_names_each_figure(
     url, _ = populated
     assert main(["stats", "--store", url, *CAPS]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:5] == [
+    assert lines[:6] == [
         f"store: {url}",
         "rows: 10 (of the row cap 50, 20 %); 1 expired, not reaped yet",
         "status: working 6, input_required 1, completed 1, failed 1, cancelled 1",
         "active: 7: 1 claimed under a live lease, 6 unclaimed",
         "waiting for recovery: 1 with a lapsed lease, 1 retries due (1 more not due yet)",
+        "claimable, unclaimed for 30s or more: 0 (no running process serves their tool, "
+        "or all are full)",
     ]
-    assert lines[5].startswith("oldest working task: ")
-    assert lines[5].endswith(" old")
-    assert lines[6:] == [
+    assert lines[6].startswith("oldest working task: ")
+    assert lines[6].endswith(" old")
+    assert lines[7:] == [
         "expiring within 1h: 2",
         "owners with active tasks: 2; the busiest have 3, 2 (per-owner cap 5)",
     ]

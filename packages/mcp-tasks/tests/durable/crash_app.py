@@ -15,57 +15,18 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
+from commit_log import CommitLog, log
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import Outcome, TaskContext, Tasks, store_from_url
+from mcp_tasks import TaskContext, Tasks, store_from_url
 
-if TYPE_CHECKING:
-    from mcp_tasks.domain.models import Lease, StatusChange, Transition
-    from mcp_tasks.stores.protocol import Store
-
-LOG = os.environ["CRASH_LOG"]
 LEASE_MS = int(os.environ.get("CRASH_LEASE_MS", "3000"))
 #: Unset: the default heartbeat (a third of the lease, at most 10 s).
 HEARTBEAT_MS = int(os.environ["CRASH_HEARTBEAT_MS"]) if "CRASH_HEARTBEAT_MS" in os.environ else None
 RECOVERY_S = float(os.environ.get("CRASH_RECOVERY_S", "1"))
-
-
-def log(kind: str, task_id: str, what: str) -> None:
-    # One short write in append mode: lines of concurrent processes never interleave.
-    with open(LOG, "a", encoding="utf-8") as file:
-        file.write(f"{kind} {os.getpid()} {task_id} {what}\n")
-
-
-class CommitLog:
-    """A Store that delegates everything and logs each applied terminal write."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    async def put_status(
-        self,
-        task_id: str,
-        change: StatusChange,
-        *,
-        lease: Lease | None = None,
-        expected_revision: int | None = None,
-        event_id: str | None = None,
-    ) -> Transition:
-        transition = await self._store.put_status(
-            task_id, change, lease=lease, expected_revision=expected_revision, event_id=event_id
-        )
-        record = transition.record
-        if transition.outcome is Outcome.APPLIED and record.status.is_terminal:
-            log("commit", task_id, f"{record.status.value} {time.time():.3f}")
-        elif transition.outcome is Outcome.APPLIED and record.retry_at is not None:
-            log("retry", task_id, f"{record.last_updated_at} {record.retry_at}")
-        return transition
 
 
 store: Any = CommitLog(store_from_url(os.environ["CRASH_STORE_URL"]))

@@ -272,3 +272,28 @@ async def test_a_tool_that_is_not_rerun_fails_when_interrupted(processes: Proces
     assert [t for _, t, what in processes.lines("commit") if what.startswith("completed")] == [
         rerun
     ]
+
+
+@pytest.mark.parametrize("other_as", ["serve", "worker"])
+async def test_another_app_on_the_store_leaves_tasks_of_tools_it_lacks_alone(
+    processes: Processes, other_as: str
+) -> None:
+    """Two apps on one store (S-CLAIM.4): app A (``crash_app``) starts five tasks of its
+    tool ``slow`` and is stopped cleanly (SIGTERM hands them back at once). App B
+    (``other_app``, no ``slow``) then runs on the same store for a few seconds of recovery
+    polls and ends none of them; A comes back and completes all five, once each."""
+    first = await processes.serve()
+    assert first.url is not None
+    ids = await create_tasks(first.url, "slow", {"seconds": BODY_S}, 5)
+    await wait_for_states(first.url, ids, all_running_in(first.pid), timeout_s=30)
+    first.terminate()
+    assert await first.wait() == -signal.SIGTERM
+    other = await (processes.serve if other_as == "serve" else processes.worker)("other_app:mcp")
+    await anyio.sleep(3)  # three of B's recovery polls (one a second), each a claim
+    assert processes.lines("commit") == [], "app B ended a task of app A"
+    assert not [line for line in other.output if "no executor" in line]
+    assert any("running the tasks of tools: other" in line for line in other.output)
+    again = await processes.serve()
+    assert again.url is not None
+    await wait_for_states(again.url, ids, all_completed, timeout_s=60)
+    assert_committed_once_by(processes, ids, again.pid)

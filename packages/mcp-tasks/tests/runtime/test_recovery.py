@@ -126,10 +126,13 @@ async def test_a_registered_run_function_is_the_executor() -> None:
 async def test_a_fastmcp_task_tool_runs_again_through_the_bound_server() -> None:
     """A FastMCP ``task=True`` tool of the server our extension is bound to is found by
     name when its task is recovered, and run without FastMCP's middleware; its own error is
-    a ``completed`` error result, as on its first run."""
+    a ``completed`` error result, as on its first run. The runner claims the server's task
+    tools only (S-CLAIM.4): a task of a tool the server has not, or has without
+    ``task=True``, is left alone."""
     backend = MemoryBackend()
     good = await orphan(backend, "triple", {"x": 5})
     bad = await orphan(backend, "explode", {})
+    untasked = await orphan(backend, "plain", {})
     tasks = recovering_tasks(backend)
     mcp = FastMCP("f")
     mcp.add_extension(tasks.fastmcp_extension())
@@ -145,26 +148,58 @@ async def test_a_fastmcp_task_tool_runs_again_through_the_bound_server() -> None
     async def explode() -> str:
         raise ValueError("kaboom")
 
+    @mcp.tool
+    async def plain() -> str:
+        return "not a task tool"
+
+    assert await tasks.runner.work_types() == {"triple", "explode"}
     async with tasks.running():
         done = await finished(tasks.store, good)  # type: ignore[arg-type]
         failed = await finished(tasks.store, bad)  # type: ignore[arg-type]
+        left = await tasks.store.get(untasked, ANY_OWNER)
+    assert (left.status, left.generation) == (TaskStatus.WORKING, 1)  # the dead process's
     assert text_of(done) == "15"
     assert failed.status is TaskStatus.COMPLETED
     assert failed.result is not None
     assert failed.result["isError"] is True
 
 
-async def test_a_task_no_executor_here_can_run_fails_at_once() -> None:
-    """A task of a tool this process cannot run again (none registered, or a tool that only
-    has a first-run closure) fails with a fixed message naming no id, and is released."""
+async def test_a_task_of_a_tool_declared_without_run_fails_at_once() -> None:
+    """A task of a tool this process declares but cannot run again (registered without
+    ``run``: only a first-run closure) fails with a fixed message naming no id, and is
+    released."""
     backend = MemoryBackend()
-    task_id = await orphan(backend, "unknown-tool", {})
+    task_id = await orphan(backend, "first-run-only", {})
     tasks = recovering_tasks(backend)
+    tasks.register("first-run-only")
     async with tasks.running():
         record = await finished(tasks.store, task_id)  # type: ignore[arg-type]
     assert record.status is TaskStatus.FAILED
     assert record.error == NO_EXECUTOR_ERROR
     assert record.claim is None
+
+
+async def test_a_task_of_a_tool_this_process_lacks_waits_for_one_that_serves_it() -> None:
+    """S-CLAIM.4: a process that does not have a task's tool never claims it (however many
+    recovery polls pass); a process that serves the tool runs it."""
+    backend = MemoryBackend()
+    task_id = await orphan(backend, "elsewhere", {})
+    tasks = recovering_tasks(backend)
+    async with tasks.running():
+        await anyio.sleep(DEAD_LEASE_MS / 1000 + 0.3)  # past the dead lease, a few polls
+        record = await tasks.store.get(task_id, ANY_OWNER)
+    assert record.status is TaskStatus.WORKING
+    assert record.generation == 1  # only the dead process's claim
+    serving = recovering_tasks(backend)
+
+    async def elsewhere(arguments: Any) -> str:
+        return "ran"
+
+    serving.register("elsewhere", run=elsewhere)
+    async with serving.running():
+        record = await finished(serving.store, task_id)  # type: ignore[arg-type]
+    assert record.status is TaskStatus.COMPLETED
+    assert text_of(record) == "ran"
 
 
 async def test_adopted_bodies_are_bounded_by_max_adopted() -> None:

@@ -95,11 +95,12 @@ class IndexesVersusScan(RuleBasedStateMachine):
         owner=st.sampled_from(OWNERS),
         ttl_ms=st.sampled_from([None, 5, 30, 200]),
         work=st.sampled_from([None, (), (0,), (25,)]),
+        kind=st.sampled_from(["a", "b"]),
     )
-    def create(self, on: int, owner: str | None, ttl_ms: int | None, work: Any) -> str:
+    def create(self, on: int, owner: str | None, ttl_ms: int | None, work: Any, kind: str) -> str:
         self.created += 1
         task_id = f"t{self.created:03d}"
-        spec = None if work is None else WorkSpec("job", retry_delays_ms=work)
+        spec = None if work is None else WorkSpec(kind, retry_delays_ms=work)
         self.run(self.stores[on].create(NewTask(task_id, owner=owner, ttl_ms=ttl_ms, work=spec)))
         return task_id
 
@@ -119,15 +120,26 @@ class IndexesVersusScan(RuleBasedStateMachine):
     def answer(self, on: int, task_id: str, key: str) -> None:
         self.run(self.stores[on].update(task_id, ANY_OWNER, {key: 1}))
 
-    @rule(target=leases, on=st.sampled_from([0, 1]), lease_ms=st.sampled_from([10, 100]))
-    def claim_next(self, on: int, lease_ms: int) -> Any:
+    @rule(
+        target=leases,
+        on=st.sampled_from([0, 1]),
+        lease_ms=st.sampled_from([10, 100]),
+        work_types=st.sampled_from(
+            [None, frozenset(), frozenset("a"), frozenset("b"), frozenset("ab")]
+        ),
+    )
+    def claim_next(self, on: int, lease_ms: int, work_types: frozenset[str] | None) -> Any:
         store, now = self.stores[on], self.clocks[on]()
         want = min(
-            (r for r in self.backend.tasks.values() if rules.claimable(r, now)),
+            (
+                r
+                for r in self.backend.tasks.values()
+                if rules.claimable(r, now) and rules.of_work_types(r, work_types)
+            ),
             key=rules.claim_order,
             default=None,
         )
-        got = self.run(store.claim("w", lease_ms=lease_ms))
+        got = self.run(store.claim("w", lease_ms=lease_ms, work_types=work_types))
         if want is None:
             assert got is None
             return multiple()

@@ -215,6 +215,16 @@ class FastMCPTasksExtension(ServerExtension):
         # A task of a tool of the server this extension is bound to runs again (after a
         # crash, for a retry) through that server, found when the task is recovered.
         engine.runner.resolvers.append(self._executor)
+        engine.runner.listers.append(self._task_tools)
+
+    async def _task_tools(self) -> frozenset[str]:
+        """The names of the bound server's task tools: what ``_executor`` finds."""
+        ref = self._server_ref
+        server = ref() if ref is not None else None
+        if server is None:
+            return frozenset()
+        tools = await server.list_tools(run_middleware=False)
+        return frozenset(tool.name for tool in tools if tool_options(tool) is not None)
 
     async def _executor(self, name: str) -> Body | None:
         """The executor of the bound server's task tool ``name`` (``None``: not ours)."""

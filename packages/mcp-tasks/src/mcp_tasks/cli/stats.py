@@ -15,7 +15,7 @@ import anyio
 from mcp_tasks.cli._errors import EXIT_NOT_OFFERED, CLIError
 from mcp_tasks.cli._stores import using_store
 from mcp_tasks.domain.models import StoreOptions
-from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS
+from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS, UNCLAIMED_AFTER_MS
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.opening import describe_store
 
@@ -164,6 +164,8 @@ def as_json(name: str, figures: StoreStats) -> str:
             "lease_lapsed": figures.lease_lapsed,
             "retry_due": figures.retry_due,
             "retry_pending": figures.retry_pending,
+            "waiting_unclaimed": figures.waiting_unclaimed,
+            "unclaimed_after_ms": UNCLAIMED_AFTER_MS,
             "oldest_working_age_ms": figures.oldest_working_age_ms,
             "expiring_within_ms": EXPIRY_HORIZON_MS,
             "expiring_soon": figures.expiring_soon,
@@ -191,6 +193,8 @@ def as_text(name: str, figures: StoreStats) -> str:
             f"{figures.unclaimed} unclaimed",
             f"waiting for recovery: {figures.lease_lapsed} with a lapsed lease, "
             f"{figures.retry_due} retries due ({figures.retry_pending} more not due yet)",
+            f"claimable, unclaimed for {duration(UNCLAIMED_AFTER_MS)} or more: "
+            f"{figures.waiting_unclaimed} (no running process serves their tool, or all are full)",
             "oldest working task: " + ("none" if age is None else f"{duration(age)} old"),
             f"expiring within {duration(EXPIRY_HORIZON_MS)}: {figures.expiring_soon}",
             f"owners with active tasks: {figures.owners}; the busiest have {busiest} "

@@ -90,6 +90,9 @@ class _AnyOwner:
 ANY_OWNER: Final = _AnyOwner()
 OwnerArg = str | None | _AnyOwner
 
+#: The work types a claim may take (S-CLAIM.4): ``None`` is any, a set only those.
+WorkTypes = frozenset[str] | None
+
 
 def next_update_time(previous: int, now: int) -> int:
     """``last_updated_at`` strictly increases per applied change, even within one millisecond."""
@@ -445,15 +448,34 @@ def claimable(record: TaskRecord, now: int) -> bool:
     )
 
 
+def of_work_types(record: TaskRecord, work_types: WorkTypes) -> bool:
+    """Whether a claim for ``work_types`` may take ``record`` (S-CLAIM.4): any work type
+    when ``None``, else only a task whose work's type is one of them."""
+    if work_types is None:
+        return True
+    return record.work is not None and record.work.type in work_types
+
+
 # --- what an operator's aggregates count (``stats``), each from the rules above ---------
 
 #: How far ahead :func:`expires_within` looks for ``stats``: an hour.
 EXPIRY_HORIZON_MS: Final = 3_600_000
 
+#: How old a claimable task is when :func:`waits_unclaimed` counts it for ``stats``: the
+#: default lease (30 s). A process that serves the task's tool claims it within its
+#: recovery poll (1 s) unless it already runs ``max_adopted`` bodies.
+UNCLAIMED_AFTER_MS: Final = 30_000
+
 
 def is_claimed(record: TaskRecord, now: int) -> bool:
     """Active and held by a live lease: a worker runs it now."""
     return is_active(record, now) and record.live_claim(now) is not None
+
+
+def waits_unclaimed(record: TaskRecord, now: int) -> bool:
+    """Claimable, and created :data:`UNCLAIMED_AFTER_MS` or more ago: work no running
+    process has claimed lately (none serves its tool, or every one is full)."""
+    return claimable(record, now) and record.created_at <= now - UNCLAIMED_AFTER_MS
 
 
 def lease_lapsed(record: TaskRecord, now: int) -> bool:

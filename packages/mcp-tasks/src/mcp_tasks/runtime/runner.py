@@ -72,6 +72,10 @@ Resolver = Callable[[str], Awaitable["Body | None"]]
 """Finds the executor of a tool by name when none is registered (e.g. a FastMCP server's
 tools, looked up when a task of theirs is recovered)."""
 
+Lister = Callable[[], Awaitable["frozenset[str]"]]
+"""Names the tools a resolver finds (a FastMCP server's task tools): with the registered
+executors, the work types the runner claims (S-CLAIM.4)."""
+
 Create = Callable[[NewTask], Awaitable[TaskRecord]]
 """Writes a new task (``Store.create``, or a caller's wrapper of it) and returns its record."""
 
@@ -212,6 +216,12 @@ class Runner:
         self.executors: dict[str, Body] = {}
         #: Asked in order when :attr:`executors` has no entry for a tool.
         self.resolvers: list[Resolver] = []
+        #: Name the tools the resolvers find. With a resolver but no lister the runner
+        #: cannot know which tools it serves, and claims tasks of any tool.
+        self.listers: list[Lister] = []
+        #: Tools this process declares without an executor (``Tasks.register`` without
+        #: ``run``): their tasks are claimed here too, and fail ("cannot be run again").
+        self.declared: set[str] = set()
         #: Tools whose interrupted tasks fail instead of running again (``recovery="fail"``).
         self.not_rerun: set[str] = set()
         self._group: anyio.abc.TaskGroup | None = None
@@ -248,6 +258,17 @@ class Runner:
             found = await resolve(tool)
         return found
 
+    async def work_types(self) -> frozenset[str] | None:
+        """The tools whose tasks this runner claims (S-CLAIM.4): those with a registered
+        executor, those its listers name and those it declares; ``None`` (any tool) when a
+        resolver has no lister. A task of another tool waits for a process that serves it."""
+        if self.resolvers and not self.listers:
+            return None
+        served = frozenset(self.executors) | self.declared
+        for lister in self.listers:
+            served |= await lister()
+        return served
+
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
         """Own the task group while the server lives. Re-entering is a no-op, so the same
@@ -268,6 +289,8 @@ class Runner:
                 group.start_soon(self._reap_forever, self.reap_interval_s)
             if self.run_tasks and self.recovery_interval_s is not None:
                 group.start_soon(self._recover_forever, self.recovery_interval_s)
+            elif not self.run_tasks:
+                logger.info("running no tasks: workers on the store run them")
             try:
                 yield
             finally:
@@ -331,13 +354,23 @@ class Runner:
         Claims back to back while there is work and room; otherwise waits ``interval_s``, or
         less when any process signals work (a task created for workers, a lease released)."""
         outage = Outage(logger, "claiming unheld tasks", describe_store(self.store))
+        served = await self.work_types()
+        logger.info(
+            "running the tasks of %s",
+            "every tool" if served is None else f"tools: {', '.join(sorted(served)) or 'none'}",
+            extra={"tools": None if served is None else sorted(served)},
+        )
         async with self.notifier.subscribe(WORK_SIGNAL) as work:
             while True:
                 claimed: Claimed | None = None
                 if self._adopted < self.max_adopted:
                     try:
                         with Untraced():  # a poll: the run of what it claims is traced
-                            claimed = await self.store.claim(self.worker_id, lease_ms=self.lease_ms)
+                            claimed = await self.store.claim(
+                                self.worker_id,
+                                lease_ms=self.lease_ms,
+                                work_types=await self.work_types(),
+                            )
                     except MCPTasksError as exc:
                         outage.failed(exc)
                     else:

@@ -43,6 +43,8 @@ def columns_of(record: TaskRecord) -> dict[str, Any]:
         "retry_at": record.retry_at,
         "generation": record.generation,
         "claim_expires_at": None if claim is None else claim.expires_at,
+        # What a claim selects by (S-CLAIM.4); the work itself is in the payload.
+        "work_type": None if record.work is None else record.work.type,
     }
 
 

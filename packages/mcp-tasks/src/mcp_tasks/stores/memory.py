@@ -81,7 +81,8 @@ class MemoryBackend:
         # Every task a claim may take, by where it waits; a heap entry that is not its
         # task's entry here is stale and skipped.
         self._queued: dict[str, tuple[ClaimLane, int]] = {}
-        self._ready: list[tuple[int, str]] = []  # (created_at, id): rules.claim_order
+        # Per work type (S-CLAIM.4), (created_at, id): rules.claim_order.
+        self._ready: dict[str, list[tuple[int, str]]] = {}
         self._waiting: list[tuple[int, str]] = []  # (until, id)
 
     def put(self, record: TaskRecord) -> None:
@@ -119,14 +120,20 @@ class MemoryBackend:
             ):
                 heapq.heappush(self._finished, (new.last_updated_at, task_id))
         entry = None if new is None else rules.claim_lane(new)
-        if entry is None:
+        if entry is None or new is None:
             self._queued.pop(task_id, None)
         elif self._queued.get(task_id) != entry:
             self._queued[task_id] = entry
-            heapq.heappush(
-                self._ready if entry[0] is ClaimLane.READY else self._waiting, (entry[1], task_id)
-            )
+            if entry[0] is ClaimLane.READY:
+                heapq.heappush(self._ready_of(new), (entry[1], task_id))
+            else:
+                heapq.heappush(self._waiting, (entry[1], task_id))
         self._compact()
+
+    def _ready_of(self, record: TaskRecord) -> list[tuple[int, str]]:
+        """The ready heap of ``record``'s work type (a queued task has work)."""
+        assert record.work is not None
+        return self._ready.setdefault(record.work.type, [])
 
     def _deactivate(self, owner: str | None) -> None:
         self._active[owner] -= 1
@@ -143,11 +150,16 @@ class MemoryBackend:
                 if r.expires_at is not None and i not in self._expired
             ]
             heapq.heapify(self._deadlines)
-        if len(self._ready) + len(self._waiting) > 2 * len(self._queued) + _STALE_SLACK:
+        ready = sum(len(heap) for heap in self._ready.values())
+        if ready + len(self._waiting) > 2 * len(self._queued) + _STALE_SLACK:
             queued = self._queued.items()
-            self._ready = [(at, i) for i, (where, at) in queued if where is ClaimLane.READY]
+            self._ready = {}
+            for task_id, (where, at) in queued:
+                if where is ClaimLane.READY:
+                    self._ready_of(self.tasks[task_id]).append((at, task_id))
             self._waiting = [(at, i) for i, (where, at) in queued if where is ClaimLane.WAITING]
-            heapq.heapify(self._ready)
+            for heap in self._ready.values():
+                heapq.heapify(heap)
             heapq.heapify(self._waiting)
 
     def _advance(self, now: int) -> bool:
@@ -180,19 +192,32 @@ class MemoryBackend:
             return self._active[owner]
         return sum(1 for r in self.tasks.values() if r.owner == owner and rules.is_active(r, now))
 
-    def next_claimable(self, now: int) -> TaskRecord | None:
-        """The oldest task rules.claimable allows at ``now`` (rules.claim_order), or None."""
+    def next_claimable(self, now: int, work_types: rules.WorkTypes = None) -> TaskRecord | None:
+        """The oldest task rules.claimable allows at ``now`` (rules.claim_order) of one of
+        ``work_types`` (``None``: any), or None. Each work type has its own ready heap: a
+        claim looks at the heads of its types' heaps only."""
         tasks = self.tasks
         if not self._advance(now):
-            eligible = (r for r in tasks.values() if rules.claimable(r, now))
+            eligible = (
+                r
+                for r in tasks.values()
+                if rules.claimable(r, now) and rules.of_work_types(r, work_types)
+            )
             return min(eligible, key=rules.claim_order, default=None)
-        ready, waiting, queued = self._ready, self._waiting, self._queued
+        waiting, queued = self._waiting, self._queued
         while waiting and waiting[0][0] <= now:  # due: retry time or claim end passed
             until, task_id = heapq.heappop(waiting)
             if queued.get(task_id) == (ClaimLane.WAITING, until):
-                created_at = tasks[task_id].created_at
-                queued[task_id] = (ClaimLane.READY, created_at)
-                heapq.heappush(ready, (created_at, task_id))
+                record = tasks[task_id]
+                queued[task_id] = (ClaimLane.READY, record.created_at)
+                heapq.heappush(self._ready_of(record), (record.created_at, task_id))
+        types = self._ready.keys() if work_types is None else work_types & self._ready.keys()
+        heads = (self._head(self._ready[t], now) for t in types)
+        return min((r for r in heads if r is not None), key=rules.claim_order, default=None)
+
+    def _head(self, ready: list[tuple[int, str]], now: int) -> TaskRecord | None:
+        """The oldest claimable task of one ready heap, stale and expired entries dropped."""
+        tasks, queued = self.tasks, self._queued
         while ready:
             created_at, task_id = ready[0]
             if queued.get(task_id) != (ClaimLane.READY, created_at):
@@ -338,14 +363,25 @@ class MemoryTaskStore:
         return transition
 
     async def claim(
-        self, worker_id: str, *, lease_ms: int, task_id: str | None = None
+        self,
+        worker_id: str,
+        *,
+        lease_ms: int,
+        task_id: str | None = None,
+        work_types: rules.WorkTypes = None,
     ) -> Claimed | None:
         backend, now = self._open_backend, self._clock()
         if task_id is not None:
             record = backend.tasks.get(task_id)
-            candidate = record if record is not None and rules.claimable(record, now) else None
+            candidate = (
+                record
+                if record is not None
+                and rules.claimable(record, now)
+                and rules.of_work_types(record, work_types)
+                else None
+            )
         else:
-            candidate = backend.next_claimable(now)
+            candidate = backend.next_claimable(now, work_types)
         if candidate is None:
             return None
         claimed = rules.apply_claim(candidate, worker_id, lease_ms, now)

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         TaskRecord,
         Transition,
     )
-    from mcp_tasks.domain.rules import OwnerArg
+    from mcp_tasks.domain.rules import OwnerArg, WorkTypes
     from mcp_tasks.stores.protocol import Store
 
 __all__ = ["ObservedStore", "backend_name", "observed"]
@@ -172,10 +172,17 @@ class ObservedStore:
             )
 
     async def claim(
-        self, worker_id: str, *, lease_ms: int, task_id: str | None = None
+        self,
+        worker_id: str,
+        *,
+        lease_ms: int,
+        task_id: str | None = None,
+        work_types: WorkTypes = None,
     ) -> Claimed | None:
         with self._observe("claim"):
-            return await self.inner.claim(worker_id, lease_ms=lease_ms, task_id=task_id)
+            return await self.inner.claim(
+                worker_id, lease_ms=lease_ms, task_id=task_id, work_types=work_types
+            )
 
     async def renew(self, lease: Lease, *, lease_ms: int) -> Lease:
         with self._observe("renew"):

@@ -119,12 +119,18 @@ class Store(Protocol):
         ...
 
     async def claim(
-        self, worker_id: str, *, lease_ms: int, task_id: str | None = None
+        self,
+        worker_id: str,
+        *,
+        lease_ms: int,
+        task_id: str | None = None,
+        work_types: frozenset[str] | None = None,
     ) -> Claimed | None:
         """Claim one eligible task (S-CLAIM): the given one, or the oldest eligible.
 
-        Under any concurrency at most one live claim per task exists. Returns ``None``
-        when nothing is eligible.
+        ``work_types``: only a task whose work's type is one of these (S-CLAIM.4), in the
+        same single step (``None``: any type). Under any concurrency at most one live claim
+        per task exists. Returns ``None`` when nothing is eligible.
         """
         ...
 

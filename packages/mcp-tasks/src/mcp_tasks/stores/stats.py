@@ -27,7 +27,14 @@ BUSIEST_OWNERS: Final = 5
 #: The counts a store that counts on its server names, beside ``rows``, ``status_<status>``
 #: and ``oldest_working_created_at`` (:func:`from_counts`); each counts the tasks one rule
 #: accepts, as :class:`StoreStats` says.
-COUNTED: Final = ("claimed", "lease_lapsed", "retry_due", "retry_pending", "expiring_soon")
+COUNTED: Final = (
+    "claimed",
+    "lease_lapsed",
+    "retry_due",
+    "retry_pending",
+    "expiring_soon",
+    "waiting_unclaimed",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +62,10 @@ class StoreStats:
     """``created_at`` of the oldest unexpired ``working`` task, or ``None``."""
     expiring_soon: int
     """Unexpired tasks that expire within ``rules.EXPIRY_HORIZON_MS`` (an hour)."""
+    waiting_unclaimed: int
+    """Claimable tasks created ``rules.UNCLAIMED_AFTER_MS`` (30 s) or more ago
+    (``rules.waits_unclaimed``): work no running process has claimed lately, because
+    none serves its tool or every one runs its most bodies."""
     owners: int
     """Owners with an active task (principals: ownerless tasks are no owner's)."""
     busiest_owners: tuple[int, ...]
@@ -100,7 +111,7 @@ def tally(records: Iterable[TaskRecord], now: int, options: StoreOptions) -> Sto
     rules on the server, each piece checked against its rule)."""
     rows = 0
     by_status = dict.fromkeys(TaskStatus, 0)
-    claimed = lapsed = due = pending = soon = 0
+    claimed = lapsed = due = pending = soon = unclaimed = 0
     oldest: int | None = None
     per_owner: Counter[str] = Counter()
     for record in records:
@@ -113,6 +124,7 @@ def tally(records: Iterable[TaskRecord], now: int, options: StoreOptions) -> Sto
         due += rules.retry_due(record, now)
         pending += rules.retry_pending(record, now)
         soon += rules.expires_within(record, now, rules.EXPIRY_HORIZON_MS)
+        unclaimed += rules.waits_unclaimed(record, now)
         if record.owner is not None and rules.is_active(record, now):
             per_owner[record.owner] += 1
         if record.status is TaskStatus.WORKING and (oldest is None or record.created_at < oldest):
@@ -127,6 +139,7 @@ def tally(records: Iterable[TaskRecord], now: int, options: StoreOptions) -> Sto
         retry_pending=pending,
         oldest_working_created_at=oldest,
         expiring_soon=soon,
+        waiting_unclaimed=unclaimed,
         owners=len(per_owner),
         busiest_owners=busiest(per_owner.values()),
         max_rows=options.max_rows,
@@ -166,6 +179,7 @@ def from_counts(
         retry_pending=counts["retry_pending"],
         oldest_working_created_at=counts["oldest_working_created_at"],
         expiring_soon=counts["expiring_soon"],
+        waiting_unclaimed=counts["waiting_unclaimed"],
         owners=owners,
         busiest_owners=busiest(busiest_owners),
         max_rows=options.max_rows,
