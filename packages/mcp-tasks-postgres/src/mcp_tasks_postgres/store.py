@@ -249,9 +249,9 @@ class PostgresDialect:
         """
         while self._idle:
             conn = self._idle.pop()
-            if not conn.is_closed():
+            if _usable(conn):
                 return conn
-            await pool.release(conn)  # its server went away while it was idle
+            await pool.release(conn)  # a no-op when asyncpg took it back already
         self._waiting += 1
         try:
             conn = await pool.acquire(timeout=self._timeout_s)
@@ -263,7 +263,7 @@ class PostgresDialect:
     async def _give_back(self, pool: asyncpg.Pool, conn: PoolConnectionProxy) -> None:
         # While sessions wait in pool.acquire() (every connection lent), only the pool can
         # hand them this one.
-        if self._waiting or self._guard.closed or conn.is_closed() or conn.is_in_transaction():
+        if self._waiting or self._guard.closed or not _usable(conn) or conn.is_in_transaction():
             await pool.release(conn)
         else:
             self._idle.append(conn)
@@ -407,6 +407,17 @@ def _durability_row(fsync: str, synchronous_commit: str) -> DiagnosisRow:
             f"{detail}: a crash can lose the last acknowledged writes (up to 3 x wal_writer_delay)",
         )
     return ("durability", "ok", f"{detail}: a commit is on disk before it is acknowledged")
+
+
+def _usable(conn: PoolConnectionProxy) -> bool:
+    """Whether a connection lent to the store can still run a statement. When its socket
+    closes (the server dropped it: a restart, a blip) asyncpg gives the connection back to
+    its pool by itself and detaches this proxy, which then refuses every call, even
+    ``is_closed()``; one kept in ``_idle`` meanwhile must not be handed out again."""
+    try:
+        return not conn.is_closed()
+    except asyncpg.InterfaceError:  # detached: the pool has it back
+        return False
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
