@@ -10,6 +10,7 @@ on, nor double-take, each other's rows.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from contextlib import asynccontextmanager
@@ -68,6 +69,25 @@ _OURS = {"application_name": "mcp-tasks"}
 R = TypeVar("R")
 
 Runner = asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy
+
+
+class _QuietFloorRetries(logging.Filter):
+    """While the server is away, asyncpg's pool tries to restore its minimum connections
+    every 1 to 60 s, each time with a WARNING and a traceback. The store's users say an
+    outage once (``mcp_tasks.runtime.logs.Outage``); these retries go to DEBUG, their cause
+    in one line, with no traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Failed to restore the pool connection floor"):
+            error = record.exc_info[1] if record.exc_info else None
+            cause = f" ({type(error).__name__}: {error})" if error is not None else ""
+            record.msg, record.args = f"{record.getMessage()}{cause}", None
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            record.exc_info = record.exc_text = None
+        return True
+
+
+_QUIET_FLOOR_RETRIES = _QuietFloorRetries()
 
 
 def _names_itself(url: str) -> bool:
@@ -174,6 +194,7 @@ class PostgresDialect:
             async with self._pool_lock:
                 self._guard.check()
                 if self._pool is None:
+                    logging.getLogger("asyncpg.pool").addFilter(_QUIET_FLOOR_RETRIES)
                     low, high = self._pool_sizes
                     self._pool = await asyncpg.create_pool(
                         self.connect_url,
