@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import anyio
 import pytest
 
-from mcp_tasks import ANY_OWNER, Complete, NewTask, TaskStatus, Tasks, drop_namespace
+from mcp_tasks import ANY_OWNER, Complete, NewTask, Tasks, TaskStatus, drop_namespace
 from mcp_tasks.runtime.runner import tool_work
 from mcp_tasks.stores.opening import (
     describe_store,

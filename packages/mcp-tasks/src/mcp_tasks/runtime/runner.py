@@ -525,14 +525,7 @@ class Runner:
             logger.debug("task %s ended elsewhere; outcome dropped", redact(task_id))
         except StoreUnavailable as exc:  # away until the lease ran out: it runs again
             outcome = "not_recorded"
-            logger.warning(
-                "the outcome of a task of tool %r was not recorded: the task store %s was "
-                "away until its lease ran out (%s); the task runs again",
-                context.tool,
-                describe_store(self.store),
-                cause_of(exc),
-                extra={"tool": context.tool, "store": self._backend},
-            )
+            self._lease_ran_out(context, "its outcome was not recorded", exc)
         except MCPTasksError as exc:
             outcome = "not_recorded"
             log_failure(logger, "recording a task outcome failed", exc, task_id)
@@ -579,6 +572,21 @@ class Runner:
                 self._group.start_soon(self._claim_when_due, task_id, delay)
             return False, "retry"
         return record.status.is_terminal, record.status.value
+
+    def _lease_ran_out(
+        self, context: RunningTaskContext, what: str, error: BaseException | None = None
+    ) -> None:
+        """Say (one line, no traceback) that a run lost its lease to a store outage."""
+        cause = f" ({cause_of(error)})" if error is not None else ""
+        logger.warning(
+            "a task of tool %r lost its lease: the task store %s was away longer than the "
+            "lease%s; %s and the task runs again",
+            context.tool,
+            describe_store(self.store),
+            cause,
+            what,
+            extra={"tool": context.tool, "store": self._backend},
+        )
 
     async def _write_outcome(self, context: RunningTaskContext, change: StatusChange) -> Transition:
         """Write the body's outcome, sent again while the store is away and the lease may
@@ -679,13 +687,7 @@ class Runner:
             if watch.body_ended:
                 return
             if anyio.current_time() >= context.lease_lapses_at:
-                logger.warning(
-                    "stopping a task of tool %r: its lease ran out while the task store %s "
-                    "was away; the task runs again",
-                    context.tool,
-                    describe_store(self.store),
-                    extra={"tool": context.tool, "store": self._backend},
-                )
+                self._lease_ran_out(context, "its body is stopped")
                 break
             try:
                 if anyio.current_time() >= renew_at:
