@@ -523,12 +523,9 @@ class Runner:
             ended = True
             outcome = "ended_elsewhere"
             logger.debug("task %s ended elsewhere; outcome dropped", redact(task_id))
-        except StoreUnavailable as exc:  # away until the lease ran out: it runs again
-            outcome = "not_recorded"
-            self._lease_ran_out(context, "its outcome was not recorded", exc)
         except MCPTasksError as exc:
             outcome = "not_recorded"
-            log_failure(logger, "recording a task outcome failed", exc, task_id)
+            self._not_recorded(context, exc)
         finally:
             attributes = {**tool_attributes(claimed.record), OUTCOME: outcome}
             instruments.run_duration.record(time.perf_counter() - started, attributes)
@@ -572,6 +569,12 @@ class Runner:
                 self._group.start_soon(self._claim_when_due, task_id, delay)
             return False, "retry"
         return record.status.is_terminal, record.status.value
+
+    def _not_recorded(self, context: RunningTaskContext, error: MCPTasksError) -> None:
+        if isinstance(error, StoreUnavailable):  # away until the lease ran out
+            self._lease_ran_out(context, "its outcome was not recorded", error)
+        else:
+            log_failure(logger, "recording a task outcome failed", error, context.task_id)
 
     def _lease_ran_out(
         self, context: RunningTaskContext, what: str, error: BaseException | None = None
