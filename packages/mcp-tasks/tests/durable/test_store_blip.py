@@ -5,8 +5,11 @@ running, runs once and completes; an input round keeps its answer; an outcome re
 while the store is away is written when it is back; a ``recovery="fail"`` tool is not
 failed; and the log says the outage in a few lines without a traceback.
 
-SQLite is not here: it is a file this process opens itself, with no connection to lose. A
-file another process holds locked is its outage: ``test_store_outage.py`` covers it.
+SQLite is not here: it is a file this process opens, with no connection to cut. Its outage
+is another process holding the file's write lock, which fails the same calls with the same
+``StoreUnavailable`` the runner rides out here (``test_store_outage.py`` locks a file under
+load); and since it stops every writer on the file alike, an answer could not be given
+meanwhile.
 """
 
 from __future__ import annotations
