@@ -331,3 +331,40 @@ async def test_a_blip_is_said_in_a_few_lines_without_a_traceback(
     assert naming, text
     for line in naming:
         assert f"the task store {name} " in line, line
+
+
+@pytest.mark.parametrize("blip", ["postgres", "redis"], indirect=True)
+async def test_an_outage_longer_than_the_lease_stops_the_body_and_the_task_runs_again(
+    blip: Blip, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With a 3 s lease, a 5 s outage outlasts it: the body is stopped once its lease has
+    run out for certain (one WARNING naming the tool), and when the store is back the task
+    is taken over and runs again to completion."""
+    caplog.set_level(logging.INFO, logger="mcp_tasks")
+    runs = Runs()
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        runs.started.append(context.task_id)
+        if len(runs.started) == 1:
+            while True:  # until stopped
+                await context.progress(runs.ticks, None, "ticking")
+                runs.ticks += 1
+                await anyio.sleep(TICK_S)
+        return Complete({"content": [{"type": "text", "text": "second run"}]})
+
+    tasks = Tasks(lease_ms=3_000, heartbeat_ms=1_000, recovery_interval_s=0.2)
+    tasks.use_store(blip.url)
+    tasks.runner.executors["long"] = body
+    async with tasks.running():
+        task_id = await start(tasks, "long", body)
+        await anyio.sleep(1.0)
+        await blip.blip()
+        assert await ended(blip.direct, task_id) is TaskStatus.COMPLETED
+    assert runs.started == [task_id, task_id], "stopped, then run again"
+    lost = [r.getMessage() for r in caplog.records if "lost its lease" in r.getMessage()]
+    assert lost == [
+        f"a task of tool 'long' lost its lease: the task store {describe_store(tasks.store)} "
+        "was away longer than the lease; its body is stopped and the task runs again"
+    ]
+    record = await blip.direct.get(task_id, ANY_OWNER)
+    assert record.result == {"content": [{"type": "text", "text": "second run"}]}
