@@ -193,7 +193,7 @@ def ticker(runs: Runs, ticks: int) -> Any:
 
 async def test_a_body_reporting_progress_rides_out_a_blip(blip: Blip) -> None:
     """Two bodies report progress every 0.5 s while the store is away for 5 s: neither sees
-    the outage, each runs once and completes; the last report before the end is written."""
+    the outage, each runs once and completes."""
     runs = Runs()
     ticks = int((BLIP_S + 4) / TICK_S)
     async with serving(blip.url) as tasks:
@@ -204,6 +204,39 @@ async def test_a_body_reporting_progress_rides_out_a_blip(blip: Blip) -> None:
             assert await ended(blip.direct, task_id) is TaskStatus.COMPLETED
     assert sorted(runs.started) == sorted(ids), "each body ran once"
     assert runs.ticks == 2 * ticks, "no body was stopped"
+
+
+async def test_the_latest_report_made_while_the_store_is_away_is_written_when_it_is_back(
+    blip: Blip,
+) -> None:
+    """The body reports three steps while the store is away, then reports nothing more:
+    the calls return at once, and once the store is back the latest step is the task's
+    status message, with the body still running."""
+    reported, finish = anyio.Event(), anyio.Event()
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        await reported.wait()
+        with anyio.fail_after(BLIP_S / 2):  # the store is away: none waits for it
+            for step in (1, 2, 3):
+                await context.progress(step, 3, "step")
+        await finish.wait()
+        return Complete({"content": []})
+
+    async with serving(blip.url) as tasks:
+        task_id = await start(tasks, "steps", body)
+        await anyio.sleep(0.5)
+        await blip.proxy.close()
+        reported.set()
+        await anyio.sleep(BLIP_S)
+        await blip.proxy.start()
+        with anyio.fail_after(DEADLINE_S):
+            while (record := await blip.direct.get(task_id, ANY_OWNER)).status_message != (  # noqa: ASYNC110
+                "step (3/3)"
+            ):
+                await anyio.sleep(0.1)
+        assert record.status is TaskStatus.WORKING
+        finish.set()
+        assert await ended(blip.direct, task_id) is TaskStatus.COMPLETED
 
 
 async def test_an_outcome_reached_while_the_store_is_away_is_written_when_it_is_back(
