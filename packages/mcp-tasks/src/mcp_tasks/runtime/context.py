@@ -329,8 +329,8 @@ class RunningTaskContext(TaskContext):
     report waits (the latest only) and is written when the store is back (the runner's
     watch sends it, :meth:`send_unsent`), and an input request and the read of its answers
     are sent again until the store answers. Once the lease has run out for certain
-    (:attr:`lease_lapses_at`) the body stops (:class:`TaskCancelled`), as when another
-    worker takes the task over.
+    (:attr:`lease_lapses_at`) the runner's watch stops the body, as when another worker
+    takes the task over.
     """
 
     def __init__(
@@ -449,19 +449,6 @@ class RunningTaskContext(TaskContext):
         except StoreUnavailable:
             self.unsent_progress = change
 
-    async def _store_away(self, *, pause: bool = True) -> None:
-        """The store did not answer: go on after :data:`STORE_RETRY_S` (``pause``) while
-        the lease may hold; once it has run out for certain, stop the run.
-
-        Raises:
-            TaskCancelled: the lease ran out while the store was away.
-        """
-        if anyio.current_time() >= self.lease_lapses_at:
-            self.mark_cancelled()
-            raise TaskCancelled
-        if pause:
-            await anyio.sleep(STORE_RETRY_S)
-
     def _missing(
         self, record: TaskRecord, checked: Mapping[str, JSONObject]
     ) -> dict[str, JSONObject]:
@@ -503,8 +490,8 @@ class RunningTaskContext(TaskContext):
                         instruments.input_rounds.add(1, self._measured)
                         logger.debug("task %s waits for input", redact(self._task_id))
                     break
-                except StoreUnavailable:
-                    await self._store_away()
+                except StoreUnavailable:  # until it answers, or the watch stops the body
+                    await anyio.sleep(STORE_RETRY_S)
             while True:
                 if all(k in record.input_responses for k in keys):
                     if asked_at is not None:
@@ -517,4 +504,4 @@ class RunningTaskContext(TaskContext):
                 try:
                     record = await self._store.get(self._task_id, ANY_OWNER)
                 except StoreUnavailable:  # paced by the wait above
-                    await self._store_away(pause=False)
+                    continue

@@ -663,8 +663,8 @@ class Runner:
         every :data:`POLL_FALLBACK_S` (a signal lost or never sent). A failed renewal is tried
         again after :data:`RENEW_RETRY_S` (or the heartbeat, if shorter), not back to back;
         a store outage is said once (:class:`Outage`). A progress report the store was away
-        for is sent again at each check until it is taken. Once the lease has run out for certain
-        (the store was away longer than it), the body stops: the task is another's now.
+        for is sent again at each check until it is taken. Once the lease has run out for
+        certain (the store was away longer than it), the body stops: the task is another's.
         These store calls are measured, not traced: a long run would gather a span every
         few seconds."""
         with Untraced():
