@@ -9,6 +9,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 import anyio
+import asyncpg
 import pytest
 
 from mcp_tasks import (
@@ -79,3 +80,31 @@ async def test_an_operation_refused_by_the_rules_leaves_the_store_serving(
         with pytest.raises(TaskLimitReached):
             await store.create(NewTask(new_task_id()))
         assert (await store.put_status(task_id, Progress("still here"))).record.revision == 1
+
+
+async def test_a_kept_connection_the_server_dropped_is_not_handed_out(
+    open_store: OpenStore, postgres_url: str
+) -> None:
+    """The server drops the connections a store keeps between sessions (a restart, a blip):
+    asyncpg hands each back to its pool by itself and refuses every later call on it. The
+    store's next calls are answered on fresh connections, never refused with "connection
+    has been released back to the pool"."""
+    store = await open_store(max_connections=3)
+    task_id = (await store.create(NewTask(new_task_id()))).task_id
+    # Three sessions at once: three connections kept for the next sessions.
+    await asyncio.gather(*(store.get(task_id, ANY_OWNER) for _ in range(3)))
+    killer = await asyncpg.connect(postgres_url)
+    try:
+        dropped = await killer.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = 'mcp-tasks' AND pid <> pg_backend_pid()"
+            " AND query LIKE '%' || $1 || '%'",
+            store.schema,
+        )
+    finally:
+        await killer.close()
+    assert dropped >= 1
+    await asyncio.sleep(0.5)  # the drops reach the client: asyncpg detaches the connections
+    with anyio.fail_after(60):
+        for _ in range(4):
+            assert (await store.get(task_id, ANY_OWNER)).task_id == task_id

@@ -10,6 +10,7 @@ on, nor double-take, each other's rows.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from contextlib import asynccontextmanager
@@ -70,6 +71,25 @@ _OURS = {"application_name": "mcp-tasks"}
 R = TypeVar("R")
 
 Runner = asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy
+
+
+class _QuietFloorRetries(logging.Filter):
+    """While the server is away, asyncpg's pool tries to restore its minimum connections
+    every 1 to 60 s, each time with a WARNING and a traceback. The store's users say an
+    outage once (``mcp_tasks.runtime.logs.Outage``); these retries go to DEBUG, their cause
+    in one line, with no traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Failed to restore the pool connection floor"):
+            error = record.exc_info[1] if record.exc_info else None
+            cause = f" ({type(error).__name__}: {error})" if error is not None else ""
+            record.msg, record.args = f"{record.getMessage()}{cause}", None
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            record.exc_info = record.exc_text = None
+        return True
+
+
+_QUIET_FLOOR_RETRIES = _QuietFloorRetries()
 
 
 def _names_itself(url: str) -> bool:
@@ -176,6 +196,7 @@ class PostgresDialect:
             async with self._pool_lock:
                 self._guard.check()
                 if self._pool is None:
+                    logging.getLogger("asyncpg.pool").addFilter(_QUIET_FLOOR_RETRIES)
                     low, high = self._pool_sizes
                     self._pool = await asyncpg.create_pool(
                         self.connect_url,
@@ -251,9 +272,9 @@ class PostgresDialect:
         """
         while self._idle:
             conn = self._idle.pop()
-            if not conn.is_closed():
+            if _usable(conn):
                 return conn
-            await pool.release(conn)  # its server went away while it was idle
+            await pool.release(conn)  # a no-op when asyncpg took it back already
         self._waiting += 1
         try:
             conn = await pool.acquire(timeout=self._timeout_s)
@@ -265,7 +286,7 @@ class PostgresDialect:
     async def _give_back(self, pool: asyncpg.Pool, conn: PoolConnectionProxy) -> None:
         # While sessions wait in pool.acquire() (every connection lent), only the pool can
         # hand them this one.
-        if self._waiting or self._guard.closed or conn.is_closed() or conn.is_in_transaction():
+        if self._waiting or self._guard.closed or not _usable(conn) or conn.is_in_transaction():
             await pool.release(conn)
         else:
             self._idle.append(conn)
@@ -425,6 +446,17 @@ def _durability_row(fsync: str, synchronous_commit: str) -> DiagnosisRow:
             f"{detail}: a crash can lose the last acknowledged writes (up to 3 x wal_writer_delay)",
         )
     return ("durability", "ok", f"{detail}: a commit is on disk before it is acknowledged")
+
+
+def _usable(conn: PoolConnectionProxy) -> bool:
+    """Whether a connection lent to the store can still run a statement. When its socket
+    closes (the server dropped it: a restart, a blip) asyncpg gives the connection back to
+    its pool by itself and detaches this proxy, which then refuses every call, even
+    ``is_closed()``; one kept in ``_idle`` meanwhile must not be handed out again."""
+    try:
+        return not conn.is_closed()
+    except asyncpg.InterfaceError:  # detached: the pool has it back
+        return False
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

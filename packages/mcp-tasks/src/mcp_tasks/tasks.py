@@ -241,8 +241,6 @@ class Tasks:
             raise RuntimeError("use_store() must be called before the Tasks starts running")
         new = store_from_url(store) if isinstance(store, str) else store
         self.store = self.runner.store = self.engine.store = new
-        for outage in self.engine.outages.values():
-            outage.where = describe_store(new)
         if not self._notifier_chosen:  # the old store's notifier would watch the old store
             self.notifier.inner = notifier_for(new)
         self.close_store = isinstance(store, str) if close_store is None else close_store

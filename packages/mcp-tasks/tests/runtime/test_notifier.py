@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -278,3 +278,36 @@ async def test_start_up_goes_on_once_the_relay_has_failed(
         async with RelayNotifier(relay).running():
             assert relay.receivers == 1
             assert not relay.listening
+
+
+class AwayThenBack(LocalNotifier):
+    """Publishing fails (its store away) until :attr:`away` is cleared."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.away = True
+
+    async def publish(self, task_id: str) -> None:
+        if self.away:
+            raise ConnectionRefusedError("[Errno 111] Connect call failed")
+        await super().publish(task_id)
+
+
+@pytest.mark.parametrize("wrap", [GuardedNotifier, lambda n: Publisher(n, owned=False)])
+async def test_failed_publishes_are_said_once_per_outage(
+    wrap: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every publish fails while the relay's store is away: one WARNING naming the cause,
+    without a traceback, however many changes; one INFO line when a publish works again."""
+    inner = AwayThenBack()
+    notifier = wrap(inner)
+    with caplog.at_level(logging.DEBUG, logger="mcp_tasks"):
+        for i in range(5):
+            await notifier.publish(f"task-{i}")
+        inner.away = False
+        await notifier.publish("task-5")
+    lines = [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert [r.levelno for r in lines] == [logging.WARNING, logging.INFO], caplog.text
+    assert "ConnectionRefusedError: [Errno 111] Connect call failed" in lines[0].getMessage()
+    assert not any(r.exc_info for r in caplog.records)
+    assert "after 5 failures" in lines[1].getMessage()

@@ -230,13 +230,6 @@ class TaskEngine:
         self.store = store
         #: Bounds on open task listen streams (per process, per principal).
         self.listen_slots = listen_slots or ListenSlots()
-        #: The store failing requests, per kind (a SQLite file locked by another process
-        #: fails writes while reads go on): each said once, naming the store, and when it
-        #: is back; each request meanwhile answers -32603.
-        self.outages = {
-            kind: Outage(logger, kind, describe_store(store))
-            for kind in ("creating tasks", *sorted(TASK_METHODS))
-        }
         self.runner = runner
         self._said_not_running = False
         self.notifier = notifier
@@ -269,6 +262,13 @@ class TaskEngine:
     @store.setter
     def store(self, store: Store) -> None:
         self._store = observed(store)
+        #: The store failing requests, per kind (a SQLite file locked by another process
+        #: fails writes while reads go on): each said once, naming the store in use, and
+        #: when it is back; each request meanwhile answers -32603.
+        self.outages = {
+            kind: Outage(logger, kind, describe_store(store))
+            for kind in ("creating tasks", *sorted(TASK_METHODS))
+        }
 
     @property
     def notifications_enabled(self) -> bool:

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+import anyio
 
 from mcp_tasks.domain.errors import (
     InputKeyReused,
     InputNotPossible,
     MissingClientCapability,
     StaleLease,
+    StoreUnavailable,
 )
 from mcp_tasks.domain.ids import redact
 from mcp_tasks.domain.models import (
@@ -28,10 +32,14 @@ from mcp_tasks.telemetry import TOOL, instruments
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue
+    from mcp_tasks.domain.models import TaskRecord
     from mcp_tasks.runtime.notifier import Notifier
     from mcp_tasks.stores.protocol import Store
 
 logger = logging.getLogger(__name__)
+
+#: How soon a running task's store call is sent again when the store did not answer.
+STORE_RETRY_S: Final = 1.0
 
 
 def _declared(capabilities: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
@@ -315,7 +323,15 @@ def progress_message(progress: float, total: float | None, message: str | None) 
 
 
 class RunningTaskContext(TaskContext):
-    """The context of a body running as a task under the runner."""
+    """The context of a body running as a task under the runner.
+
+    A store that is away while the lease holds changes nothing for the body: a progress
+    report waits (the latest only) and is written when the store is back (the runner's
+    watch sends it, :meth:`send_unsent`), and an input request and the read of its answers
+    are sent again until the store answers. Once the lease has run out for certain
+    (:attr:`lease_lapses_at`) the runner's watch stops the body, as when another worker
+    takes the task over.
+    """
 
     def __init__(
         self,
@@ -330,6 +346,7 @@ class RunningTaskContext(TaskContext):
         owner: str | None = None,
         attempt: int = 0,
         tool: str | None = None,
+        lease_lapses_at: float = math.inf,
     ) -> None:
         super().__init__(arguments=arguments, input_responses=input_responses)
         self._owner = owner
@@ -345,6 +362,13 @@ class RunningTaskContext(TaskContext):
         self._store = store
         self._notifier = notifier
         self.lease = lease
+        #: When (anyio's clock) the lease has run out for certain unless renewed: until
+        #: then a store that does not answer is waited for.
+        self.lease_lapses_at = lease_lapses_at
+        #: The latest progress report the store has not taken (it was away), if any.
+        self.unsent_progress: Progress | None = None
+        # One leased write at a time: a report sent late never lands after a newer write.
+        self._writing = anyio.Lock()
 
     def __repr__(self) -> str:
         return "RunningTaskContext()"
@@ -373,20 +397,77 @@ class RunningTaskContext(TaskContext):
     def mark_cancelled(self) -> None:
         self._cancelled = True
 
+    def renewed(self, lease: Lease, lease_ms: int) -> None:
+        """The lease was just claimed or renewed for ``lease_ms``."""
+        self.lease = lease
+        self.lease_lapses_at = anyio.current_time() + lease_ms / 1000
+
     async def _put(self, change: Progress | RequireInput) -> None:
         """A leased write; a refused lease (another worker took the task over, or it ended)
-        stops this run at once."""
-        try:
+        stops this run at once. Once written, an unsent progress report is outdated.
+
+        Raises:
+            StoreUnavailable: the store did not answer.
+        """
+        async with self._writing:
+            try:
+                await self._store.put_status(self._task_id, change, lease=self.lease)
+            except StaleLease:
+                self.mark_cancelled()
+                raise TaskCancelled from None
+            self.unsent_progress = None
+        await self._notifier.publish(self._task_id)
+
+    async def send_unsent(self) -> None:
+        """Write the progress report the store was away for (the runner's watch calls this
+        once the store answers again).
+
+        Raises:
+            StoreUnavailable: still away; the report keeps waiting.
+            StaleLease: the lease is lost (the watch stops the body).
+        """
+        async with self._writing:
+            change = self.unsent_progress
+            if change is None:
+                return
             await self._store.put_status(self._task_id, change, lease=self.lease)
-        except StaleLease:
-            self.mark_cancelled()
-            raise TaskCancelled from None
+            if self.unsent_progress is change:
+                self.unsent_progress = None
         await self._notifier.publish(self._task_id)
 
     async def progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
-        await self._put(Progress(progress_message(progress, total, message)))
+        """Report progress. Advisory: while the store is away the latest report waits and
+        is written when it is back, and the body goes on."""
+        change = Progress(progress_message(progress, total, message))
+        if self.unsent_progress is not None:  # the store is away: only the latest waits
+            self.unsent_progress = change
+            return
+        try:
+            await self._put(change)
+        except StoreUnavailable:
+            self.unsent_progress = change
+
+    def _missing(
+        self, record: TaskRecord, checked: Mapping[str, JSONObject]
+    ) -> dict[str, JSONObject]:
+        """The requests not asked before: a key asked before with the same request is a
+        replay (e.g. after a re-run), answered or awaited, never asked again. The same key
+        with a different request is the body's mistake: the new question is never sent.
+
+        Raises:
+            InputKeyReused: a key asked before with another request.
+        """
+        missing: dict[str, JSONObject] = {}
+        for key, request in checked.items():
+            asked = record.asked_inputs.get(key)
+            if asked is None:
+                if key not in record.input_responses:
+                    missing[key] = request
+            elif asked != input_digest(request):
+                raise InputKeyReused(key)
+        return missing
 
     async def request_input(
         self, requests: Mapping[str, Mapping[str, Any]], status_message: str | None = None
@@ -396,24 +477,21 @@ class RunningTaskContext(TaskContext):
             check_input_requests(checked, self._client_capabilities)
         keys = tuple(checked)
         async with self._notifier.subscribe(self._task_id) as changes:
-            record = await self._store.get(self._task_id, ANY_OWNER)
-            # A key asked before with the same request is a replay (e.g. after a re-run): its
-            # answer is returned, or awaited, and it is not asked again. The same key with a
-            # different request is the body's mistake: the new question is never sent.
-            missing: dict[str, JSONObject] = {}
-            for key, request in checked.items():
-                asked = record.asked_inputs.get(key)
-                if asked is None:
-                    if key not in record.input_responses:
-                        missing[key] = request
-                elif asked != input_digest(request):
-                    raise InputKeyReused(key)
             asked_at: float | None = None
-            if missing:
-                await self._put(RequireInput(missing, status_message))
-                asked_at = time.perf_counter()
-                instruments.input_rounds.add(1, self._measured)
-                logger.debug("task %s waits for input", redact(self._task_id))
+            while True:  # read, ask what is missing; again from the read if the store is away
+                try:
+                    record = await self._store.get(self._task_id, ANY_OWNER)
+                    missing = self._missing(record, checked)
+                    if missing:
+                        # A request whose reply was lost may have been written: the read
+                        # before the next try then finds it asked.
+                        await self._put(RequireInput(missing, status_message))
+                        asked_at = time.perf_counter()
+                        instruments.input_rounds.add(1, self._measured)
+                        logger.debug("task %s waits for input", redact(self._task_id))
+                    break
+                except StoreUnavailable:  # until it answers, or the watch stops the body
+                    await anyio.sleep(STORE_RETRY_S)
             while True:
                 if all(k in record.input_responses for k in keys):
                     if asked_at is not None:
@@ -423,4 +501,7 @@ class RunningTaskContext(TaskContext):
                 if record.status.is_terminal:
                     raise TaskCancelled
                 await changes.wait(POLL_FALLBACK_S)
-                record = await self._store.get(self._task_id, ANY_OWNER)
+                try:
+                    record = await self._store.get(self._task_id, ANY_OWNER)
+                except StoreUnavailable:  # paced by the wait above
+                    continue

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 
-from mcp_tasks.runtime.logs import Outage, log_failure
+from mcp_tasks.runtime.logs import Outage
 from mcp_tasks.stores.opening import describe_store
 
 if TYPE_CHECKING:
@@ -332,6 +332,16 @@ class GuardedNotifier:
         return f"GuardedNotifier({self.inner!r})"
 
     @property
+    def inner(self) -> Notifier:
+        """The notifier guarded (``Tasks.use_store`` gives it the new store's)."""
+        return self._inner
+
+    @inner.setter
+    def inner(self, inner: Notifier) -> None:
+        self._inner = inner
+        self._publishing = publishing_outage(inner)
+
+    @property
     def enabled(self) -> bool:
         """Whether signals are published at all (``False`` for :class:`NullNotifier`)."""
         return not isinstance(self.inner, NullNotifier)
@@ -340,13 +350,23 @@ class GuardedNotifier:
         try:
             await self.inner.publish(task_id)
         except Exception as exc:
-            log_failure(logger, "the notifier failed to publish a change", exc, task_id)
+            self._publishing.failed(exc)
+        else:
+            self._publishing.recovered()
 
     def subscribe(self, *task_ids: str) -> AbstractAsyncContextManager[Subscription]:
         return _guarded(lambda: self.inner.subscribe(*task_ids), Subscription, "subscribe")
 
     def running(self) -> AbstractAsyncContextManager[None]:
         return _guarded(self.inner.running, lambda: None, "start")
+
+
+def publishing_outage(notifier: Notifier) -> Outage:
+    """How failed publishes are said: a relay that cannot send (its store away) once per
+    outage, in one line with its cause, not a traceback per change (nothing is lost: every
+    waiter also polls)."""
+    where = notifier.store_name if isinstance(notifier, RelayNotifier) else repr(notifier)
+    return Outage(logger, "publishing task changes", where)
 
 
 @asynccontextmanager
@@ -417,6 +437,7 @@ class Publisher:
         self.notifier = notifier
         #: The owned relay notifier this publisher sends through itself, if any.
         self._relay = notifier if owned and isinstance(notifier, RelayNotifier) else None
+        self._publishing = publishing_outage(notifier)
 
     def __repr__(self) -> str:
         return f"Publisher({self.notifier!r})"
@@ -428,7 +449,9 @@ class Publisher:
             else:
                 await self.notifier.publish(task_id)
         except Exception as exc:
-            log_failure(logger, "the notifier failed to publish a change", exc, task_id)
+            self._publishing.failed(exc)
+        else:
+            self._publishing.recovered()
 
     async def aclose(self) -> None:
         """Free what publishing opened (only for an owned notifier)."""

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 import anyio
 import anyio.abc
 
-from mcp_tasks.domain.errors import InvalidArgument, MCPTasksError, StaleLease, TaskNotFound
+from mcp_tasks.domain.errors import (
+    InvalidArgument,
+    MCPTasksError,
+    StaleLease,
+    StoreUnavailable,
+    TaskNotFound,
+)
 from mcp_tasks.domain.ids import redact
 from mcp_tasks.domain.models import (
     Claimed,
@@ -34,11 +40,17 @@ from mcp_tasks.domain.models import (
     Retry,
     StatusChange,
     TaskRecord,
+    Transition,
     WorkSpec,
 )
 from mcp_tasks.domain.rules import ANY_OWNER, interrupted, lease_of
-from mcp_tasks.runtime.context import RetryRequested, RunningTaskContext, TaskCancelled
-from mcp_tasks.runtime.logs import Outage, log_failure
+from mcp_tasks.runtime.context import (
+    STORE_RETRY_S,
+    RetryRequested,
+    RunningTaskContext,
+    TaskCancelled,
+)
+from mcp_tasks.runtime.logs import Outage, cause_of, log_failure
 from mcp_tasks.runtime.notifier import POLL_FALLBACK_S, WORK_SIGNAL
 from mcp_tasks.stores.observed import backend_name, observed
 from mcp_tasks.stores.opening import describe_store
@@ -227,10 +239,6 @@ class Runner:
         self._group: anyio.abc.TaskGroup | None = None
         self._depth = 0
         self._adopted = 0
-        #: Shared by every running body's watch: one store outage is one story in the log.
-        self._watch_outage = Outage(
-            logger, "keeping running tasks' leases", describe_store(self.store)
-        )
 
     def __repr__(self) -> str:
         return f"Runner(worker_id={self.worker_id!r}, running={self.running})"
@@ -244,6 +252,9 @@ class Runner:
     def store(self, store: Store) -> None:
         self._store = observed(store)
         self._backend = backend_name(store)
+        #: Shared by every running body's watch: one store outage is one story in the log,
+        #: naming the store in use (``Tasks.use_store`` replaces the one built with).
+        self._watch_outage = Outage(logger, "keeping running tasks' leases", describe_store(store))
 
     @property
     def running(self) -> bool:
@@ -478,6 +489,8 @@ class Runner:
             store=self.store,
             notifier=self.notifier,
             lease=claimed.lease,
+            # Claimed just now: by then the claim has run out for certain unless renewed.
+            lease_lapses_at=anyio.current_time() + self.lease_ms / 1000,
             arguments=arguments,
             input_responses=input_responses,
             client_capabilities=record.client_capabilities,
@@ -545,7 +558,7 @@ class Runner:
             logger.debug("task %s ended elsewhere; outcome dropped", redact(task_id))
         except MCPTasksError as exc:
             outcome = "not_recorded"
-            log_failure(logger, "recording a task outcome failed", exc, task_id)
+            self._not_recorded(context, exc)
         finally:
             attributes = {**tool_attributes(claimed.record), OUTCOME: outcome}
             instruments.run_duration.record(time.perf_counter() - started, attributes)
@@ -569,10 +582,10 @@ class Runner:
         the run ended (its status, ``retry``, or ``superseded`` when the write was not
         applied)."""
         task_id = context.task_id
-        transition = await self.store.put_status(task_id, change, lease=context.lease)
+        transition = await self._write_outcome(context, change)
         await self.notifier.publish(task_id)
         record = transition.record
-        if transition.outcome is not Outcome.APPLIED:
+        if transition.outcome is Outcome.UNCHANGED:
             return record.status.is_terminal, "superseded"
         count_end(record)
         logger.debug(
@@ -589,6 +602,46 @@ class Runner:
                 self._group.start_soon(self._claim_when_due, task_id, delay)
             return False, "retry"
         return record.status.is_terminal, record.status.value
+
+    def _not_recorded(self, context: RunningTaskContext, error: MCPTasksError) -> None:
+        if isinstance(error, StoreUnavailable):  # away until the lease ran out
+            self._lease_ran_out(context, "its outcome was not recorded", error)
+        else:
+            log_failure(logger, "recording a task outcome failed", error, context.task_id)
+
+    def _lease_ran_out(
+        self, context: RunningTaskContext, what: str, error: BaseException | None = None
+    ) -> None:
+        """Say (one line, no traceback) that a run lost its lease to a store outage."""
+        cause = f" ({cause_of(error)})" if error is not None else ""
+        logger.warning(
+            "a task of tool %r lost its lease: the task store %s was away longer than the "
+            "lease%s; %s and the task runs again",
+            context.tool,
+            describe_store(self.store),
+            cause,
+            what,
+            extra={"tool": context.tool, "store": self._backend},
+        )
+
+    async def _write_outcome(self, context: RunningTaskContext, change: StatusChange) -> Transition:
+        """Write the body's outcome, sent again while the store is away and the lease may
+        hold (a blip loses no outcome). Its event id makes a write whose reply was lost
+        answer ``duplicate`` when sent again (S-PUT.2), rather than be refused.
+
+        Raises:
+            StoreUnavailable: the store was away until the lease ran out.
+        """
+        event_id = f"outcome-{context.lease.generation}"
+        while True:
+            try:
+                return await self.store.put_status(
+                    context.task_id, change, lease=context.lease, event_id=event_id
+                )
+            except StoreUnavailable:
+                if anyio.current_time() >= context.lease_lapses_at:
+                    raise
+            await anyio.sleep(STORE_RETRY_S)
 
     async def _fail(self, claimed: Claimed, error: JSONObject) -> None:
         """End a claimed task ``failed`` with ``error``, before any body ran for it."""
@@ -642,8 +695,11 @@ class Runner:
         terminal, gone or taken over by another worker: when signalled, and at the latest
         every :data:`POLL_FALLBACK_S` (a signal lost or never sent). A failed renewal is tried
         again after :data:`RENEW_RETRY_S` (or the heartbeat, if shorter), not back to back;
-        a store outage is said once (:class:`Outage`). These store calls are measured, not
-        traced: a long run would gather a span every few seconds."""
+        a store outage is said once (:class:`Outage`). A progress report the store was away
+        for is sent again at each check until it is taken. Once the lease has run out for
+        certain (the store was away longer than it), the body stops: the task is another's.
+        These store calls are measured, not traced: a long run would gather a span every
+        few seconds."""
         with Untraced():
             await self._watch_untraced(context, changes, body_scope, watch)
 
@@ -660,20 +716,26 @@ class Runner:
         check_at = anyio.current_time() + POLL_FALLBACK_S
         while True:
             # Signals (progress, answers, a cancel) must not postpone the renewal.
-            next_due = min(renew_at, check_at)
+            next_due = min(renew_at, check_at, context.lease_lapses_at)
             watch.waiting = True
             changed = await changes.wait(max(0.0, next_due - anyio.current_time()))
             watch.waiting = False
             if watch.body_ended:
                 return
+            if anyio.current_time() >= context.lease_lapses_at:
+                self._lease_ran_out(context, "its body is stopped")
+                break
             try:
                 if anyio.current_time() >= renew_at:
-                    context.lease = await self.store.renew(context.lease, lease_ms=self.lease_ms)
+                    lease = await self.store.renew(context.lease, lease_ms=self.lease_ms)
+                    context.renewed(lease, self.lease_ms)
                     renew_at = anyio.current_time() + renew_every
                     self._watch_outage.recovered()
                 if not changed and anyio.current_time() < check_at:
                     continue
                 check_at = anyio.current_time() + POLL_FALLBACK_S
+                if context.unsent_progress is not None:
+                    await context.send_unsent()
                 record = await self.store.get(task_id, ANY_OWNER)
                 if not record.status.is_terminal and record.generation == context.lease.generation:
                     self._watch_outage.recovered()
@@ -687,9 +749,9 @@ class Runner:
                     renew_at = now + min(renew_every, RENEW_RETRY_S)
                 continue
             logger.debug("stopping the body of task %s", redact(task_id))
-            context.mark_cancelled()
-            body_scope.cancel()
-            return
+            break
+        context.mark_cancelled()
+        body_scope.cancel()
 
     async def _reap_forever(self, interval_s: float) -> None:
         outage = Outage(logger, "reaping expired tasks", describe_store(self.store))
