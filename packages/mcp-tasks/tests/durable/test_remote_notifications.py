@@ -1,7 +1,7 @@
 """A store on another host: the cross-process notification tests again, with the servers
 in a network namespace of their own reaching Postgres and Redis over a delayed link
-(remote_host.py), the tests reaching the servers over it too. Same invariants as on loopback. Needs root:
-skipped without it, failed in CI."""
+(remote_host.py), the tests reaching the servers over it too. Same invariants as on
+loopback. Needs root: skipped without it, failed in CI."""
 
 from __future__ import annotations
 
