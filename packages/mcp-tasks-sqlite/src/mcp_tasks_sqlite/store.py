@@ -90,7 +90,9 @@ class SQLiteDialect:
         self.path = Path(os.path.abspath(path))
         self.table_prefix = table_prefix
         self.store_time = StoreTime(f"{table_prefix}store_clock")
-        self._clock: Clock = self.store_time if clock in (None, system_clock) else clock
+        if clock is None or clock is system_clock:  # the default: the file's time
+            clock = self.store_time
+        self._clock: Clock = clock
         self._busy_timeout_s = busy_timeout_s
         self._tables = task_tables(prefix=table_prefix)
         self._dialect = SQLiteDialect_aiosqlite()
