@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
     from conftest import OpenStore
 
+    from mcp_tasks_sqlite.store_time import StoreTime
+
 pytestmark = pytest.mark.anyio
 
 
@@ -150,8 +152,8 @@ async def test_creates_queued_together_share_a_commit_and_a_duplicate_fails_alon
     commits: list[str] = []
     real_open = store_module._open
 
-    def traced_open(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
-        conn = real_open(path, busy_timeout_s)
+    def traced_open(path: Path, busy_timeout_s: float, store_time: StoreTime) -> sqlite3.Connection:
+        conn = real_open(path, busy_timeout_s, store_time)
         conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
         return conn
 

@@ -34,6 +34,7 @@ from mcp_tasks_sql import (
     task_tables,
 )
 from mcp_tasks_sql import statements as sql_statements
+from mcp_tasks_sqlite.store_time import StoreTime
 from mcp_tasks_sqlite.thread import ConnectionThread
 
 if TYPE_CHECKING:
@@ -51,6 +52,14 @@ PREFIX_PARAM = "table_prefix"
 R = TypeVar("R")
 
 
+class _StoreNow:
+    """The ``now`` parameter's value until a statement runs: the store's time is read on
+    the connection's thread, once its connection has established it (``StoreTime``)."""
+
+
+STORE_NOW: Any = _StoreNow()
+
+
 class SQLiteDialect:
     """A :class:`~mcp_tasks_sql.SQLDialect` on one SQLite file and table prefix.
 
@@ -60,13 +69,16 @@ class SQLiteDialect:
     take turns on theirs; reads, in WAL mode, never wait for a write to finish (a poll
     queued behind a burst of creates and their fsyncs would). Dialects and processes on the
     same file coordinate through SQLite's locks.
+
+    The store's clock is the file's (:class:`~mcp_tasks_sqlite.store_time.StoreTime`), one
+    every process on the file agrees on, unless a ``clock`` is given (tests).
     """
 
     def __init__(
         self,
         path: str | Path,
         *,
-        clock: Clock = system_clock,
+        clock: Clock | None = None,
         table_prefix: str = "",
         busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
     ) -> None:
@@ -78,7 +90,10 @@ class SQLiteDialect:
         # in, not wherever the process is when it first connects.
         self.path = Path(os.path.abspath(path))
         self.table_prefix = table_prefix
-        self._clock = clock
+        self.store_time = StoreTime(f"{table_prefix}store_clock")
+        if clock is None or clock is system_clock:  # the default: the file's time
+            clock = self.store_time
+        self._clock: Clock = clock
         self._busy_timeout_s = busy_timeout_s
         self._tables = task_tables(prefix=table_prefix)
         self._dialect = SQLiteDialect_aiosqlite()
@@ -99,7 +114,7 @@ class SQLiteDialect:
         return self._statements
 
     def with_now(self, values: dict[str, Any]) -> dict[str, Any]:
-        values["now"] = self._clock()
+        values["now"] = STORE_NOW  # read when the statement runs (``_bind``)
         return values
 
     async def create(self, task: NewTask, options: StoreOptions) -> TaskRecord | None:
@@ -124,16 +139,19 @@ class SQLiteDialect:
             return await self._writes.transact(work)  # perhaps committed with writes beside it
 
     def _connection_thread(self, role: str) -> ConnectionThread:
-        opener = partial(_open, self.path, self._busy_timeout_s)
+        opener = partial(_open, self.path, self._busy_timeout_s, self.store_time)
         return ConnectionThread(opener, name=f"mcp-tasks-sqlite {role} {self.path.name}")
 
     async def transact(self, mode: Mode, body: Transaction[R]) -> R:
         """The whole of ``body`` in one hop to the connection's thread."""
-        return await self._run(mode, partial(_run_statements, body))
+        return await self._run(mode, partial(_run_statements, body, self._clock))
 
     async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
         """One statement in its own snapshot, one hop to the connection's thread (``get``)."""
-        return await self._run(Mode.READ, partial(_first_row, sql.text, sql.args(values)))
+        args = sql.args(values)
+        return await self._run(
+            Mode.READ, lambda conn: _first_row(sql.text, _bind(args, self._clock), conn)
+        )
 
     async def migrate(self) -> bool:
         return await self._run(Mode.TRANSACTION, self._migrate)
@@ -194,6 +212,7 @@ class SQLiteDialect:
         for table in reversed(self._tables.metadata.sorted_tables):
             drop = sa.schema.DropTable(table, if_exists=True)
             conn.execute(str(drop.compile(dialect=self._dialect)))
+        conn.execute(f'DROP TABLE IF EXISTS "{self.store_time.table}"')
 
     async def close(self) -> None:
         """Let the operations already begun finish, then close the connections. Idempotent."""
@@ -210,22 +229,32 @@ class SQLiteDialect:
             raise StoreUnavailable from failed
 
 
-def _run_statements(body: Transaction[R], conn: sqlite3.Connection) -> R:
+def _run_statements(body: Transaction[R], clock: Clock, conn: sqlite3.Connection) -> R:
     """Run ``body``'s statements on ``conn`` (on its thread), sending each its answer."""
     try:
         statement = next(body)
         while True:
             sql = statement.sql
+            args = _bind(sql.args(statement.values), clock)
             if statement.fetch:
-                answer: Any = _first_row(sql.text, sql.args(statement.values), conn)
+                answer: Any = _first_row(sql.text, args, conn)
             else:
-                answer = conn.execute(sql.text, sql.args(statement.values)).rowcount
+                answer = conn.execute(sql.text, args).rowcount
             statement = body.send(answer)
     except StopIteration as done:
         result: R = done.value
         return result
     finally:
         body.close()
+
+
+def _bind(args: tuple[Any, ...], clock: Clock) -> tuple[Any, ...]:
+    """``args`` with the store's now read once for the statement (every use of ``now`` in
+    it, and the ``now_ms`` it answers, is that one instant)."""
+    if not any(arg is STORE_NOW for arg in args):
+        return args
+    now = clock()
+    return tuple(now if arg is STORE_NOW else arg for arg in args)
 
 
 def _first_row(text: str, args: tuple[Any, ...], conn: sqlite3.Connection) -> Row | None:
@@ -235,8 +264,10 @@ def _first_row(text: str, args: tuple[Any, ...], conn: sqlite3.Connection) -> Ro
     return rows[0] if rows else None
 
 
-def _open(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
-    """The store's connection to ``path`` (runs on the connection's thread)."""
+def _open(path: Path, busy_timeout_s: float, store_time: StoreTime) -> sqlite3.Connection:
+    """The store's connection to ``path`` (runs on the connection's thread), the file's
+    store time established (outside any transaction, so a write rolled back cannot undo
+    it)."""
     # isolation_level=None: the driver never opens transactions behind our back, so every
     # write transaction is our own BEGIN IMMEDIATE.
     conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None)
@@ -245,6 +276,7 @@ def _open(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
         _switch_to_wal(conn, busy_timeout_s)
         # FULL: an acknowledged write survives power loss too, not only a crash.
         conn.execute("PRAGMA synchronous=FULL")
+        store_time.establish(conn)
     except BaseException:
         conn.close()
         raise
@@ -303,7 +335,7 @@ class SQLiteTaskStore(SQLTaskStore):
         path: str | Path,
         options: StoreOptions | None = None,
         *,
-        clock: Clock = system_clock,
+        clock: Clock | None = None,
         table_prefix: str = "",
         busy_timeout_s: float | None = None,
     ) -> None:

@@ -64,6 +64,12 @@ class Processes:
         self._stack = stack
         self._tg = tg
         self.started: list[Process] = []
+        #: Where the servers run: a command prefix (``ip netns exec NAME``) and the
+        #: address they bind (remote_host.py); this machine's loopback by default.
+        self.prefix: list[str] = []
+        self.host = "127.0.0.1"
+        #: An app served instead of another (``crash_app:anywhere`` for ``crash_app:mcp``).
+        self.apps: dict[str, str] = {}
 
     def env(self, **extra: str) -> dict[str, str]:
         return {
@@ -87,7 +93,7 @@ class Processes:
         with ExitStack() as files:  # the child keeps its own handle of the file
             out = subprocess.DEVNULL if stdout is None else files.enter_context(stdout.open("wb"))
             raw = await anyio.open_process(
-                list(command),
+                [*self.prefix, *command],
                 cwd=HERE,
                 env=self.env(**env),
                 stdin=subprocess.DEVNULL,
@@ -129,7 +135,11 @@ class Processes:
 
     async def serve(self, app: str = "crash_app:mcp", **env: str) -> Process:
         return await self.start(
-            [sys.executable, "-m", "mcp_tasks.cli", "serve", app, "--port", "0"], **env
+            [
+                *(sys.executable, "-m", "mcp_tasks.cli", "serve", self.apps.get(app, app)),
+                *("--port", "0", "--host", self.host),
+            ],
+            **env,
         )
 
     async def worker(

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 from commit_log import CommitLog, log
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 
 from mcp_tasks import TaskContext, Tasks, store_from_url
 
@@ -38,6 +39,14 @@ tasks = Tasks(
     recovery_interval_s=RECOVERY_S,
 )
 mcp: MCPServer[Any] = MCPServer("crash", extensions=[tasks.extension()], lifespan=tasks.lifespan)
+#: The same app as the server on another host serves it (test_remote_store.py): reached by
+#: its address, not as localhost, so without the SDK's localhost-only Host check, as an
+#: operator serving beyond loopback configures it.
+anywhere = tasks.http_app(
+    mcp,
+    streamable_http_path="/mcp",
+    transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+)
 
 
 @tasks.tool(mcp, mode="required", poll_interval_ms=100)
