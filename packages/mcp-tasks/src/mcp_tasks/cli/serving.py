@@ -185,18 +185,6 @@ async def _check_task_options(spec: str, app: Any) -> None:
         raise ServeError(f"{spec}: {error}") from error
 
 
-#: Why serve refuses an app whose server starts without running its tasks, and the fix.
-NOT_RUNNING_REFUSAL = (
-    "{spec} does not run its tasks: its server started without entering the Tasks runner, "
-    "so every task call would fail"
-)
-NOT_RUNNING_HINT = (
-    "pass lifespan=tasks.lifespan to the server (MCPServer(..., lifespan=tasks.lifespan) or "
-    "Server(..., lifespan=tasks.lifespan)), or enter `async with tasks.running():` in a "
-    "lifespan of your own"
-)
-
-
 class StartupCheck:
     """The ASGI app, whose start-up (the lifespan) fails if ``refusal()`` says why once the
     app's own start-up is done: the app's lifespan is shut down again first, so it exits
@@ -238,7 +226,13 @@ def _not_running(spec: str, tasks: list[Tasks]) -> ServeError | None:
     """A Tasks the app serves whose runner its server's start-up did not start."""
     if all(t.runner.running for t in tasks):
         return None
-    return ServeError(NOT_RUNNING_REFUSAL.format(spec=spec), hint=NOT_RUNNING_HINT)
+    return ServeError(
+        f"{spec} does not run its tasks: its server started without entering the Tasks "
+        "runner, so every task call would fail",
+        hint="pass lifespan=tasks.lifespan to the server (MCPServer(..., "
+        "lifespan=tasks.lifespan) or Server(..., lifespan=tasks.lifespan)), or enter "
+        "`async with tasks.running():` in a lifespan of your own",
+    )
 
 
 class _QuietStartupFailure(logging.Filter):
