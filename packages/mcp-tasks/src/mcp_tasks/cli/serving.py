@@ -305,7 +305,9 @@ def serve(args: argparse.Namespace) -> int:
             host, port = sock.getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host
             # Said once the app has started (StartupCheck): it is served from then on.
-            banner.append(f"mcp-tasks: serving on http://{shown}:{port}{MCP_PATH} (store: {stores})")
+            banner.append(
+                f"mcp-tasks: serving on http://{shown}:{port}{MCP_PATH} (store: {stores})"
+            )
             await server.serve(sockets=[sock])
 
     try:

@@ -71,6 +71,12 @@ def invalid_params(message: str) -> MCPError:
     return MCPError(code=INVALID_PARAMS, message=message)
 
 
+def invalid_answer(key: str, why: str) -> MCPError:
+    """-32602: an answer does not fit its input request (its action, or its content against
+    the request's ``requestedSchema``); ``why`` names the field."""
+    return MCPError(code=INVALID_PARAMS, message=f"Invalid answer to input request {key!r}: {why}")
+
+
 def task_not_found() -> MCPError:
     """-32602, the one answer for an unknown, foreign or expired task."""
     return MCPError(code=INVALID_PARAMS, message=NOT_FOUND_MESSAGE)
