@@ -205,3 +205,13 @@ def test_a_declined_answer_carries_no_content() -> None:
 def test_only_elicitations_are_held_to_a_schema() -> None:
     """A sampling or roots result has no requestedSchema to fit: not checked here."""
     assert answer_mismatch({"method": "roots/list"}, {"roots": []}) is None
+
+
+def test_a_form_that_names_no_field_takes_any_content() -> None:
+    """A bare confirmation (``properties: {}``) has no field to mistype: its content is
+    not refused for keys it does not name (JSON Schema lets them through too)."""
+    confirm = {
+        "method": "elicitation/create",
+        "params": {"message": "Go?", "requestedSchema": {"type": "object", "properties": {}}},
+    }
+    assert answer_mismatch(confirm, {"action": "accept", "content": {"confirm": True}}) is None

@@ -1,6 +1,6 @@
 """Whether an answer fits the input request it answers: an elicitation result must carry
 an ``action``, and an accepted form's ``content`` must match the request's
-``requestedSchema`` (a restricted, flat JSON Schema), with no field the form did not ask.
+``requestedSchema`` (a restricted, flat JSON Schema), with no field the form does not name.
 
 One check for every place an answer arrives (``tasks/update``, a synchronous call's
 ``inputResponses``, a preflight's answers) and for the CLI before it sends one, so a body
@@ -17,7 +17,6 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, UnknownType
 
 ELICIT_ACTIONS: Final = ("accept", "decline", "cancel")
-EMPTY_FORM: Final = {"type": "object", "properties": {}}
 #: At most this many of an answer's problems are named (the first is what to fix).
 _SHOWN: Final = 3
 
@@ -41,20 +40,25 @@ def answer_mismatch(request: Mapping[str, Any], answer: object) -> str | None:
     if params.get("mode", "form") != "form":
         return None  # a URL elicitation's accept is the user's consent: no content
     schema = params.get("requestedSchema")
-    return form_mismatch(schema if isinstance(schema, Mapping) else EMPTY_FORM, content)
+    if not isinstance(schema, Mapping):
+        return None  # a request that states no form: no field to hold the content to
+    return form_mismatch(schema, content)
 
 
 def form_mismatch(schema: Mapping[str, Any], content: object) -> str | None:
     """Why ``content`` does not fill the form ``schema`` asks (``None``: it does): a field
-    of the wrong type or out of range, a required field missing, a field it does not ask."""
+    of the wrong type or out of range, a required field missing, a field it does not name
+    (when it names any)."""
     if not isinstance(content, Mapping):
         return f"an accepted answer's content is an object of fields, not {_shown(content)}"
     fields = schema.get("properties")
     asked = list(fields) if isinstance(fields, Mapping) else []
+    # A key the form does not name is a mistyped field (JSON Schema would let it through);
+    # a form that names no field (a bare confirmation) has none to mistype.
     problems = [
-        f"unknown field {name!r} (the form asks for {', '.join(map(repr, asked)) or 'no field'})"
+        f"unknown field {name!r} (the form asks for {', '.join(map(repr, asked))})"
         for name in content
-        if name not in asked
+        if asked and name not in asked
     ]
     try:
         errors = sorted(

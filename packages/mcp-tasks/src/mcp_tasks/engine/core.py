@@ -709,7 +709,10 @@ class TaskEngine:
         form's content matches its ``requestedSchema`` (:func:`answer_mismatch`); else
         -32602 naming the key and the field, and nothing is recorded. Values under any
         other key are ignored unread, as the spec asks."""
-        record = await self.store.get(task_id, owner)
+        try:
+            record = await self.store.get(task_id, owner)
+        except TaskNotFound:
+            return  # the update itself says so (or that the store is unavailable)
         for key, value in responses.items():
             request = record.input_requests.get(key)
             if request is None:
