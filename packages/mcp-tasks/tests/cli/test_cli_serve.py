@@ -329,8 +329,17 @@ HINT = (
 
 def _serve_once(app: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mcp_tasks.cli", "serve", app, "--store", "memory://"]
-        + ["--port", "0"],
+        [
+            sys.executable,
+            "-m",
+            "mcp_tasks.cli",
+            "serve",
+            app,
+            "--store",
+            "memory://",
+            "--port",
+            "0",
+        ],
         cwd=cwd,
         capture_output=True,
         text=True,

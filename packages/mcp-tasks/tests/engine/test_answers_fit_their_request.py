@@ -100,15 +100,21 @@ async def serving() -> AsyncIterator[tuple[RawClient, list[Any]]]:
 async def waiting_task(raw: RawClient) -> str:
     """A task of `paint` waiting for its colour."""
     created = await raw.call("tools/call", {"name": "paint"}, capabilities=ELICIT)
-    task_id = created["result"]["taskId"]
-    with anyio.fail_after(10):
-        while (await get(raw, task_id))["status"] != "input_required":
-            await anyio.sleep(0.02)
-    return str(task_id)
+    task_id = str(created["result"]["taskId"])
+    await reaches(raw, task_id, "input_required")
+    return task_id
 
 
 async def get(raw: RawClient, task_id: str) -> dict[str, Any]:
     return (await raw.call("tasks/get", {"taskId": task_id}, capabilities=TASKS))["result"]
+
+
+async def reaches(raw: RawClient, task_id: str, status: str) -> None:
+    with anyio.fail_after(10):
+        while True:
+            if (await get(raw, task_id))["status"] == status:
+                return
+            await anyio.sleep(0.02)
 
 
 @pytest.mark.parametrize(("answer", "why"), WRONG_ANSWERS_IN_UPDATES)
@@ -139,9 +145,7 @@ async def test_tasks_update_refuses_an_answer_that_does_not_fit_and_records_noth
             capabilities=TASKS,
         )
         assert "error" not in accepted
-        with anyio.fail_after(10):
-            while (await get(raw, task_id))["status"] != "completed":
-                await anyio.sleep(0.02)
+        await reaches(raw, task_id, "completed")
     assert seen == [good]
 
 
