@@ -39,7 +39,16 @@ ANSWER_REFUSED = Transcript.of(PAGE.take("--answer confirm=true\n"))
 NEEDS_INPUT = Transcript.of(PAGE.take("$ mcp-tasks call http://127.0.0.1:8000/mcp deploy env=qa\n"))
 GAVE_UP = Transcript.of(PAGE.take("--reconnect-for 5\n"))
 DOCTOR = Transcript.of(PAGE.take("$ mcp-tasks doctor"))
-STATS = Transcript.of(PAGE.take("$ mcp-tasks stats"))
+STATS = Transcript.of(PAGE.take("$ mcp-tasks stats --store sqlite:///tasks.db"))
+NOT_MIGRATED = Transcript.of(PAGE.take("$ mcp-tasks stats --store sqlite:///fresh.db"))
+PAGE.explain(
+    "mcp-tasks serve: app:mcp does not run its tasks",
+    "an app of its own: packages/mcp-tasks/tests/cli/test_cli_serve.py checks these lines",
+)
+PAGE.explain(
+    "--answer colour does not fit the question",
+    "a tool of its own: packages/mcp-tasks/tests/cli/test_cli_answer_check.py runs it",
+)
 SERVE = PAGE.take("mcp-tasks serve --store memory://demo")
 WORKER = PAGE.take("mcp-tasks worker myapp:mcp")
 CONTRACT = PAGE.take("mcp-tasks contract memory://")
@@ -168,6 +177,15 @@ def test_stats_counts_a_store_of_every_kind_of_task(tmp_path: Path) -> None:
     code, output = run(STATS.command, tmp_path)
     assert code == 0, output
     problem = differences(STATS, output, replacements={str(tmp_path): "/srv"})
+    assert problem is None, problem
+
+
+def test_stats_on_a_file_never_migrated_says_so(tmp_path: Path) -> None:
+    """`stats` on a SQLite file without tables: nothing stored yet, and the command that
+    creates them; exit 6."""
+    code, output = run(NOT_MIGRATED.command, tmp_path)
+    assert code == 6, output
+    problem = differences(NOT_MIGRATED, output, replacements={str(tmp_path): "/srv"})
     assert problem is None, problem
 
 

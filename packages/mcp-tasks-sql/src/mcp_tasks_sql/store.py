@@ -15,6 +15,7 @@ from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import (
     DuplicateTaskId,
     OwnerTaskLimitReached,
+    StoreNotMigrated,
     StoreUnavailable,
     TaskLimitReached,
 )
@@ -183,10 +184,19 @@ class SQLTaskStore(ReadModifyWrite):
     async def stats(self) -> StoreStats:
         """Aggregates of the namespace's tasks for ``mcp-tasks stats``: one read statement
         (``Statements.stats``, counting by :class:`~mcp_tasks_sql.statements.Predicates`),
-        one snapshot, a scan of the task table. Writes nothing, so it does not migrate:
-        a namespace without its tables is ``StoreUnavailable``."""
+        one snapshot, a scan of the task table. Writes nothing, so it does not migrate.
+
+        Raises:
+            StoreNotMigrated: the namespace has no tables (a ``StoreUnavailable``).
+            StoreUnavailable: the database cannot be reached."""
         self._guard.check()
-        row = await self._fetch_one(self._sql.stats, self._with_now({}))
+        try:
+            row = await self._fetch_one(self._sql.stats, self._with_now({}))
+        except StoreUnavailable as error:
+            missing = await self._schema_missing()
+            if missing is not None:
+                raise StoreNotMigrated(missing) from error
+            raise
         assert row is not None  # an aggregate always yields its one row
         busiest = (row[f"busiest_{place}"] for place in range(1, BUSIEST_OWNERS + 1))
         return from_counts(
@@ -195,6 +205,18 @@ class SQLTaskStore(ReadModifyWrite):
             owners=row["owners"],
             busiest_owners=(n for n in busiest if n is not None),
             options=self.options,
+        )
+
+    async def _schema_missing(self) -> str | None:
+        """What the namespace's schema lacks (its doctor row's words), or ``None``: it is
+        whole, or the database cannot say. Asked only after a read failed, to tell
+        "never migrated" from "unreachable"."""
+        try:
+            rows = await self.dialect.diagnose()
+        except StoreUnavailable:
+            return None
+        return next(
+            (detail for name, level, detail in rows if name == "schema" and level == "fail"), None
         )
 
     async def _ensure_ready(self) -> None:

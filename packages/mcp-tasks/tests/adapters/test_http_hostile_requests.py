@@ -26,7 +26,7 @@ TASKS_CAPS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}
 NOT_FOUND = {"code": -32602, "message": "Failed to retrieve task: Task not found"}
 MISSING_CAPABILITY = {
     "code": -32021,
-    "message": "Missing required client capability",
+    "message": ("Missing required client capability: the io.modelcontextprotocol/tasks extension"),
     "data": {"requiredCapabilities": TASKS_CAPS},
 }
 

@@ -12,9 +12,12 @@ from mcp_tasks.cli import admin, main
 from mcp_tasks.cli._stores import DEFAULT_STORE_URL, resolve_store_url
 from mcp_tasks.stores import opening
 from mcp_tasks.stores.opening import drop_namespace, with_query
-from mcp_tasks_contract.servers import postgres_url
+from mcp_tasks_contract.servers import postgres_url, redis_url
 
-__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, or skip/fail in CI
+__all__ = [
+    "postgres_url",
+    "redis_url",
+]  # the session fixture: env URL, embedded server, or skip/fail in CI
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -106,6 +109,25 @@ def test_migrate_on_a_store_without_schema(capsys: pytest.CaptureFixture[str]) -
     """migrate says so when the store keeps no schema, and succeeds."""
     assert main(["migrate", "--store", "memory://"]) == 0
     assert "nothing to migrate" in capsys.readouterr().out
+
+
+def test_doctor_and_migrate_agree_on_redis_having_no_schema(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On Redis (which keeps no schema) doctor's migrate line says so, as migrate does;
+    it never describes a schema made by `mcp-tasks migrate`."""
+    url = with_query(redis_url, prefix=f"doctor-{uuid.uuid4().hex[:12]}")
+    assert main(["migrate", "--store", url]) == 0
+    assert "nothing to migrate (this store keeps no schema)" in capsys.readouterr().out
+    assert main(["doctor", "--store", url]) == 0
+    out = capsys.readouterr().out
+    migrate_line = next(line for line in out.splitlines() if line.startswith("  migrate "))
+    assert migrate_line.split() == [
+        "migrate", "no", "keeps", "no", "schema:", "`mcp-tasks", "migrate`", "has", "nothing",
+        "to", "do",
+    ]  # fmt: skip
+    assert "has a schema" not in out
+    anyio.run(drop_namespace, url)  # the probe task doctor wrote
 
 
 def test_unknown_scheme_fails_with_the_store_error(capsys: pytest.CaptureFixture[str]) -> None:

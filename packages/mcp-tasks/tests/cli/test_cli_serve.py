@@ -284,3 +284,172 @@ def test_serve_refuses_a_fastmcp_task_option_of_the_wrong_type(
         "mcp-tasks serve: bad_task_config:mcp: Tool 'echo': TaskConfig.poll_interval must "
         "be a datetime.timedelta (e.g. timedelta(seconds=0.5)), got float 0.5"
     ]
+
+
+# --- start-up: an app that would fail every task call; the log an operator reads ---
+
+NO_LIFESPAN_MCPSERVER = """
+from mcp.server.mcpserver import MCPServer
+from mcp_tasks import Tasks
+
+tasks = Tasks()
+mcp = MCPServer("no-lifespan", extensions=[tasks.extension()])
+
+
+@tasks.tool(mcp, mode="optional")
+async def echo(text: str) -> str:
+    return text
+"""
+
+NO_LIFESPAN_LOWLEVEL = """
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp_tasks import Tasks
+
+tasks = Tasks()
+
+
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text="hi")])
+
+
+server = Server("no-lifespan", on_call_tool=call_tool)
+tasks.install(server)
+tasks.register("echo", mode="optional")
+"""
+
+HINT = (
+    "pass lifespan=tasks.lifespan to the server (MCPServer(..., lifespan=tasks.lifespan) or "
+    "Server(..., lifespan=tasks.lifespan)), or enter `async with tasks.running():` in a "
+    "lifespan of your own"
+)
+
+
+def _serve_once(app: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcp_tasks.cli",
+            "serve",
+            app,
+            "--store",
+            "memory://",
+            "--port",
+            "0",
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_serve_refuses_an_mcpserver_built_without_the_tasks_lifespan(tmp_path: Path) -> None:
+    """An MCPServer whose lifespan does not run the Tasks runner is refused at start-up:
+    exit 2, one line saying so and one line of the fix; it is never announced as served."""
+    (tmp_path / "no_lifespan.py").write_text(NO_LIFESPAN_MCPSERVER)
+    run = _serve_once("no_lifespan:mcp", tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines()[-2:] == [
+        "mcp-tasks serve: no_lifespan:mcp does not run its tasks: its server started without "
+        "entering the Tasks runner, so every task call would fail",
+        HINT,
+    ]
+    assert "serving on" not in run.stderr
+    assert "startup failed" not in run.stderr  # uvicorn's own line: serve says why instead
+    assert "Traceback" not in run.stderr
+
+
+def test_serve_refuses_a_lowlevel_server_built_without_the_tasks_lifespan(
+    tmp_path: Path,
+) -> None:
+    """The same for a low-level Server that installs Tasks but not its lifespan."""
+    (tmp_path / "no_lifespan_lowlevel.py").write_text(NO_LIFESPAN_LOWLEVEL)
+    run = _serve_once("no_lifespan_lowlevel:server", tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines()[-1] == HINT
+    assert "serving on" not in run.stderr
+
+
+FASTMCP_OWN_EXTENSION = """
+from fastmcp import FastMCP
+from mcp_tasks import Tasks
+
+tasks = Tasks()
+mcp = FastMCP("fast")
+mcp.add_extension(tasks.fastmcp_extension())
+
+
+@mcp.tool(task=True)
+async def echo(text: str) -> str:
+    return text
+"""
+
+
+def _serve_and_call(*args: str, cwd: Path) -> tuple[str, str]:
+    """Serve, run `echo` once as a task, stop: the task's status and serve's stderr."""
+
+    async def call(url: str) -> str:
+        await wait_until_up(url, process)
+        async with tasks_client(url) as client:
+            handle = await start_tool(client, "echo", {"text": "hi"})
+            assert isinstance(handle, TaskHandle)
+            return (await handle.wait()).status
+
+    url, process = start_serving(*args, cwd=cwd)
+    try:
+        status = anyio.run(call, url)
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+    return status, stderr
+
+
+def test_serve_logs_a_fastmcp_apps_start_up_and_no_polls(tmp_path: Path) -> None:
+    """A FastMCP app with our extension (whose runner FastMCP's lifespan starts) is served;
+    serve's log names the store at INFO, as for an SDK app, and carries no access-log line
+    per request (every poll would be one)."""
+    (tmp_path / "fast_app.py").write_text(FASTMCP_OWN_EXTENSION)
+    status, stderr = _serve_and_call("fast_app:mcp", "--store", "memory://", cwd=tmp_path)
+    assert status == "completed"
+    assert "INFO:     mcp-tasks: tasks are stored in memory://" in stderr.splitlines()
+    assert "POST /mcp" not in stderr
+
+
+def test_serve_access_log_is_an_option(tmp_path: Path) -> None:
+    """`--access-log` logs every request, one line each."""
+    (tmp_path / "fast_app.py").write_text(FASTMCP_OWN_EXTENSION)
+    status, stderr = _serve_and_call(
+        "fast_app:mcp", "--store", "memory://", "--access-log", cwd=tmp_path
+    )
+    assert status == "completed"
+    assert '"POST /mcp HTTP/1.1" 200' in stderr
+
+
+def test_serve_log_level_warning_drops_the_info_lines(tmp_path: Path) -> None:
+    """`--log-level warning`: the INFO lines (the store at start-up, uvicorn's) are not
+    printed; the banner, which is no log line, still is."""
+    (tmp_path / "fast_app.py").write_text(FASTMCP_OWN_EXTENSION)
+    status, stderr = _serve_and_call(
+        "fast_app:mcp", "--store", "sqlite:///tasks.db", "--log-level", "warning", cwd=tmp_path
+    )
+    assert status == "completed"
+    assert "INFO" not in stderr
+    assert "mcp-tasks: serving on" in stderr
+
+
+def test_serve_log_lines_are_not_wrapped_when_stderr_is_a_file(tmp_path: Path) -> None:
+    """Written to a file, a log line is one line however long (Rich wrapped at 80 columns,
+    splitting the store's path)."""
+    deep = tmp_path / ("a-folder-with-a-long-name-" * 4)
+    deep.mkdir()
+    (deep / "fast_app.py").write_text(FASTMCP_OWN_EXTENSION)
+    status, stderr = _serve_and_call("fast_app:mcp", "--store", "sqlite:///tasks.db", cwd=deep)
+    assert status == "completed"
+    assert f"INFO:     mcp-tasks: tasks are stored in sqlite:///{deep.resolve()}/tasks.db" in (
+        stderr.splitlines()
+    )

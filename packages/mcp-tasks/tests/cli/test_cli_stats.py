@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from typing import TYPE_CHECKING
 
 import anyio
@@ -17,7 +18,9 @@ import pytest
 from mcp_tasks import MemoryTaskStore, StoreOptions
 from mcp_tasks.cli import _stores, main
 from mcp_tasks.domain.clock import system_clock
+from mcp_tasks.stores.opening import with_query
 from mcp_tasks.stores.protocol import STORE_OPERATIONS
+from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_contract.suite.stats import OPTIONS, Population, populate
 from mcp_tasks_sqlite import SQLiteTaskStore
 
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from mcp_tasks import Store
+
+__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, or skip/fail in CI
 
 CAPS = ["--max-rows", str(OPTIONS.max_rows), "--max-active-per-owner", "5"]
 
@@ -247,3 +252,31 @@ def test_stats_watch_on_a_terminal_redraws_in_place_and_stops_on_ctrl_c(
     assert (process.returncode, err) == (0, b"")
     assert shown.count(b"store: ") >= 3
     assert b"\x1b[" in shown  # rich moves the cursor back up to redraw
+
+
+def test_stats_on_a_sqlite_file_never_migrated_says_nothing_is_there_yet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reachable store whose namespace has no tables: not "cannot reach", but that
+    nothing is stored there yet and the command that creates the tables."""
+    url = f"sqlite:///{tmp_path}/fresh.db"
+    code = main(["stats", "--store", url])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 6
+    assert err == [
+        f"mcp-tasks stats: nothing is stored in {url} yet: its tables were never created",
+        f"run `mcp-tasks migrate --store {url}` (a server creates it too, on first use)",
+    ]
+
+
+def test_stats_on_a_postgres_schema_never_migrated_says_nothing_is_there_yet(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same on Postgres: a schema name nobody migrated."""
+    url = with_query(postgres_url, schema=f"never_{uuid.uuid4().hex[:12]}")
+    code = main(["stats", "--store", url])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 6
+    assert err[0].startswith("mcp-tasks stats: nothing is stored in postgresql://")
+    assert err[0].endswith("yet: its tables were never created")
+    assert err[1].startswith("run `mcp-tasks migrate --store postgresql://")

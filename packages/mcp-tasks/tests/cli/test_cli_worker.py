@@ -54,3 +54,47 @@ def test_sigterm_stops_the_worker_cleanly(tmp_path: Path) -> None:
             process.stderr.close()  # a failed assertion above leaves it open to warn at GC
     assert process.returncode == 0
     assert "SIGTERM: releasing tasks and stopping" in rest
+
+
+def _worker_start_up(tmp_path: Path, *options: str) -> str:
+    """A demo worker's stderr up to and with its banner, then it is stopped."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mcp_tasks.cli",
+            "worker",
+            "--store",
+            f"sqlite:///{tmp_path}/t.db",
+            *list(options),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    seen: list[str] = []
+    try:
+        assert process.stderr is not None
+        for line in iter(process.stderr.readline, ""):
+            seen.append(line)
+            if "mcp-tasks: worker" in line:
+                break
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
+    return "".join(seen)
+
+
+def test_the_worker_logs_at_its_log_level(tmp_path: Path) -> None:
+    """By default the worker's INFO lines say where tasks are stored, one line each;
+    `--log-level warning` leaves them out (the banner, no log line, stays)."""
+    default = _worker_start_up(tmp_path)
+    assert f"INFO:     mcp-tasks: tasks are stored in sqlite:///{tmp_path}/t.db\n" in default
+    quiet = _worker_start_up(tmp_path, "--log-level", "warning")
+    assert "INFO" not in quiet
+    assert "mcp-tasks: worker inproc-" in quiet

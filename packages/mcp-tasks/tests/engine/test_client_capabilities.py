@@ -162,18 +162,34 @@ async def test_the_task_keeps_the_creating_requests_capabilities(store: Store) -
 
 
 @pytest.mark.parametrize(
-    ("caps", "asks", "missing"),
+    ("caps", "asks", "missing", "named"),
     [
-        ({**EXT, "elicitation": {}}, {"k": URL_ELICIT}, {"elicitation": {"url": {}}}),
-        ({**EXT, "elicitation": {"url": {}}}, {"k": form()}, {"elicitation": {"form": {}}}),
-        ({**EXT, "sampling": {}}, {"k": SAMPLE_TOOLS}, {"sampling": {"tools": {}}}),
-        (EXT, {"k": ROOTS}, {"roots": {}}),
+        (
+            {**EXT, "elicitation": {}},
+            {"k": URL_ELICIT},
+            {"elicitation": {"url": {}}},
+            "elicitation (url)",
+        ),
+        (
+            {**EXT, "elicitation": {"url": {}}},
+            {"k": form()},
+            {"elicitation": {"form": {}}},
+            "elicitation (form)",
+        ),
+        (
+            {**EXT, "sampling": {}},
+            {"k": SAMPLE_TOOLS},
+            {"sampling": {"tools": {}}},
+            "sampling (tools)",
+        ),
+        (EXT, {"k": ROOTS}, {"roots": {}}, "roots"),
     ],
 )
 async def test_a_task_never_sends_what_its_client_did_not_declare(
-    store: Store, caps: dict[str, Any], asks: dict[str, Any], missing: dict[str, Any]
+    store: Store, caps: dict[str, Any], asks: dict[str, Any], missing: dict[str, Any], named: str
 ) -> None:
-    """The body's request fails the task -32021 naming the sub-capability; nothing is asked."""
+    """The body's request fails the task -32021 naming the sub-capability, in the message
+    too (a client shows the message, not the data); nothing is asked."""
     harness = Harness(store)
     async with harness.tasks.running():
         task_id = await harness.create(caps, asks)
@@ -181,7 +197,7 @@ async def test_a_task_never_sends_what_its_client_did_not_declare(
     assert record.status is TaskStatus.FAILED
     assert record.error == {
         "code": -32021,
-        "message": MESSAGE,
+        "message": f"{MESSAGE}: {named}",
         "data": {"requiredCapabilities": missing},
     }
     assert record.asked_inputs == {}
@@ -267,6 +283,6 @@ async def test_a_preflight_checks_sub_capabilities() -> None:
             )
     assert caught.value.error.model_dump(exclude_none=True) == {
         "code": -32021,
-        "message": MESSAGE,
+        "message": f"{MESSAGE}: elicitation (url)",
         "data": {"requiredCapabilities": {"elicitation": {"url": {}}}},
     }

@@ -23,7 +23,7 @@ TASKS = "io.modelcontextprotocol/tasks"
 EXT: dict[str, Any] = {"extensions": {TASKS: {}}}
 MISSING_TASKS = {
     "code": -32021,
-    "message": "Missing required client capability",
+    "message": ("Missing required client capability: the io.modelcontextprotocol/tasks extension"),
     "data": {"requiredCapabilities": EXT},
 }
 

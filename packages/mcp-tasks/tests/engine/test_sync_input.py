@@ -107,7 +107,7 @@ async def test_a_synchronous_call_without_the_capability_is_told_which() -> None
         reply = await raw.call("tools/call", {"name": "greet_now"}, capabilities=TASKS)
     assert reply["error"] == {
         "code": -32021,
-        "message": "Missing required client capability",
+        "message": "Missing required client capability: elicitation",
         "data": {"requiredCapabilities": {"elicitation": {}}},
     }
 

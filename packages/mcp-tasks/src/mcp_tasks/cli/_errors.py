@@ -89,6 +89,17 @@ def store_unreachable(store: Store, error: StoreUnavailable) -> CLIError:
     )
 
 
+def store_not_migrated(store: Store) -> CLIError:
+    """The store is reachable but its namespace was never migrated: nothing is there yet
+    (the store's own words on what is missing: `mcp-tasks doctor`)."""
+    url = describe_store(store)
+    return CLIError(
+        f"nothing is stored in {url} yet: its tables were never created",
+        hint=f"run `mcp-tasks migrate --store {url}` (a server creates it too, on first use)",
+        code=EXIT_UNREACHABLE,
+    )
+
+
 def _root_cause(error: BaseException) -> BaseException:
     seen: set[int] = set()
     while id(error) not in seen:

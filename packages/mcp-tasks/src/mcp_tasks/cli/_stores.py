@@ -8,8 +8,8 @@ import sys
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING
 
-from mcp_tasks.cli._errors import find, store_unreachable
-from mcp_tasks.domain.errors import StoreUnavailable, TaskNotFound
+from mcp_tasks.cli._errors import find, store_not_migrated, store_unreachable
+from mcp_tasks.domain.errors import StoreNotMigrated, StoreUnavailable, TaskNotFound
 from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.stores.opening import URL_ENV, store_from_url
@@ -59,6 +59,8 @@ async def using_store(url: str | None, options: StoreOptions | None = None) -> A
         yield store
     except BaseException as error:
         unavailable = find(error, StoreUnavailable)
+        if isinstance(unavailable, StoreNotMigrated):
+            raise store_not_migrated(store) from error
         if not isinstance(unavailable, StoreUnavailable):
             raise
         raise store_unreachable(store, unavailable) from error

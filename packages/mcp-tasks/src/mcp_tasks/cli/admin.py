@@ -23,11 +23,21 @@ if TYPE_CHECKING:
     from mcp_tasks.stores.diagnosis import DiagnosisRow
     from mcp_tasks.stores.protocol import Store
 
-# Capabilities a Store may add beyond the protocol, found by attribute name.
+# Capabilities a Store may add beyond the protocol, found by attribute name: what the
+# store is with it, and without it (a "no" line must not describe the "yes").
 OPTIONAL_CAPABILITIES = {
-    "migrate": "has a schema, created by `mcp-tasks migrate` (or on first use)",
-    "notifier": "wakes runners and listen streams of other processes on a change",
-    "diagnose": "adds its own checks to doctor (server, durability settings, schema, clock)",
+    "migrate": (
+        "has a schema, created by `mcp-tasks migrate` (or on first use)",
+        "keeps no schema: `mcp-tasks migrate` has nothing to do",
+    ),
+    "notifier": (
+        "wakes runners and listen streams of other processes on a change",
+        "a change wakes this process only; other processes find it when they poll",
+    ),
+    "diagnose": (
+        "adds its own checks to doctor (server, durability settings, schema, clock)",
+        "no checks of its own beyond the read, the write and the operations",
+    ),
 }
 
 #: How doctor prints each level (mcp_tasks.stores.diagnosis.LEVELS); a level it does not
@@ -205,12 +215,13 @@ def doctor(args: argparse.Namespace) -> int:
         for name, level, detail in rows:
             print(f"  {SHOWN_LEVELS.get(level, 'FAIL')} {name.ljust(width)}  {detail}")
         print("capabilities:")
-        for name, meaning in OPTIONAL_CAPABILITIES.items():
+        for name, (with_it, without_it) in OPTIONAL_CAPABILITIES.items():
             if name == "notifier":  # offered by the backend's mcp_tasks.notifiers entry
                 present = type(notifier_for(store)) is not LocalNotifier
             else:
                 present = getattr(store, name, None) is not None
-            print(f"  {name.ljust(width)}  {'yes' if present else 'no '}  {meaning}")
+            shown = f"yes  {with_it}" if present else f"no   {without_it}"
+            print(f"  {name.ljust(width)}  {shown}")
         print("changed:")
         wrote = any(name == "write" for name, _, _ in rows)
         if created:

@@ -24,6 +24,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks.cli._errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, CLIError, leaves, one_line
+from mcp_tasks.cli.answer_check import check_given_answer, field_problem
 from mcp_tasks.cli.client_args import (
     EXIT_CALL_ERROR,
     EXIT_CANCELLED,
@@ -232,6 +233,7 @@ class Answerer:
         self, key: str, request: dict[str, Any], handle: TaskHandle | None
     ) -> dict[str, Any] | None:
         if key in self.given:
+            check_given_answer(key, request, self.given[key])
             return self.given[key]
         params = request.get("params")
         if (
@@ -277,10 +279,15 @@ class Answerer:
                 if raw == "":
                     return {"action": "decline"}
                 try:
-                    content[field] = _coerce(raw, spec)
-                    break
+                    value = _coerce(raw, spec)
                 except ValueError:
                     self.console.line(f"  that is not a {kind}; again (empty: decline)")
+                    continue
+                problem = field_problem(field, spec, value)
+                if problem is None:
+                    content[field] = value
+                    break
+                self.console.line(f"  {problem}; again (empty: decline)")
         return {"action": "accept", "content": content}
 
     async def _read_line(self, prompt: str) -> str:

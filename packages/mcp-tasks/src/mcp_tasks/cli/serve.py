@@ -7,6 +7,11 @@ Only the command line is defined here: `serving` (the SDK) is imported when serv
 from __future__ import annotations
 
 import argparse
+from typing import Final
+
+#: The choices of `--log-level` (uvicorn's names), for serve and worker.
+LOG_LEVELS: Final = ("critical", "error", "warning", "info", "debug")
+DEFAULT_LOG_LEVEL: Final = "info"
 
 DESCRIPTION = """Serve APP (module:attr naming an MCPServer, a low-level Server, a FastMCP server,
 or the app `tasks.http_app(server)` returns) or, with no APP, the built-in demo tools (build,
@@ -58,6 +63,13 @@ def app_parser(
         help="store URL (default: $MCP_TASKS_STORE_URL or sqlite:///./mcp-tasks.db)",
     )
     parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=DEFAULT_LOG_LEVEL,
+        help=f"the least severe log lines printed (default {DEFAULT_LOG_LEVEL}: the store at "
+        "start-up, tasks resumed, store outages)",
+    )
+    parser.add_argument(
         "--store-gauges",
         type=float,
         metavar="SECONDS",
@@ -78,6 +90,11 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument(
         "--port", type=port_number, default=8000, help="port, 0 to 65535 (default 8000)"
+    )
+    parser.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log every HTTP request, one line each (default off: every poll is a request)",
     )
     parser.set_defaults(handler=run)
 

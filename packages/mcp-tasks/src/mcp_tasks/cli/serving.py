@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import signal
 import socket
 import sys
@@ -21,6 +22,7 @@ from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app, is_fastmcp, servable
 from mcp_tasks.cli._errors import EXIT_UNREACHABLE, CLIError, UsageError, one_line
 from mcp_tasks.cli._stores import check_reachable, resolve_store_url
 from mcp_tasks.cli.demo_tools import demo_server
+from mcp_tasks.cli.log_output import configure_logging, uvicorn_log_config
 from mcp_tasks.cli.otel import configure_from_environment
 from mcp_tasks.domain.errors import InvalidArgument
 from mcp_tasks.runtime.gauges import gauge_interval
@@ -30,8 +32,11 @@ from mcp_tasks.tasks import Tasks, collect_tasks
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Awaitable, Callable, MutableMapping
 
     from mcp_tasks.stores.protocol import Store
+
+    Message = MutableMapping[str, Any]
 
 
 class ServeError(UsageError):
@@ -180,6 +185,67 @@ async def _check_task_options(spec: str, app: Any) -> None:
         raise ServeError(f"{spec}: {error}") from error
 
 
+class StartupCheck:
+    """The ASGI app, whose start-up (the lifespan) fails if ``refusal()`` says why once the
+    app's own start-up is done: the app's lifespan is shut down again first, so it exits
+    cleanly, and nothing is served. ``refused`` keeps the reason for the caller."""
+
+    def __init__(self, app: Any, refusal: Callable[[], ServeError | None]) -> None:
+        self.app = app
+        self.refusal = refusal
+        self.refused: ServeError | None = None
+
+    async def __call__(
+        self,
+        scope: Message,
+        receive: Callable[[], Awaitable[Message]],
+        send: Callable[[Message], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def checked_receive() -> Message:
+            if self.refused is not None:  # the app waits to be stopped: stop it now
+                return {"type": "lifespan.shutdown"}
+            return await receive()
+
+        async def checked_send(message: Message) -> None:
+            if message["type"] == "lifespan.startup.complete":
+                self.refused = self.refusal()
+                if self.refused is not None:
+                    return
+            elif message["type"] == "lifespan.shutdown.complete" and self.refused is not None:
+                message = {"type": "lifespan.startup.failed", "message": ""}
+            await send(message)
+
+        await self.app(scope, checked_receive, checked_send)
+
+
+def _not_running(spec: str, tasks: list[Tasks]) -> ServeError | None:
+    """A Tasks the app serves whose runner its server's start-up did not start."""
+    if all(t.runner.running for t in tasks):
+        return None
+    return ServeError(
+        f"{spec} does not run its tasks: its server started without entering the Tasks "
+        "runner, so every task call would fail",
+        hint="pass lifespan=tasks.lifespan to the server (MCPServer(..., "
+        "lifespan=tasks.lifespan) or Server(..., lifespan=tasks.lifespan)), or enter "
+        "`async with tasks.running():` in a lifespan of your own",
+    )
+
+
+class _QuietStartupFailure(logging.Filter):
+    """Drops uvicorn's "Application startup failed" when serve says why itself."""
+
+    def __init__(self, check: StartupCheck) -> None:
+        super().__init__()
+        self.check = check
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.check.refused is None or "startup failed" not in record.getMessage()
+
+
 def export_store_gauges(prepared: Prepared, seconds: float | None) -> None:
     """``--store-gauges``: the app's Tasks export their store's gauges every ``seconds``."""
     if seconds is None:
@@ -194,6 +260,7 @@ def export_store_gauges(prepared: Prepared, seconds: float | None) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     """`mcp-tasks serve`: serve the app (or the demo tools) until stopped."""
+    configure_logging(args.log_level)  # before the app is imported: see log_output
     prepared = prepare_app(args.app, args.store)
     export_store_gauges(prepared, args.store_gauges)
     configure_from_environment()  # after the app's import: an app that set it up keeps its own
@@ -206,10 +273,27 @@ def serve(args: argparse.Namespace) -> int:
     # The fast path answers for the app's one Tasks (with several, it looks for the one
     # the server serves: TasksFastPath).
     engine = prepared.tasks[0].engine if len(prepared.tasks) == 1 else None
+    banner: list[str] = []
+
+    def started() -> ServeError | None:
+        # Only our Tasks can be checked: an app served by another tasks extension runs its own.
+        refusal = _not_running(args.app, prepared.tasks)
+        if refusal is None:
+            print(*banner, file=sys.stderr)
+        return refusal
+
+    app = StartupCheck(asgi_app(prepared.app, engine=engine), started)
     config = uvicorn.Config(
-        asgi_app(prepared.app, engine=engine), host=args.host, port=args.port, log_level="info"
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        log_config=uvicorn_log_config(),
+        # Off by default: every tasks/get poll would be a line.
+        access_log=args.access_log,
     )
     server = uvicorn.Server(config)
+    logging.getLogger("uvicorn.error").addFilter(_QuietStartupFailure(app))
 
     async def main() -> None:
         if prepared.tasks and is_fastmcp(prepared.app):
@@ -220,9 +304,9 @@ def serve(args: argparse.Namespace) -> int:
         with listen(args.host, args.port) as sock:
             host, port = sock.getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host
-            print(
-                f"mcp-tasks: serving on http://{shown}:{port}{MCP_PATH} (store: {stores})",
-                file=sys.stderr,
+            # Said once the app has started (StartupCheck): it is served from then on.
+            banner.append(
+                f"mcp-tasks: serving on http://{shown}:{port}{MCP_PATH} (store: {stores})"
             )
             await server.serve(sockets=[sock])
 
@@ -233,6 +317,8 @@ def serve(args: argparse.Namespace) -> int:
     except SystemExit:
         if server.started:
             raise
+    if app.refused is not None:
+        raise app.refused
     if not server.started:
         raise CLIError(
             f"could not serve on {args.host}:{args.port} (uvicorn says why above)",
@@ -243,6 +329,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def work(args: argparse.Namespace) -> int:
     """`mcp-tasks worker`: run the app's task bodies until SIGTERM or Ctrl-C."""
+    configure_logging(args.log_level)  # before the app is imported: see log_output
     prepared = prepare_app(args.app, args.store)
     if not prepared.tasks:
         raise UsageError(f"{args.app} serves tasks with an extension of its own, not mcp-tasks")

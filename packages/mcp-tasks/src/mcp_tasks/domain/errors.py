@@ -74,6 +74,11 @@ class StoreUnavailable(MCPTasksError):
     may still have applied whole (docs/store-contract.md, `StoreUnavailable`)."""
 
 
+class StoreNotMigrated(StoreUnavailable):
+    """The store's namespace has no schema yet: nothing was ever stored there; `mcp-tasks
+    migrate` (or a server's first use) creates it."""
+
+
 class InputKeyReused(MCPTasksError):
     """An input key was asked again with a different request."""
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
+from mcp_tasks.domain.answers import answer_mismatch
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import (
     InvalidInputRequests,
@@ -38,6 +39,7 @@ from mcp_tasks.engine.listen_slots import ListenSlots
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
 from mcp_tasks.runtime.context import (
+    AnswerRefused,
     InlineTaskContext,
     InputRequired,
     RetryRequested,
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
 
     from opentelemetry.trace import Span
 
+    from mcp_tasks.domain.jsonsafe import JSONObject
     from mcp_tasks.engine.request import RequestView
     from mcp_tasks.runtime.context import RunningTaskContext
     from mcp_tasks.runtime.notifier import Notifier
@@ -363,21 +366,46 @@ class TaskEngine:
         arguments: Mapping[str, Any],
         answers: Mapping[str, Any],
     ) -> dict[str, Any]:
+        if answers:
+            # What the preflight asks with nothing answered: the requests the answers must fit.
+            self._check_preflight_answers(
+                await self._preflight_requests(preflight, arguments, {}), answers
+            )
+        requests = await self._preflight_requests(preflight, arguments, answers)
+        if not requests:
+            return {}
+        try:
+            check_input_requests(requests, request.client_capabilities or {})
+        except MissingClientCapability as exc:
+            raise errors.to_jsonrpc_error(exc) from None
+        return dict(requests)
+
+    @staticmethod
+    async def _preflight_requests(
+        preflight: Preflight, arguments: Mapping[str, Any], answers: Mapping[str, Any]
+    ) -> dict[str, JSONObject]:
+        """The input requests the preflight still needs with ``answers`` (checked)."""
         needed = preflight(arguments, answers)
         if inspect.isawaitable(needed):
             needed = await needed
         if not needed:
             return {}
         try:
-            requests = validate_input_requests(needed)
+            return validate_input_requests(needed)
         except InvalidInputRequests as exc:
             logger.error("a tool's preflight returned unusable input requests: %s", exc)
             raise errors.internal_error("The tool asked for input in an unsupported way") from None
-        try:
-            check_input_requests(requests, request.client_capabilities or {})
-        except MissingClientCapability as exc:
-            raise errors.to_jsonrpc_error(exc) from None
-        return dict(requests)
+
+    @staticmethod
+    def _check_preflight_answers(
+        requests: Mapping[str, JSONObject], answers: Mapping[str, Any]
+    ) -> None:
+        """Each answer the call carries fits the preflight request of its key (-32602)."""
+        for key, request in requests.items():
+            if key in answers:
+                why = answer_mismatch(request, answers[key])
+                if why is not None:
+                    raise errors.invalid_answer(key, why)
 
     @staticmethod
     async def _inline(
@@ -397,7 +425,7 @@ class TaskEngine:
         token = context.bind()
         try:
             result = await call_next()
-        except InputRequired:
+        except (InputRequired, AnswerRefused):
             result = None
         except RetryRequested as retry:  # no retry without a task: the body's error it is
             raise MCPError(
@@ -409,6 +437,8 @@ class TaskEngine:
             raise errors.to_jsonrpc_error(error) from None
         finally:
             context.unbind(token)
+        if context.refused is not None:  # as pending: whatever the framework made of it
+            raise errors.invalid_answer(context.refused.key, context.refused.why)
         if context.pending:  # even if a tool framework turned the signal into an error result
             return {"resultType": "input_required", "inputRequests": dict(context.pending)}
         return result
@@ -675,14 +705,23 @@ class TaskEngine:
         self, task_id: str, owner: str | None, responses: Mapping[str, Any]
     ) -> None:
         """An answer to an outstanding request must be a result object (``ElicitResult``,
-        ``CreateMessageResult``, ``ListRootsResult``). Values under any other key are ignored
-        unread, as the spec asks; so the task is read only when some value is not an object."""
-        odd = [key for key, value in responses.items() if not isinstance(value, Mapping)]
-        if not odd:
-            return
-        record = await self.store.get(task_id, owner)
-        if any(key in record.input_requests for key in odd):
-            raise errors.invalid_params("Each answer in inputResponses must be a result object")
+        ``CreateMessageResult``, ``ListRootsResult``) that fits the request: an accepted
+        form's content matches its ``requestedSchema`` (:func:`answer_mismatch`); else
+        -32602 naming the key and the field, and nothing is recorded. Values under any
+        other key are ignored unread, as the spec asks."""
+        try:
+            record = await self.store.get(task_id, owner)
+        except TaskNotFound:
+            return  # the update itself says so (or that the store is unavailable)
+        for key, value in responses.items():
+            request = record.input_requests.get(key)
+            if request is None:
+                continue
+            if not isinstance(value, Mapping):
+                raise errors.invalid_params("Each answer in inputResponses must be a result object")
+            why = answer_mismatch(request, value)
+            if why is not None:
+                raise errors.invalid_answer(key, why)
 
     @staticmethod
     def _check_name_header(request: RequestView, task_id: object, *, required: bool) -> None:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from mcp.shared.exceptions import MCPError
@@ -41,9 +42,23 @@ def missing_capability(capabilities: dict[str, object] | None = None) -> MCPErro
     required = capabilities if capabilities is not None else {"extensions": {EXTENSION_ID: {}}}
     return MCPError(
         code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-        message="Missing required client capability",
+        # What is missing in the message too: most clients show the message, not the data.
+        message=f"Missing required client capability: {_named(required)}",
         data={"requiredCapabilities": required},
     )
+
+
+def _named(capabilities: Mapping[str, object]) -> str:
+    """Client capabilities as a reader names them: ``the io.modelcontextprotocol/tasks
+    extension``, ``elicitation (form)``, ``sampling``."""
+    names: list[str] = []
+    for name, value in capabilities.items():
+        inner = list(value) if isinstance(value, Mapping) else []
+        if name == "extensions" and inner:
+            names += [f"the {extension} extension" for extension in inner]
+        else:
+            names.append(f"{name} ({', '.join(map(str, inner))})" if inner else name)
+    return ", ".join(names)
 
 
 def header_mismatch(message: str) -> MCPError:
@@ -54,6 +69,12 @@ def header_mismatch(message: str) -> MCPError:
 def invalid_params(message: str) -> MCPError:
     """-32602 with a fixed message."""
     return MCPError(code=INVALID_PARAMS, message=message)
+
+
+def invalid_answer(key: str, why: str) -> MCPError:
+    """-32602: an answer does not fit its input request (its action, or its content against
+    the request's ``requestedSchema``); ``why`` names the field."""
+    return MCPError(code=INVALID_PARAMS, message=f"Invalid answer to input request {key!r}: {why}")
 
 
 def task_not_found() -> MCPError:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import anyio
 
+from mcp_tasks.domain.answers import answer_mismatch
 from mcp_tasks.domain.errors import (
     InputKeyReused,
     InputNotPossible,
@@ -164,6 +165,17 @@ class InputRequired(BaseException):
         self.requests = dict(requests)
 
 
+class AnswerRefused(BaseException):
+    """A synchronous call carries an answer that does not fit the request the body asked
+    (:func:`~mcp_tasks.domain.answers.answer_mismatch`): the engine answers -32602 naming
+    it, and the body never sees the answer. A ``BaseException``, as :class:`InputRequired`."""
+
+    def __init__(self, key: str, why: str) -> None:
+        super().__init__(f"Invalid answer to input request {key!r}: {why}")
+        self.key = key
+        self.why = why
+
+
 class TaskContext:
     """The handle a tool body gets. This base is what a call outside the engine's control
     gets (a tool without task options, a request of an older era): progress is a no-op and
@@ -292,6 +304,8 @@ class InlineTaskContext(TaskContext):
         self._asked: dict[str, str] = {}
         #: What the call still needs from the client, once the body asked for it.
         self.pending: dict[str, JSONObject] = {}
+        #: An answer the call carries that does not fit its request, once the body asked.
+        self.refused: AnswerRefused | None = None
 
     def __repr__(self) -> str:
         return "InlineTaskContext()"
@@ -309,6 +323,11 @@ class InlineTaskContext(TaskContext):
         if missing:
             self.pending.update(missing)
             raise InputRequired(self.pending)
+        for key, request in checked.items():
+            why = answer_mismatch(request, self._input_responses[key])
+            if why is not None:
+                self.refused = AnswerRefused(key, why)
+                raise self.refused
         return {k: self._input_responses[k] for k in checked}
 
 
