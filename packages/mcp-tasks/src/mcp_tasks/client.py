@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import aclosing, asynccontextmanager, suppress
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
+from contextlib import aclosing, contextmanager, suppress
 from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 import mcp_types as types
+from anyio.abc import TaskGroup
 from mcp.client.client import Client
 from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 from mcp.client.session import ClientRequestContext, ClientSession
@@ -250,10 +251,10 @@ class TaskNotifications:
             with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 inbox.send_nowait(state)
 
-    @asynccontextmanager
-    async def inbox(
+    @contextmanager
+    def inbox(
         self, task_id: str
-    ) -> AsyncIterator[tuple[MemoryObjectSendStream[_Pushed], MemoryObjectReceiveStream[_Pushed]]]:
+    ) -> Iterator[tuple[MemoryObjectSendStream[_Pushed], MemoryObjectReceiveStream[_Pushed]]]:
         """A queue of `task_id`'s notifications while open; its send side takes the end."""
         send, receive = anyio.create_memory_object_stream[_Pushed](math.inf)
         inboxes = self._inboxes.setdefault(task_id, set())
@@ -265,6 +266,13 @@ class TaskNotifications:
             inboxes.discard(send)
             if not inboxes:
                 del self._inboxes[task_id]
+
+
+def _session_task_group(session: ClientSession) -> TaskGroup | None:
+    """The entered session's own task group, where the SDK's `listen()` runs its streams
+    too (`None`: not entered, or an SDK without it: the watch polls)."""
+    group = getattr(session, "_task_group", None)
+    return group if isinstance(group, TaskGroup) else None
 
 
 def _updated_at(state: TaskState) -> datetime | None:
@@ -359,44 +367,41 @@ class TaskHandle:
         `notifications/tasks` on a `subscriptions/listen` stream naming the task (the
         handle came through a `TasksClientExtension` client); polled with `tasks/get`,
         honouring `pollIntervalMs`, when it does not, and after a stream that broke until
-        a new one is open. Leave it early with `contextlib.aclosing`, so the stream is
-        closed at once.
+        a new one is open. Leaving it early (`break`) is fine; `contextlib.aclosing`
+        closes its stream at once rather than when the generator is collected.
         """
         changes = _Changes()
         push = self.notifications is not None
         interval = self.created.poll_interval_ms if self.created else None
         while True:
-            if push and self.notifications is not None:
-                heard = done = False
+            spawn = _session_task_group(self.session)
+            if push and self.notifications is not None and spawn is not None:
+                heard = False
                 end: _StreamEnd | Literal["silent"] = "silent"
-                async with (
-                    self.notifications.inbox(self.task_id) as (send, receive),
-                    anyio.create_task_group() as stream,
-                ):
-                    stream.start_soon(self._listen, send.clone())
-                    while True:
-                        item: _Pushed | None = None
-                        limit = FIRST_PUSH_S if not heard else math.inf
-                        with anyio.move_on_after(END_GRACE_S if end != "silent" else limit):
-                            item = await receive.receive()
-                        if item is None:  # nothing came in time (or after the end)
-                            break
-                        if isinstance(item, str):  # the stream is over: drain what is due
-                            end = item
-                            continue
-                        heard = True
-                        if changes.new(item):
-                            try:
+                # The stream's request runs in the session's task group, not in one of
+                # ours: a generator left early (a `break`) then holds no task group, and
+                # closing it, in any task, only cancels this scope.
+                stream = anyio.CancelScope()
+                with self.notifications.inbox(self.task_id) as (send, receive):
+                    try:
+                        spawn.start_soon(self._listen, send.clone(), stream)
+                        while True:
+                            item: _Pushed | None = None
+                            limit = FIRST_PUSH_S if not heard else math.inf
+                            with anyio.move_on_after(END_GRACE_S if end != "silent" else limit):
+                                item = await receive.receive()
+                            if item is None:  # nothing came in time (or after the end)
+                                break
+                            if isinstance(item, str):  # the stream is over: drain what is due
+                                end = item
+                                continue
+                            heard = True
+                            if changes.new(item):
                                 yield item
-                            except GeneratorExit:  # closed early: close the stream, end
-                                done = True
-                        if item.is_terminal:
-                            done = True
-                        if done:
-                            break
-                    stream.cancel_scope.cancel()
-                if done:
-                    return
+                            if item.is_terminal:
+                                return
+                    finally:
+                        stream.cancel()
                 # Only a stream that worked and broke is worth opening again.
                 push = heard and end == "broken"
             state = await self.get()
@@ -409,16 +414,17 @@ class TaskHandle:
             delay = max(interval or DEFAULT_POLL_INTERVAL_MS, MIN_POLL_INTERVAL_MS)
             await _sleep(delay / 1000)
 
-    async def _listen(self, end: MemoryObjectSendStream[_Pushed]) -> None:
-        """Hold a `subscriptions/listen` stream naming this task; then say how it ended.
-        Never raises: a failure here is the watch's cue to poll."""
+    async def _listen(self, end: MemoryObjectSendStream[_Pushed], scope: anyio.CancelScope) -> None:
+        """Hold a `subscriptions/listen` stream naming this task, until `scope` is
+        cancelled; then say how it ended. Never raises: a failure is the watch's cue to
+        poll."""
         request = types.SubscriptionsListenRequest(
             params=types.SubscriptionsListenRequestParams(
                 notifications=types.SubscriptionFilter.model_validate({"taskIds": [self.task_id]})
             )
         )
         outcome: _StreamEnd = "ended"
-        with end:
+        with end, scope:
             try:
                 await self.session.send_request(
                     cast("Any", request),
@@ -429,7 +435,10 @@ class TaskHandle:
                 outcome = "broken" if error.code == types.CONNECTION_CLOSED else "refused"
             except Exception:  # a transport failure: the stream broke
                 outcome = "broken"
-            end.send_nowait(outcome)
+            # Gone: the watch ended meanwhile. (Nothing may raise here: this runs in the
+            # session's own task group.)
+            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                end.send_nowait(outcome)
 
     async def wait(
         self,

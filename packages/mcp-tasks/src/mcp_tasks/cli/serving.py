@@ -17,7 +17,13 @@ import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app, is_fastmcp, servable
+from mcp_tasks.adapters.asgi import (
+    MCP_PATH,
+    SHUTDOWN_GRACE_S,
+    asgi_app,
+    is_fastmcp,
+    servable,
+)
 from mcp_tasks.cli._errors import EXIT_UNREACHABLE, CLIError, UsageError, one_line
 from mcp_tasks.cli._stores import check_reachable, resolve_store_url
 from mcp_tasks.cli.demo_tools import demo_server
@@ -207,7 +213,11 @@ def serve(args: argparse.Namespace) -> int:
     # the server serves: TasksFastPath).
     engine = prepared.tasks[0].engine if len(prepared.tasks) == 1 else None
     config = uvicorn.Config(
-        asgi_app(prepared.app, engine=engine), host=args.host, port=args.port, log_level="info"
+        asgi_app(prepared.app, engine=engine),
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     server = uvicorn.Server(config)
 
