@@ -111,8 +111,18 @@ async def test_call_rides_out_a_store_blip_and_the_body_gets_the_answer_once(
             app = StoreAwayAtFirstAnswer(asgi_app(mcp), proxy, group)
             async with running_asgi(app) as url:
                 done = await anyio.run_process(
-                    [sys.executable, "-m", "mcp_tasks.cli", "call", url, "confirm"]
-                    + ["--answer", 'ok={"ok": true}', "--reconnect-for", "60"],
+                    [
+                        sys.executable,
+                        "-m",
+                        "mcp_tasks.cli",
+                        "call",
+                        url,
+                        "confirm",
+                        "--answer",
+                        'ok={"ok": true}',
+                        "--reconnect-for",
+                        "60",
+                    ],
                     check=False,
                 )
     err = done.stderr.decode()

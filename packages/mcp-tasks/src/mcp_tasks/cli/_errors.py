@@ -137,7 +137,7 @@ def _readable(text: str) -> str:
     if _UNKNOWN_HOST.search(text):
         return "unknown host"
     # pymongo: "HOST: ERROR (configured timeouts: …), Timeout: …, Topology Description: <…>"
-    text = re.sub(r" \(configured timeouts: [^)]*\)", "", text.split(", Timeout: ")[0])
+    text = re.sub(r" \(configured timeouts: [^)]*\)", "", text.split(", Timeout: ", maxsplit=1)[0])
     if _TIMED_OUT.search(text) and len(text) > MAX_CAUSE_CHARS:
         return "timed out"
     if len(text) > MAX_CAUSE_CHARS:
