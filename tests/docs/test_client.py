@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     import pytest
 
 PAGE = PageBlocks("docs/client.md")
-CLIENT = PAGE.take("async with tasks_client(")
+CLIENT = PAGE.take("result = (await started.get()).call_tool_result()")
+PUSHED = PAGE.take("handle = TaskHandle.attach(client, task_id)")
 PAGE_URL = '"http://127.0.0.1:8000/mcp"'
 
 
@@ -44,3 +45,29 @@ result = anyio.run(main)
     printed = capsys.readouterr().out.splitlines()
     assert printed[-1] == "completed Counting (3/3)", printed
     assert namespace["result"].content[0].text == "counted to 3"  # type: ignore[attr-defined]
+
+
+def test_the_push_block_follows_a_task_resumed_by_id(
+    hello: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The block runs against a live hello.py: the handle attached by id prints each state
+    the server pushes, to completed."""
+    assert PUSHED.text.count(PAGE_URL) == 1
+    body = textwrap.indent(PUSHED.text.replace(PAGE_URL, "url"), "        ")
+    glue = f"""
+import anyio
+
+from mcp_tasks.testing import running
+
+
+async def main():
+    async with running(hello.mcp) as url:
+{body}
+
+
+anyio.run(main)
+"""
+    run_program(program(glue), "client_page_push", hello=hello)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("working"), printed
+    assert printed[-1] == "completed Counting (3/3)", printed

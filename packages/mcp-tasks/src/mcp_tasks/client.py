@@ -12,7 +12,9 @@ async with tasks_client("http://127.0.0.1:8000/mcp") as client:
 ```
 
 `tasks_client` declares the extension on every request (the SDK stamps the client
-capabilities into each request's `_meta`). Plain `client.call_tool(...)` also works:
+capabilities into each request's `_meta`). `watch()` follows a task by the server's pushes
+(`notifications/tasks` on a `subscriptions/listen` stream) when the server sends them, and
+by polling `tasks/get` otherwise. Plain `client.call_tool(...)` also works:
 the `TasksClientExtension` claim turns a `CreateTaskResult` into a handle and waits for it,
 answering input requests through the client's own elicitation/sampling callbacks.
 """
@@ -20,19 +22,24 @@ answering input requests through the client's own elicitation/sampling callbacks
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import math
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
+from contextlib import aclosing, contextmanager, suppress
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 import mcp_types as types
+from anyio.abc import TaskGroup
 from mcp.client.client import Client
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict, TypeAdapter
 
 if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.client.session import ElicitationFnT
 
 __all__ = [
@@ -42,6 +49,7 @@ __all__ = [
     "TaskAck",
     "TaskFailed",
     "TaskHandle",
+    "TaskNotifications",
     "TaskState",
     "TaskWasCancelled",
     "TasksClientExtension",
@@ -58,6 +66,15 @@ MIN_POLL_INTERVAL_MS = 10
 
 # Indirection so a test can observe the waits between polls without slowing the server.
 _sleep = anyio.sleep
+
+#: A server that serves `taskIds` on `subscriptions/listen` sends the task's state right
+#: after its acknowledgment; nothing for this long means it does not: poll instead.
+FIRST_PUSH_S = 2.0
+#: After a listen stream's end, how long its last notifications may still be on their way
+#: (the SDK hands them over on a queue of their own, after the request's result).
+END_GRACE_S = 0.5
+#: The listen request's read timeout: the answer comes only when the stream ends.
+LISTEN_READ_TIMEOUT_S = 24 * 3600.0
 
 WireStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
@@ -206,21 +223,122 @@ def session_answerer(session: ClientSession) -> InputAnswerer:
     return answer
 
 
+_StreamEnd = Literal["ended", "refused", "broken"]
+"""How a listen stream ended: its graceful result, an error answer (the server serves no
+`taskIds` there), or a lost connection (or any other failure)."""
+
+_Pushed = TaskState | _StreamEnd
+
+
+class TaskNotifications:
+    """`notifications/tasks`, handed to the watches of their task (by task id).
+
+    One per `TasksClientExtension`, whose notification binding feeds it; a `TaskHandle`
+    made through that extension's client listens through it.
+    """
+
+    def __init__(self) -> None:
+        self._inboxes: dict[str, set[MemoryObjectSendStream[_Pushed]]] = {}
+
+    def binding(self) -> NotificationBinding[TaskState]:
+        return NotificationBinding(
+            method="notifications/tasks", params_type=TaskState, handler=self._deliver
+        )
+
+    async def _deliver(self, state: TaskState) -> None:
+        for inbox in list(self._inboxes.get(state.task_id, ())):
+            # Unbounded: the watch drains it. Closed: that watch has just ended.
+            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                inbox.send_nowait(state)
+
+    @contextmanager
+    def inbox(
+        self, task_id: str
+    ) -> Iterator[tuple[MemoryObjectSendStream[_Pushed], MemoryObjectReceiveStream[_Pushed]]]:
+        """A queue of `task_id`'s notifications while open; its send side takes the end."""
+        send, receive = anyio.create_memory_object_stream[_Pushed](math.inf)
+        inboxes = self._inboxes.setdefault(task_id, set())
+        inboxes.add(send)
+        try:
+            with send, receive:
+                yield send, receive
+        finally:
+            inboxes.discard(send)
+            if not inboxes:
+                del self._inboxes[task_id]
+
+
+def _session_task_group(session: ClientSession) -> TaskGroup | None:
+    """The entered session's own task group, where the SDK's `listen()` runs its streams
+    too (`None`: not entered, or an SDK without it: the watch polls)."""
+    group = getattr(session, "_task_group", None)
+    return group if isinstance(group, TaskGroup) else None
+
+
+def _updated_at(state: TaskState) -> datetime | None:
+    try:
+        return datetime.fromisoformat(state.last_updated_at)
+    except ValueError:
+        return None
+
+
+class _Changes:
+    """Which states a watch yields: the first, then each change of status, status message
+    or outstanding input keys; a pushed state older than one seen (notifications may be
+    handed over out of order) is no change."""
+
+    def __init__(self) -> None:
+        self._last: tuple[object, ...] | None = None
+        self._latest: datetime | None = None
+
+    def new(self, state: TaskState) -> bool:
+        at = _updated_at(state)
+        if at is not None and self._latest is not None:
+            try:
+                if at < self._latest:
+                    return False
+            except TypeError:  # one naive, one aware: no order to go by
+                pass
+        if at is not None:
+            self._latest = at
+        signature = (state.status, state.status_message, sorted(state.input_requests or {}))
+        if signature == self._last:
+            return False
+        self._last = signature
+        return True
+
+
 class TaskHandle:
     """A task on the server, driven by id: `get`, `update`, `cancel`, `watch`, `wait`."""
 
     def __init__(
-        self, session: ClientSession, task_id: str, created: CreateTaskResult | None = None
+        self,
+        session: ClientSession,
+        task_id: str,
+        created: CreateTaskResult | None = None,
+        *,
+        notifications: TaskNotifications | None = None,
     ):
         self.session = session
         self.task_id = task_id
         self.created = created
+        # Where this session's notifications/tasks arrive; None: watch() only polls.
+        self.notifications = notifications
 
     @classmethod
     def attach(cls, client: Client | ClientSession, task_id: str) -> TaskHandle:
-        """A handle for a task id obtained earlier (e.g. persisted across a restart)."""
-        session = client.session if isinstance(client, Client) else client
-        return cls(session, task_id)
+        """A handle for a task id obtained earlier (e.g. persisted across a restart).
+
+        Through a `Client` that carries a `TasksClientExtension`, `watch()` can follow the
+        task by push; through a bare `ClientSession` it polls.
+        """
+        if isinstance(client, ClientSession):
+            return cls(client, task_id)
+        extension = next(
+            (e for e in client.extensions or () if isinstance(e, TasksClientExtension)), None
+        )
+        notifications = extension.task_notifications if extension is not None else None
+        return cls(client.session, task_id, notifications=notifications)
 
     def __repr__(self) -> str:
         # The id is a bearer capability: show only enough to tell handles apart.
@@ -241,19 +359,53 @@ class TaskHandle:
         request = _CancelTaskRequest(params=_TaskIdParams(task_id=self.task_id))
         await self.session.send_request(request, TaskAck)
 
-    async def watch(self) -> AsyncIterator[TaskState]:
-        """Poll `tasks/get`, honouring `pollIntervalMs`; yield each change, end at terminal.
+    async def watch(self) -> AsyncGenerator[TaskState]:
+        """Yield each change of the task, ending at its terminal state.
 
         A change is a different status, status message or set of outstanding input keys;
-        the first state is always yielded.
+        the first state is always yielded. Pushed when the server sends
+        `notifications/tasks` on a `subscriptions/listen` stream naming the task (the
+        handle came through a `TasksClientExtension` client); polled with `tasks/get`,
+        honouring `pollIntervalMs`, when it does not, and after a stream that broke until
+        a new one is open. Leaving it early (`break`) is fine; `contextlib.aclosing`
+        closes its stream at once rather than when the generator is collected.
         """
-        last: tuple[object, ...] | None = None
+        changes = _Changes()
+        push = self.notifications is not None
         interval = self.created.poll_interval_ms if self.created else None
         while True:
+            spawn = _session_task_group(self.session)
+            if push and self.notifications is not None and spawn is not None:
+                heard = False
+                end: _StreamEnd | Literal["silent"] = "silent"
+                # The stream's request runs in the session's task group, not in one of
+                # ours: a generator left early (a `break`) then holds no task group, and
+                # closing it, in any task, only cancels this scope.
+                stream = anyio.CancelScope()
+                with self.notifications.inbox(self.task_id) as (send, receive):
+                    try:
+                        spawn.start_soon(self._listen, send.clone(), stream)
+                        while True:
+                            item: _Pushed | None = None
+                            limit = FIRST_PUSH_S if not heard else math.inf
+                            with anyio.move_on_after(END_GRACE_S if end != "silent" else limit):
+                                item = await receive.receive()
+                            if item is None:  # nothing came in time (or after the end)
+                                break
+                            if isinstance(item, str):  # the stream is over: drain what is due
+                                end = item
+                                continue
+                            heard = True
+                            if changes.new(item):
+                                yield item
+                            if item.is_terminal:
+                                return
+                    finally:
+                        stream.cancel()
+                # Only a stream that worked and broke is worth opening again.
+                push = heard and end == "broken"
             state = await self.get()
-            signature = (state.status, state.status_message, sorted(state.input_requests or {}))
-            if signature != last:
-                last = signature
+            if changes.new(state):
                 yield state
             if state.is_terminal:
                 return
@@ -261,6 +413,32 @@ class TaskHandle:
                 interval = state.poll_interval_ms
             delay = max(interval or DEFAULT_POLL_INTERVAL_MS, MIN_POLL_INTERVAL_MS)
             await _sleep(delay / 1000)
+
+    async def _listen(self, end: MemoryObjectSendStream[_Pushed], scope: anyio.CancelScope) -> None:
+        """Hold a `subscriptions/listen` stream naming this task, until `scope` is
+        cancelled; then say how it ended. Never raises: a failure is the watch's cue to
+        poll."""
+        request = types.SubscriptionsListenRequest(
+            params=types.SubscriptionsListenRequestParams(
+                notifications=types.SubscriptionFilter.model_validate({"taskIds": [self.task_id]})
+            )
+        )
+        outcome: _StreamEnd = "ended"
+        with end, scope:
+            try:
+                await self.session.send_request(
+                    cast("Any", request),
+                    types.SubscriptionsListenResult,
+                    request_read_timeout_seconds=LISTEN_READ_TIMEOUT_S,
+                )
+            except MCPError as error:
+                outcome = "broken" if error.code == types.CONNECTION_CLOSED else "refused"
+            except Exception:  # a transport failure: the stream broke
+                outcome = "broken"
+            # Gone: the watch ended meanwhile. (Nothing may raise here: this runs in the
+            # session's own task group.)
+            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                end.send_nowait(outcome)
 
     async def wait(
         self,
@@ -278,22 +456,23 @@ class TaskHandle:
         """
         answerer = answer or session_answerer(self.session)
         answered: set[str] = set()
-        async for state in self.watch():
-            if on_status is not None:
-                await _outcome(on_status(state))
-            if state.status == "input_required":
-                responses: dict[str, Any] = {}
-                for key, request in (state.input_requests or {}).items():
-                    if key in answered:
-                        continue
-                    response = await _outcome(answerer(key, request))
-                    if response is not None:
-                        responses[key] = dict(response)
-                if responses:
-                    await self.update(responses)
-                    answered.update(responses)
-            if state.is_terminal:
-                return state
+        async with aclosing(self.watch()) as states:
+            async for state in states:
+                if on_status is not None:
+                    await _outcome(on_status(state))
+                if state.status == "input_required":
+                    responses: dict[str, Any] = {}
+                    for key, request in (state.input_requests or {}).items():
+                        if key in answered:
+                            continue
+                        response = await _outcome(answerer(key, request))
+                        if response is not None:
+                            responses[key] = dict(response)
+                    if responses:
+                        await self.update(responses)
+                        answered.update(responses)
+                if state.is_terminal:
+                    return state
         raise AssertionError("watch() ends only at a terminal state")  # pragma: no cover
 
 
@@ -326,12 +505,18 @@ class TasksClientExtension(ClientExtension):
     ) -> None:
         self._answer = answer
         self._on_status = on_status
+        self.task_notifications = TaskNotifications()
 
     def claims(self) -> list[ResultClaim[Any]]:
         return [ResultClaim(result_type="task", model=CreateTaskResult, resolve=self._resolve)]
 
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [self.task_notifications.binding()]
+
     async def _resolve(self, created: CreateTaskResult, ctx: ClaimContext) -> types.CallToolResult:
-        handle = TaskHandle(ctx.session, created.task_id, created)
+        handle = TaskHandle(
+            ctx.session, created.task_id, created, notifications=self.task_notifications
+        )
         if _DETACH.get():
             raise _Detached(handle)
         state = await handle.wait(answer=self._answer, on_status=self._on_status)

@@ -22,7 +22,7 @@ import uvicorn
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 
-from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app
+from mcp_tasks.adapters.asgi import MCP_PATH, SHUTDOWN_GRACE_S, asgi_app
 from mcp_tasks.client import start_tool, tasks_client
 
 if TYPE_CHECKING:
@@ -83,7 +83,13 @@ async def running_asgi(app: Any, host: str = "127.0.0.1", port: int = 0) -> Asyn
     ``/mcp`` URL. Raises as :func:`running` does."""
     sock = free_socket(host, port)
     bound_port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", ws="none")
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        ws="none",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,  # as `mcp-tasks serve` stops
+    )
     server = uvicorn.Server(config)
     try:
         async with anyio.create_task_group() as tg:

@@ -112,11 +112,15 @@ async def test_a_url_without_mcp_that_answers_404_gets_a_hint(demo_url: str) -> 
     ]
 
 
-async def test_a_tool_error_exits_1(demo_url: str) -> None:
-    """A declined confirmation is the tool's own error (completed + isError): exit 1."""
-    code, out, _ = await call(demo_url, "deploy", "--answer", 'confirm={"action": "decline"}')
+async def test_a_tool_error_exits_1_and_says_the_tool_failed(demo_url: str) -> None:
+    """A declined confirmation is the tool's own error (completed + isError): the last
+    status says it failed as a tool error (not `completed`), the error text follows on
+    stdout, exit 1."""
+    code, out, err = await call(demo_url, "deploy", "--answer", 'confirm={"action": "decline"}')
     assert code == 1
-    assert "not confirmed" in out
+    assert out == "Error executing tool deploy: deploy to staging was not confirmed\n"
+    assert err.splitlines()[-1] == "task: failed as a tool error"
+    assert "task: completed" not in err
 
 
 async def test_input_nobody_answers_here_exits_5_and_leaves_the_task_waiting() -> None:

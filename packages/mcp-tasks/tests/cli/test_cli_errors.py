@@ -122,6 +122,31 @@ CASES: list[tuple[list[str], int, str]] = [
         USAGE,
         "mcp-tasks call: --answer must look like key=value, got 'notapair'",
     ),
+    # A server URL without http(s)://, or a negative bound: usage errors, not "cannot reach".
+    *(
+        (
+            [command, "localhost:9", *rest],
+            USAGE,
+            f"mcp-tasks {command}: argument url: 'localhost:9' is not a server URL "
+            "(http:// or https://, with a host); e.g. http://localhost:9/mcp\n",
+        )
+        for command, rest in (("call", ["build"]), ("get", ["x" * 43]), ("watch", ["x" * 43]))
+    ),
+    *(
+        (
+            [command, "http://127.0.0.1:9/mcp", second, "--reconnect-for", "-1"],
+            USAGE,
+            f"mcp-tasks {command}: argument --reconnect-for: '-1': give 0 or more seconds\n",
+        )
+        for command, second in (("call", "build"), ("watch", "x" * 43))
+    ),
+    # pymongo's few hundred characters of topology, said as what they mean.
+    (
+        ["migrate", "--store", "mongodb://127.0.0.1:9/none"],
+        UNREACHABLE,
+        "mcp-tasks migrate: cannot reach the store mongodb://127.0.0.1:9/none?prefix=mcp_tasks: "
+        "connection refused\n",
+    ),
     # Answers tasks/update cannot carry: refused before connecting (port 9 would be exit 6).
     *(
         (

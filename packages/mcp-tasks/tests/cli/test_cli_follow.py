@@ -47,8 +47,9 @@ def a_free_port() -> int:
 
 
 async def test_call_reconnects_when_the_server_restarts(tmp_path: Path) -> None:
-    """The server stops while `call` follows a task on a durable store: `call` says it is
-    reconnecting, keeps polling, and once a server is back on the store it follows the
+    """The server stops while `call` follows a task on a durable store (a task longer
+    than the server's shutdown grace, during which its listen stream stays open): `call`
+    says it is reconnecting, keeps trying, and once a server is back on the store it follows the
     same task to its end (exit 0, the result)."""
     store_url = f"sqlite:///{tmp_path / 'tasks.db'}"
     port = a_free_port()
@@ -58,7 +59,7 @@ async def test_call_reconnects_when_the_server_restarts(tmp_path: Path) -> None:
         with anyio.fail_after(120):
             async with running(demo_server(store_url, log_level="WARNING"), port=port) as url:
                 process = await stack.enter_async_context(
-                    await cli_process("call", url, "sleep", "seconds=1")
+                    await cli_process("call", url, "sleep", "seconds=6")
                 )
                 await read_until(process, seen, b"task: working")
             await read_until(process, seen, b"reconnecting for up to 60 s")
@@ -71,7 +72,7 @@ async def test_call_reconnects_when_the_server_restarts(tmp_path: Path) -> None:
                     seen += chunk
     err = seen.decode()
     assert code == 0, err
-    assert out == b"slept 1s\n"
+    assert out == b"slept 6s\n"
     assert f"mcp-tasks call: lost {url} (" in err
     assert "mcp-tasks call: reconnected\n" in err
     assert err.splitlines()[-1] == "task: completed"
@@ -104,6 +105,34 @@ async def test_call_gives_up_after_reconnect_for_and_prints_the_watch_line(
     assert lines[-2].startswith(f"mcp-tasks call: gave up reconnecting to {url} after 1 s (")
     assert lines[-2].endswith("); the task may still be running there")
     assert lines[-1] == f"follow it later: mcp-tasks watch {url} {task_id}"
+
+
+async def test_call_says_a_restarted_memory_server_lost_the_task() -> None:
+    """The server restarts on a memory store while `call` follows a task: once a server
+    answers again it does not know the task, and `call` says why that happens (not only
+    `Task not found`), exit 6."""
+    port = a_free_port()
+    seen = bytearray()
+    async with AsyncExitStack() as stack:
+        with anyio.fail_after(120):
+            server = demo_server(MemoryTaskStore(), log_level="WARNING")
+            async with running(server, port=port) as url:
+                process = await stack.enter_async_context(
+                    await cli_process("call", url, "sleep", "seconds=600")
+                )
+                await read_until(process, seen, b"task: working")
+            await read_until(process, seen, b"reconnecting for up to 60 s")
+            async with running(demo_server(MemoryTaskStore(), log_level="WARNING"), port=port):
+                code = await process.wait()
+                assert process.stderr is not None
+                async for chunk in process.stderr:
+                    seen += chunk
+    err = seen.decode()
+    assert code == 6, err
+    assert err.splitlines()[-1] == (
+        "mcp-tasks call: the server no longer knows this task "
+        "(a server on a memory store loses its tasks when it restarts)"
+    )
 
 
 async def on_a_terminal(

@@ -225,7 +225,8 @@ async def test_a_failed_task_raises_task_failed() -> None:
 async def test_watch_waits_the_poll_interval_the_server_asks_for(
     demo_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Between two polls, watch waits exactly the pollIntervalMs of the latest tasks/get."""
+    """Between two polls, watch waits exactly the pollIntervalMs of the latest tasks/get
+    (a handle made on the bare session: it polls, the server's pushes aside)."""
     polled: list[TaskState] = []
     waited: list[float] = []
     real_get, real_sleep = TaskHandle.get, client_module._sleep
@@ -243,9 +244,9 @@ async def test_watch_waits_the_poll_interval_the_server_asks_for(
     monkeypatch.setattr(client_module, "_sleep", sleep)
     async with tasks_client(demo_url) as client:
         # A 1 s task outlives the first poll by far more than one round trip, even when slow.
-        handle = await start_tool(client, "sleep", {"seconds": 1})
-        assert isinstance(handle, TaskHandle)
-        await handle.wait()
+        started = await start_tool(client, "sleep", {"seconds": 1})
+        assert isinstance(started, TaskHandle)
+        await TaskHandle(started.session, started.task_id, started.created).wait()
     assert waited, "the task outlives the first poll"
     assert len(waited) == len(polled) - 1, "no wait after the terminal state"
     for seconds, state in zip(waited, polled, strict=False):

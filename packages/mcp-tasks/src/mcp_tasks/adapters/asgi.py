@@ -16,6 +16,12 @@ if TYPE_CHECKING:
 
 MCP_PATH = "/mcp"
 
+#: How long a stopping HTTP server (uvicorn's `timeout_graceful_shutdown`) waits for open
+#: requests before it closes them. A `subscriptions/listen` stream stays open until its
+#: tasks end and nothing in ASGI tells it the server is stopping: without a bound, a
+#: SIGTERM would wait for the tasks clients listen to. Its clients poll, then reconnect.
+SHUTDOWN_GRACE_S = 3
+
 
 def is_fastmcp(app: object) -> bool:
     """True for a FastMCP server, without importing fastmcp when it is not in use."""

@@ -11,6 +11,7 @@ listen on), 7 the store does not offer what the command needs (`stats` on a stor
 from __future__ import annotations
 
 import errno
+import re
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -126,8 +127,33 @@ def _cause_text(error: StoreUnavailable, store: Store) -> str:
     else:
         text = str(root) or type(root).__name__
     password = urlsplit(getattr(store, "url", "") or "").password
-    text = " ".join(text.split())  # one line, whatever the driver wrote
+    text = _readable(" ".join(text.split()))  # one line, whatever the driver wrote
     return text.replace(password, "***") if password else text
+
+
+# What a driver's text says, in the words the hints answer (pymongo's server selection
+# error, for one, nests the socket error in a few hundred characters of topology).
+_REFUSED = re.compile(r"\[Errno 111\]|connection refused|connect call failed", re.IGNORECASE)
+_UNKNOWN_HOST = re.compile(
+    r"\[Errno -[23]\]|name or service not known|nodename nor servname", re.IGNORECASE
+)
+_TIMED_OUT = re.compile(r"timed out", re.IGNORECASE)
+MAX_CAUSE_CHARS = 200
+
+
+def _readable(text: str) -> str:
+    """A driver's error text, shortened to what a person needs."""
+    if _REFUSED.search(text):
+        return "connection refused"
+    if _UNKNOWN_HOST.search(text):
+        return "unknown host"
+    # pymongo: "HOST: ERROR (configured timeouts: …), Timeout: …, Topology Description: <…>"
+    text = re.sub(r" \(configured timeouts: [^)]*\)", "", text.split(", Timeout: ", maxsplit=1)[0])
+    if _TIMED_OUT.search(text) and len(text) > MAX_CAUSE_CHARS:
+        return "timed out"
+    if len(text) > MAX_CAUSE_CHARS:
+        return text[: MAX_CAUSE_CHARS - 1] + "…"
+    return text
 
 
 def _store_hint(store: Store, cause: str) -> str:

@@ -14,6 +14,7 @@ to the user running this command, never logged.
 from __future__ import annotations
 
 import argparse
+from urllib.parse import urlsplit
 
 from mcp_tasks.cli.client_args import (
     ANSWER_HELP,
@@ -24,19 +25,49 @@ from mcp_tasks.cli.client_args import (
 
 EPILOG = f"""exit codes: 0 completed, 1 completed with isError, 3 failed, 4 cancelled,
 5 input required and not answered here (the task waits; the watch line to answer it is
-printed), 6 the call failed (connection/protocol, or the server was gone for more than
---reconnect-for, default {RECONNECT_FOR_S:g} s), 2 usage, 130 interrupted (the task is
-cancelled first)"""
+printed), 6 the call failed (connection/protocol, or the server or its task store was
+gone for more than --reconnect-for, default {RECONNECT_FOR_S:g} s), 2 usage (a URL that
+is not http(s)://, a negative --reconnect-for), 130 interrupted (the task is cancelled
+first)"""
+
+
+def server_url(text: str) -> str:
+    """The `URL` argument: an http(s) URL with a host (checked before connecting, so a
+    mistyped one is a usage error, exit 2)."""
+    parts = urlsplit(text)
+    if parts.scheme in {"http", "https"} and parts.hostname:
+        return text
+    example = f"http://{text}" if "://" not in text else "http://127.0.0.1:8000/mcp"
+    if "://" not in text and "/" not in text:
+        example += "/mcp"
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not a server URL (http:// or https://, with a host); e.g. {example}"
+    )
+
+
+def seconds(text: str) -> float:
+    """A duration of zero or more seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):  # `not >=` also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds")
+    return value
+
+
+def add_url_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", type=server_url, help="server URL, e.g. http://127.0.0.1:8000/mcp")
 
 
 def add_reconnect_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reconnect-for",
-        type=float,
+        type=seconds,
         default=RECONNECT_FOR_S,
         metavar="SECONDS",
-        help="when the server goes away while following the task, keep trying this long "
-        f"(default {RECONNECT_FOR_S:g}; 0: give up at once)",
+        help="when the server goes away (or its task store does) while following the task, "
+        f"keep trying this long (default {RECONNECT_FOR_S:g}; 0: give up at once)",
     )
 
 
@@ -48,7 +79,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("url", help="server URL, e.g. http://127.0.0.1:8000/mcp")
+    add_url_argument(parser)
     parser.add_argument("tool", help="tool name")
     parser.add_argument(
         "arguments",

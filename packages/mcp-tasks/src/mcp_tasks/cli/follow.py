@@ -69,6 +69,15 @@ def _status_text(state: TaskState | CreateTaskResult) -> str:
     return state.status + (f" — {state.status_message}" if state.status_message else "")
 
 
+def _ending(state: TaskState | CreateTaskResult) -> str:
+    """A terminal state for a person: a completed task whose result is the tool's own
+    error (`isError`) failed, as far as its user is concerned."""
+    result = state.result if isinstance(state, TaskState) else None
+    if state.status == "completed" and result is not None and result.get("isError") is True:
+        return "failed as a tool error"
+    return state.status
+
+
 def _live_bar(stream: TextIO, since: float) -> Progress:
     """A rich progress display on `stream`: description, bar, done/total and percentage,
     time since `since`. Imported here, on a terminal only: the rest of the CLI needs no rich."""
@@ -107,11 +116,11 @@ class Console:
 
     def status(self, state: TaskState | CreateTaskResult) -> None:
         if not self.live:
-            text = state.status if state.is_terminal else _status_text(state)
+            text = _ending(state) if state.is_terminal else _status_text(state)
             self.line(f"task: {text}")
         elif state.is_terminal:
             self.pause()
-            self.line(f"task: {state.status} after {_duration(time.monotonic() - self.since)}")
+            self.line(f"task: {_ending(state)} after {_duration(time.monotonic() - self.since)}")
         else:
             self._show(state)
 
@@ -243,7 +252,11 @@ class Answerer:
             or params.get("mode", "form") != "form"
         ):
             raise InputUnanswerable(key, request)
-        return await self._prompt(key, params, handle)
+        typed = await self._prompt(key, params, handle)
+        if typed is not None and handle is not None:
+            # Kept: sent again, unasked, if the first send is lost (a blip, a restart).
+            self.given[key] = typed
+        return typed
 
     async def _prompt(
         self, key: str, params: dict[str, Any], handle: TaskHandle | None
@@ -354,6 +367,64 @@ def _reason(error: BaseException) -> str:
     return one_line(str(error)) or type(error).__name__
 
 
+#: The message an mcp-tasks server answers -32603 with while its task store is away.
+STORE_UNAVAILABLE = "Task store unavailable"
+
+FORGOTTEN = (
+    "the server no longer knows this task "
+    "(a server on a memory store loses its tasks when it restarts)"
+)
+
+
+def task_forgotten(error: BaseException) -> bool:
+    """Whether `error` says the task is not found: said of a task this command followed,
+    the server forgot it."""
+    return any(
+        isinstance(leaf, MCPError)
+        and leaf.code == types.INVALID_PARAMS
+        and leaf.message.endswith("Task not found")
+        for leaf in leaves(error)
+    )
+
+
+class Outage:
+    """Something `call` and `watch` wait out while they follow a task: the server gone
+    (a restart), or its task store unavailable (a blip)."""
+
+    def __init__(self, *, began: str, retrying: str, to: str, cause: str, back: str) -> None:
+        self.began, self.retrying, self.to, self.cause = began, retrying, to, cause
+        self.back = back
+        self.since = time.monotonic()
+
+    @classmethod
+    def of(cls, error: BaseException, url: str) -> Outage | None:
+        """The outage `error` is a sign of; `None` when it is none (it is then final)."""
+        lost = connection_lost(error)
+        if lost is not None:
+            return cls(
+                began=f"lost {one_line(url)} ({_reason(lost)})",
+                retrying="reconnecting",
+                to=f"to {one_line(url)}",
+                cause=_reason(lost),
+                back="reconnected",
+            )
+        for leaf in leaves(error):
+            if (
+                isinstance(leaf, MCPError)
+                and leaf.code == types.INTERNAL_ERROR
+                and leaf.message == STORE_UNAVAILABLE
+            ):
+                said = f"error {leaf.code}: {leaf.message}"
+                return cls(
+                    began=f"the server's task store is unavailable ({said})",
+                    retrying="retrying",
+                    to=f"{one_line(url)}",
+                    cause=f"its task store stayed unavailable: {said}",
+                    back="the server's task store is back",
+                )
+        return None
+
+
 def explain_remote(raw: BaseException, url: str, *, by_id: bool) -> CLIError | None:
     """The one-line form of a failure talking to the server; `None` for a bug."""
     for leaf in leaves(raw):
@@ -456,9 +527,10 @@ class Follower:
         self, interrupts: Interrupts, first: Callable[[Client], Awaitable[TaskHandle | int]]
     ) -> int:
         """`first` makes or finds the task (an int: no task, that exit code); then follow
-        it, reconnecting while the server is away for at most `--reconnect-for` seconds."""
+        it, retrying for at most `--reconnect-for` seconds while the server is away or
+        answers that its task store is."""
         connected = False
-        lost_at: float | None = None
+        away: Outage | None = None
         delay = FIRST_RETRY_S
         while True:
             try:
@@ -474,34 +546,39 @@ class Follower:
                         else:
                             assert self.task_id is not None
                             handle = TaskHandle.attach(client, self.task_id)
-                            await handle.get()  # the server is back
-                            self.console.line(f"mcp-tasks {self.command}: reconnected")
+                            await handle.get()  # the server (and its store) is back
+                            back = away.back if away is not None else "reconnected"
+                            self.console.line(f"mcp-tasks {self.command}: {back}")
                         self.handle = handle
-                        lost_at, delay = None, FIRST_RETRY_S
+                        away, delay = None, FIRST_RETRY_S
                         return await self.follow(handle)
                     interrupts.scope = None
                     await self._interrupted(interrupts)
                     return EXIT_INTERRUPTED
             except Exception as raw:
-                lost = connection_lost(raw)
-                if lost is None or not connected or self.task_id is None:
+                if not connected or self.task_id is None:
+                    raise
+                if task_forgotten(raw):
+                    raise CLIError(FORGOTTEN, code=EXIT_CALL_ERROR) from raw
+                outage = Outage.of(raw, self.url)
+                if outage is None:
                     raise
                 bound: float = self.args.reconnect_for
-                now = time.monotonic()
-                if lost_at is None:
-                    lost_at = now
+                if away is None:
+                    away = outage
                     self.console.line(
-                        f"mcp-tasks {self.command}: lost {one_line(self.url)} ({_reason(lost)}); "
-                        f"reconnecting for up to {bound:g} s"
+                        f"mcp-tasks {self.command}: {outage.began}; "
+                        f"{outage.retrying} for up to {bound:g} s"
                     )
-                if now - lost_at >= bound:
+                waited = time.monotonic() - away.since
+                if waited >= bound:
                     raise CLIError(
-                        f"gave up reconnecting to {one_line(self.url)} after {bound:g} s "
-                        f"({_reason(lost)}); the task may still be running there",
+                        f"gave up {outage.retrying} {outage.to} after {bound:g} s "
+                        f"({outage.cause}); the task may still be running there",
                         hint=f"follow it later: {self.later(self.task_id)}",
                         code=EXIT_CALL_ERROR,
                     ) from raw
-            await anyio.sleep(min(delay, max(bound - (time.monotonic() - lost_at), 0)))
+            await anyio.sleep(min(delay, max(bound - waited, 0)))
             delay = min(delay * 2, MAX_RETRY_S)
 
     async def _interrupted(self, interrupts: Interrupts) -> None:

@@ -18,7 +18,13 @@ import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app, is_fastmcp, servable
+from mcp_tasks.adapters.asgi import (
+    MCP_PATH,
+    SHUTDOWN_GRACE_S,
+    asgi_app,
+    is_fastmcp,
+    servable,
+)
 from mcp_tasks.cli._errors import EXIT_UNREACHABLE, CLIError, UsageError, one_line
 from mcp_tasks.cli._stores import check_reachable, resolve_store_url
 from mcp_tasks.cli.demo_tools import demo_server
@@ -291,6 +297,7 @@ def serve(args: argparse.Namespace) -> int:
         log_config=uvicorn_log_config(),
         # Off by default: every tasks/get poll would be a line.
         access_log=args.access_log,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     server = uvicorn.Server(config)
     logging.getLogger("uvicorn.error").addFilter(_QuietStartupFailure(app))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from mcp_tasks.cli.call import add_reconnect_option
+from mcp_tasks.cli.call import add_reconnect_option, add_url_argument
 from mcp_tasks.cli.client_args import ANSWER_HELP, parse_answers
 
 EPILOG = """exit codes: get 0; watch as call (0 completed, 1 isError, 3 failed, 4 cancelled,
@@ -35,7 +35,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
             epilog=EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        parser.add_argument("url", help="server URL, e.g. http://127.0.0.1:8000/mcp")
+        add_url_argument(parser)
         parser.add_argument("task_id", metavar="TASK_ID", help="the task's id")
         if name == "watch":
             parser.add_argument(
