@@ -23,6 +23,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 
 from mcp_tasks.adapters.asgi import MCP_PATH, asgi_app
+from mcp_tasks.adapters.listener import tcp_listener
 from mcp_tasks.client import start_tool, tasks_client
 
 if TYPE_CHECKING:
@@ -56,12 +57,9 @@ WITH_TASKS: dict[str, Any] = {"elicitation": {}, "extensions": {TASKS: {}}}
 
 
 def free_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A bound listening socket; port 0 lets the OS choose a free port."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
+    """A bound listening socket to serve on (as ``mcp-tasks serve`` binds it, so answers
+    are not held back by Nagle's algorithm); port 0 lets the OS choose a free port."""
+    return tcp_listener(host, port)
 
 
 def running(
