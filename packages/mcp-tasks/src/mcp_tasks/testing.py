@@ -13,7 +13,6 @@ What the project's own tests use, public for anyone testing a server or a Store 
 from __future__ import annotations
 
 import json
-import socket
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from mcp_tasks.adapters.listener import tcp_listener
 from mcp_tasks.client import start_tool, tasks_client
 
 if TYPE_CHECKING:
+    import socket
     from collections.abc import AsyncIterator, Mapping
     from contextlib import AbstractAsyncContextManager
 

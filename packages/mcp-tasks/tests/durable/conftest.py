@@ -245,8 +245,6 @@ async def every_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Asy
 
 
 @pytest.fixture
-async def every_store_processes(
-    every_store_url: str, tmp_path: Path
-) -> AsyncIterator[Processes]:
+async def every_store_processes(every_store_url: str, tmp_path: Path) -> AsyncIterator[Processes]:
     async with processes_of(every_store_url, tmp_path / "crash.log") as started:
         yield started

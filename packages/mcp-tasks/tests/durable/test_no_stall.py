@@ -22,7 +22,7 @@ import httpx2 as httpx
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import TaskContext, Tasks
+from mcp_tasks import Tasks
 from mcp_tasks.testing import RawClient, running
 
 if TYPE_CHECKING:
