@@ -149,13 +149,3 @@ async def pay(seconds: float, ctx: TaskContext) -> str:
     await ctx.progress(0, seconds, f"running in {os.getpid()}")
     await anyio.sleep(seconds)
     return f"paid by {os.getpid()}"
-
-
-@tasks.tool(mcp, mode="required", poll_interval_ms=100)
-async def ticking(ticks: int, gap_s: float, ctx: TaskContext) -> str:
-    """Report ``ticks`` progress steps ``gap_s`` apart, each with the wall time it was
-    reported as its message."""
-    for tick in range(1, ticks + 1):
-        await ctx.progress(tick, ticks, f"{time.time():.6f}")
-        await anyio.sleep(gap_s)
-    return "ticked"
