@@ -16,8 +16,9 @@ def tcp_listener(host: str, port: int, *, backlog: int = BACKLOG) -> socket.sock
     (``TCP_NODELAY``) on each accepted connection only when the listening socket says it is
     TCP, and ``socket.socket(family, SOCK_STREAM)`` or ``socket.create_server`` leave it 0.
     With Nagle on, an answer written in two parts (headers, then body) waits for the
-    client's delayed ACK: about 40 ms per request on a kept-alive connection. Set on the
-    listener too, for event loops (uvloop) that take accepted sockets as they come.
+    client's delayed ACK: about 40 ms per request on a kept-alive connection. (uvloop sets
+    it on every accepted connection itself.) Set on the listener too: Linux hands it down
+    to each connection it accepts, whatever the event loop does.
 
     Raises:
         OSError: the address cannot be resolved or bound.
