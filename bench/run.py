@@ -37,14 +37,14 @@ def settings(quick: bool) -> dict[str, Any]:
             "e2e_tasks": 60, "e2e_in_flight": 50, "e2e_tool_ms": 200, "e2e_poll_ms": 50,
             "store_ops": 300, "scale_small": 1_000, "scale_large": 5_000, "scale_ops": 300,
             "scale_seed_budget_s": 20,
-            "cap": 2_000, "memory_tasks": 10_000,
+            "cap": 2_000, "memory_tasks": 10_000, "idle_seconds": 2,
         }  # fmt: skip
     return {
         "wrk_seconds": 8, "wrk_rounds": 2, "wrk_connections": 50,
         "e2e_tasks": 200, "e2e_in_flight": 50, "e2e_tool_ms": 200, "e2e_poll_ms": 50,
         "store_ops": 3_000, "scale_small": 1_000, "scale_large": 100_000, "scale_ops": 500,
         "scale_seed_budget_s": 100,
-        "cap": 10_000, "memory_tasks": 100_000,
+        "cap": 10_000, "memory_tasks": 100_000, "idle_seconds": 10,
     }  # fmt: skip
 
 
@@ -314,6 +314,8 @@ def main() -> None:
                 rounds=config["wrk_rounds"],
                 profile_dir=None if args.no_profile else args.out,
             )
+            print("1b. idle CPU per server (nothing asked)", flush=True)
+            results["idle_cpu"] = served.idle_cpu(targets, pids, seconds=config["idle_seconds"])
             print("2. CPU per completed task, end to end", flush=True)
             results["cpu_per_task"] = served.cpu_per_task(
                 targets,

@@ -11,6 +11,8 @@
    (counted by the client, by method), and the create latency (p50, p99); the same tool as a
    plain ``tools/call`` on the SDK (the floor's call). Then, under ``wrk``, a task-creating
    ``tools/call`` on memory beside the SDK's plain ``tools/call`` of the same tool.
+
+Between them (1b), each server's CPU while idle, as a share of one core.
 """
 
 from __future__ import annotations
@@ -305,6 +307,29 @@ def poll_capacity(
                 name="tasks_get_memory",
                 what="tasks/get",
             )
+    return results
+
+
+#: Started is not yet idle: lazy imports, the first sweeps, connections of a pool.
+IDLE_SETTLE_S = 2.0
+
+
+def idle_cpu(
+    targets_: Sequence[Target], pids: dict[str, int], *, seconds: float
+) -> dict[str, dict[str, float]]:
+    """Section 1b: each server's own CPU while nobody asks it anything (after section 1, so
+    every one has started and served), as a percentage of one core over ``seconds``, all
+    measured at once. A database server is not counted: its CPU serves every client."""
+    time.sleep(IDLE_SETTLE_S)
+    usages = {t.name: Usage(pids[t.name]) for t in targets_}
+    for usage in usages.values():
+        usage.start()
+    time.sleep(seconds)
+    results = {}
+    for name, usage in usages.items():
+        percent = usage.stop().server_s / seconds * 100
+        print(f"  {name:<20}{percent:>8.2f} % of a core", flush=True)
+        results[name] = {"cpu_percent_of_core": round(percent, 2)}
     return results
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import secrets
-import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import TaskContext, Tasks, store_from_url
+from mcp_tasks.testing import free_socket
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -160,7 +160,7 @@ def main() -> None:
         app = mcp.streamable_http_app() if args.sdk_path else tasks.http_app(mcp)
     # Bound here, and said once bound (as `mcp-tasks serve` says it): whoever started this
     # process learns the port, and that it is this process that listens there.
-    sock = socket.create_server(("127.0.0.1", args.port))
+    sock = free_socket(port=args.port)
     port = sock.getsockname()[1]
     print(f"mcp-tasks: serving on http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning")

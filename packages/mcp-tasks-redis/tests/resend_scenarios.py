@@ -40,7 +40,8 @@ class DroppingProxy:
     the next request holding it through and drops the reply: it closes the client's side
     as the server's answer arrives (the server has run the command by then). Unarmed it
     only forwards; closed, it can be started again on the same port (a server that went
-    away and came back)."""
+    away and came back); ``silent``, it keeps every connection open and forwards nothing
+    (a network that went quiet)."""
 
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
@@ -48,6 +49,7 @@ class DroppingProxy:
         self.requests: list[bytes] = []
         self.dropped = 0
         self._armed: bytes | None = None
+        self.silent = False
         self._server: asyncio.Server | None = None
         self._writers: list[asyncio.StreamWriter] = []
 
@@ -82,6 +84,8 @@ class DroppingProxy:
                 if self._armed is not None and self._armed in data:
                     self._armed = None
                     doomed.set()
+                if self.silent:
+                    continue
                 up_writer.write(data)
                 await up_writer.drain()
             up_writer.close()
@@ -91,6 +95,8 @@ class DroppingProxy:
                 if doomed.is_set():  # the server has run it: the reply is lost
                     self.dropped += 1
                     break
+                if self.silent:
+                    continue
                 writer.write(data)
                 await writer.drain()
             writer.close()

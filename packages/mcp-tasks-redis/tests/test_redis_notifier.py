@@ -4,9 +4,11 @@ what another namespace publishes, it does not."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
+from resend_scenarios import DroppingProxy, through
 
 from mcp_tasks import RelayNotifier, new_task_id, notifier_for
 from mcp_tasks.runtime.notifier import WORK_SIGNAL, signal_key
@@ -17,6 +19,7 @@ from mcp_tasks_contract.notifiers import (
     check_task_control_reaches_handles,
 )
 from mcp_tasks_redis import RedisTaskStore
+from mcp_tasks_redis.notify import RedisRelay
 
 if TYPE_CHECKING:
     from conftest import OpenStore
@@ -72,3 +75,42 @@ async def test_a_namespace_hears_only_its_own_changes(
         await here.close_relay()
         await there.close_relay()
         await elsewhere.close()
+
+
+async def test_a_quiet_link_is_checked_and_a_silent_one_found_dead(
+    redis_url: str, namespace: str
+) -> None:
+    """The listening connection, quiet for many health checks, still hears a signal sent
+    after them; once the network goes silent (nothing answers, nothing is closed), the
+    relay fails within two health checks, so its notifier listens again on a new link."""
+    health_check_s = 0.1
+    parts = urlsplit(redis_url)
+    assert parts.hostname is not None
+    proxy = DroppingProxy(parts.hostname, parts.port or 6379)
+    await proxy.start()
+    relay = RedisRelay(through(redis_url, proxy), namespace, health_check_s=health_check_s)
+    sender = RedisRelay(redis_url, namespace)
+    heard: list[str | None] = []
+    listening = anyio.Event()
+
+    async def after_quiet_then_silence() -> None:
+        await listening.wait()
+        await anyio.sleep(10 * health_check_s)
+        await sender.send("after-quiet")
+        with anyio.fail_after(SIGNAL_BOUND_S):
+            while "after-quiet" not in heard:  # noqa: ASYNC110 (deliver is a plain callback)
+                await anyio.sleep(0.01)
+        proxy.silent = True
+
+    try:
+        dead = pytest.RaisesExc(ConnectionError, match="no answer to a PING")
+        with pytest.RaisesGroup(dead):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(after_quiet_then_silence)
+                with anyio.fail_after(SIGNAL_BOUND_S + 30 * health_check_s):
+                    await relay.receive(heard.append, listening.set)
+    finally:
+        await relay.aclose()
+        await sender.aclose()
+        await proxy.close()
+    assert heard == ["after-quiet"]

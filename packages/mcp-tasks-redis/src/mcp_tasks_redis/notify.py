@@ -25,10 +25,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Seconds between the listening connection's health checks (a PING on an idle link).
 #: The relay's bound when it is built without a store's (``StoreOptions.timeout_ms``).
 DEFAULT_TIMEOUT_S = StoreOptions().timeout_ms / 1000
-HEALTH_CHECK_S = 5
+#: Seconds of silence on the listening connection before a PING asks whether it is alive;
+#: a PING unanswered as long again means the link is dead.
+HEALTH_CHECK_S = 5.0
 
 
 def channel_of(prefix: str) -> str:
@@ -40,10 +41,16 @@ class RedisRelay:
     """Carries signal keys between processes sharing one Redis namespace."""
 
     def __init__(
-        self, connect_url: str, prefix: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
+        self,
+        connect_url: str,
+        prefix: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        health_check_s: float = HEALTH_CHECK_S,
     ) -> None:
         self._connect_url = connect_url
         self._timeout_s = timeout_s  # the store's bound, on connecting and on each send
+        self._health_check_s = health_check_s
         self.channel = channel_of(prefix)
         self._client: Redis | None = None
 
@@ -55,7 +62,10 @@ class RedisRelay:
             self._client = Redis.from_url(
                 driver_url(self._connect_url),
                 decode_responses=True,
-                health_check_interval=HEALTH_CHECK_S,
+                # RESP2: a subscribed connection answers PING with a `pong` message, which
+                # get_message returns. Under RESP3 (redis-py's default) the answer is a bare
+                # PONG that get_message drops, as if nothing had come.
+                protocol=2,
                 # the pub/sub reads wait with their own timeout, not the socket's
                 socket_timeout=self._timeout_s,
                 socket_connect_timeout=self._timeout_s,
@@ -68,17 +78,27 @@ class RedisRelay:
     async def receive(
         self, deliver: Callable[[str | None], None], ready: Callable[[], None]
     ) -> None:
-        pubsub: Any = self._redis().pubsub(ignore_subscribe_messages=True)
+        # Every reply comes back as a message (subscribe confirmations and pongs too), so
+        # get_message's None means only: nothing arrived for health_check_s.
+        pubsub: Any = self._redis().pubsub(ignore_subscribe_messages=False)
         try:
             await pubsub.subscribe(self.channel)
             await self._redis().ping()  # the sending connection, now, not on the first change
             ready()
+            pinged = False
             while True:
-                message = await pubsub.get_message(timeout=HEALTH_CHECK_S)
-                if message is not None and message.get("type") == "message":
+                message = await pubsub.get_message(timeout=self._health_check_s)
+                if message is None:
+                    if pinged:  # the notifier says so and listens again on a new link
+                        raise ConnectionError(
+                            f"no answer to a PING within {self._health_check_s:g} s"
+                        )
+                    await pubsub.ping()  # a closed link raises here
+                    pinged = True
+                    continue
+                pinged = False
+                if message.get("type") == "message":
                     deliver(str(message["data"]))
-                elif message is None:
-                    await pubsub.ping()  # a dead link raises here, and the notifier retries
         finally:
             with anyio.CancelScope(shield=True):  # runs when the notifier stops (cancelled)
                 await pubsub.aclose()

@@ -13,7 +13,6 @@ What the project's own tests use, public for anyone testing a server or a Store 
 from __future__ import annotations
 
 import json
-import socket
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +22,11 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 
 from mcp_tasks.adapters.asgi import MCP_PATH, SHUTDOWN_GRACE_S, asgi_app
+from mcp_tasks.adapters.listener import tcp_listener
 from mcp_tasks.client import start_tool, tasks_client
 
 if TYPE_CHECKING:
+    import socket
     from collections.abc import AsyncIterator, Mapping
     from contextlib import AbstractAsyncContextManager
 
@@ -56,12 +57,9 @@ WITH_TASKS: dict[str, Any] = {"elicitation": {}, "extensions": {TASKS: {}}}
 
 
 def free_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A bound listening socket; port 0 lets the OS choose a free port."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
+    """A bound listening socket to serve on (as ``mcp-tasks serve`` binds it, so answers
+    are not held back by Nagle's algorithm); port 0 lets the OS choose a free port."""
+    return tcp_listener(host, port)
 
 
 def running(

@@ -241,3 +241,20 @@ async def soak_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Asyn
 async def soak_processes(soak_store_url: str, tmp_path: Path) -> AsyncIterator[Processes]:
     async with processes_of(soak_store_url, tmp_path / "crash.log") as started:
         yield started
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres", "redis", "mongodb"])
+async def every_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """Every store a process can serve on: the process's own memory, then the durable ones
+    (as :func:`store_url` gives them)."""
+    if request.param == "memory":
+        yield "memory://"
+        return
+    async with durable_url(request, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+async def every_store_processes(every_store_url: str, tmp_path: Path) -> AsyncIterator[Processes]:
+    async with processes_of(every_store_url, tmp_path / "crash.log") as started:
+        yield started

@@ -1,5 +1,7 @@
 """The app the soak test serves (``mcp-tasks serve soak_app:mcp``): one instant tool whose
-tasks live ``SOAK_TTL_MS`` and are reaped every ``SOAK_REAP_S``, on ``SOAK_STORE_URL``.
+tasks live ``SOAK_TTL_MS`` and are reaped every ``SOAK_REAP_S``, on ``SOAK_STORE_URL``, and
+a plain tool, ``held``, that says what the process holds (served with ``tracemalloc`` on:
+``PYTHONTRACEMALLOC=1``).
 
 Results are kept no longer than the TTL (``result_retention_ms=0``), so a long run keeps
 only its last few seconds of tasks: what stays in the process is what leaks.
@@ -7,7 +9,9 @@ only its last few seconds of tasks: what stays in the process is what leaks.
 
 from __future__ import annotations
 
+import gc
 import os
+import tracemalloc
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -20,7 +24,8 @@ from mcp_tasks import StoreOptions, Tasks, store_from_url
 TTL_MS = int(os.environ.get("SOAK_TTL_MS", "8000"))
 REAP_S = float(os.environ.get("SOAK_REAP_S", "0.5"))
 
-store = store_from_url(os.environ["SOAK_STORE_URL"], StoreOptions(result_retention_ms=0))
+# Any: stats() is an optional Store method, which the soak's stores all have.
+store: Any = store_from_url(os.environ["SOAK_STORE_URL"], StoreOptions(result_retention_ms=0))
 # A task cannot expire while its lease holds, so the lease is no longer than the TTL.
 tasks = Tasks(
     store=store,
@@ -38,3 +43,14 @@ mcp: MCPServer[Any] = MCPServer(
 async def echo(token: str) -> str:
     """Answer the token at once."""
     return token
+
+
+@mcp.tool()
+async def held() -> dict[str, int]:
+    """The rows the store keeps (expired ones not reaped yet included), and the bytes of
+    Python memory in use after a full collection (``tracemalloc``'s traced memory: what
+    the process holds, whatever the C allocator keeps of what it freed)."""
+    rows = (await store.stats()).rows
+    gc.collect()
+    traced, _ = tracemalloc.get_traced_memory()
+    return {"rows": rows, "traced": traced}

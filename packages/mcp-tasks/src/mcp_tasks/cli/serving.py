@@ -25,6 +25,7 @@ from mcp_tasks.adapters.asgi import (
     is_fastmcp,
     servable,
 )
+from mcp_tasks.adapters.listener import tcp_listener
 from mcp_tasks.cli._errors import EXIT_UNREACHABLE, CLIError, UsageError, one_line
 from mcp_tasks.cli._stores import check_reachable, resolve_store_url
 from mcp_tasks.cli.demo_tools import demo_server
@@ -157,27 +158,20 @@ def listen(host: str, port: int) -> socket.socket:
         CLIError: the address cannot be bound (exit 6), naming the cause.
     """
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-    except OSError as error:
+        # Listening before the banner: whoever waits for the banner can connect at once
+        # (connections queue until uvicorn accepts them).
+        return tcp_listener(host, port)
+    except socket.gaierror as error:  # a host that does not resolve: no port to pick
         raise CLIError(
             f"cannot listen on {host}:{port}: {one_line(str(error))}", code=EXIT_UNREACHABLE
         ) from error
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        # Listening before the banner: whoever waits for the banner can connect at once
-        # (connections queue until uvicorn accepts them). 2048 is uvicorn's own backlog.
-        sock.listen(2048)
     except OSError as error:
-        sock.close()
         reason = (error.strerror or str(error)).lower()
         raise CLIError(
             f"cannot listen on {host}:{port}: {reason}",
             hint="pick another --port (0: any free port), or stop what uses this one",
             code=EXIT_UNREACHABLE,
         ) from error
-    return sock
 
 
 async def _check_task_options(spec: str, app: Any) -> None:
