@@ -44,16 +44,16 @@ async def serve(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Asy
 
 
 def start_serving(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
+    *args: str, cwd: Path, env: dict[str, str] | None = None, host: str = "127.0.0.1"
 ) -> tuple[str, subprocess.Popen[str]]:
-    """Start `mcp-tasks serve … --port P`; its /mcp URL and its process."""
+    """Start `mcp-tasks serve … --port P`; its /mcp URL (on ``host``) and its process."""
     with free_socket() as sock:  # ask the OS for a free port, then hand it to the server
         port = sock.getsockname()[1]
     command = [sys.executable, "-m", "mcp_tasks.cli", "serve", *args, "--port", str(port)]
     process = subprocess.Popen(
         command, cwd=cwd, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True
     )
-    return f"http://127.0.0.1:{port}/mcp", process
+    return f"http://{host}:{port}/mcp", process
 
 
 async def wait_until_up(url: str, process: subprocess.Popen[str]) -> None:
@@ -79,6 +79,28 @@ async def test_serve_without_app_serves_the_demo_tools(tmp_path: Path) -> None:
         state = await handle.wait()
     assert state.status == "completed"
     assert not any(tmp_path.iterdir()), "a memory store writes no file"  # noqa: ASYNC240
+
+
+@pytest.mark.parametrize("bound", ["127.0.0.2", "0.0.0.0"])
+async def test_serve_answers_the_address_it_is_bound_to_beyond_localhost(
+    tmp_path: Path, bound: str
+) -> None:
+    """serve --host with an address that is not localhost's name answers requests whose Host
+    header is that address (the SDK's localhost-only Host check is for loopback binds)."""
+    url, process = start_serving(
+        "official_sdk_server:mcp", "--store", "memory://", "--host", bound,
+        cwd=EXAMPLES, host="127.0.0.2",
+    )  # fmt: skip
+    try:
+        await wait_until_up(url, process)
+        async with tasks_client(url) as client:
+            handle = await start_tool(client, "build", {"ref": "reached by address"})
+            assert isinstance(handle, TaskHandle)
+            state = await handle.wait()
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+    assert state.status == "completed"
 
 
 async def test_serve_an_app_by_module_path(tmp_path: Path) -> None:

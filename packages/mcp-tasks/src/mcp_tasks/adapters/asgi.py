@@ -34,18 +34,27 @@ def servable(app: object) -> bool:
     return isinstance(app, TasksFastPath | Starlette | MCPServer | Server) or is_fastmcp(app)
 
 
-def asgi_app(app: object, *, engine: TaskEngine | None = None, fast_path: bool = True) -> Any:
+def asgi_app(
+    app: object,
+    *,
+    engine: TaskEngine | None = None,
+    fast_path: bool = True,
+    host: str = "127.0.0.1",
+) -> Any:
     """The Streamable HTTP ASGI app at ``/mcp`` for an MCPServer, low-level Server or FastMCP.
 
     An SDK server's app answers plain ``tasks/*`` requests of ``engine`` (``None``: the one
     serving the server, see :class:`~mcp_tasks.adapters.fast_path.TasksFastPath`) on the fast
     path; ``fast_path=False`` is the SDK's app alone, for the tests and tools that compare
-    the two. An ASGI app already built for a server (``tasks.http_app(server)``, a
+    the two. ``host`` is the address it is served on: the SDK checks the Host header of
+    every request against the loopback names only when it is a loopback one, so a server
+    bound to another address (``0.0.0.0``) answers the names it is reached by. An ASGI app
+    already built for a server (``tasks.http_app(server)``, a
     ``TasksFastPath`` or, with authentication, the SDK's Starlette app) is served as it is."""
     if isinstance(app, TasksFastPath | Starlette):
         return app
     if isinstance(app, MCPServer | Server):
-        sdk_app = app.streamable_http_app(streamable_http_path=MCP_PATH)
+        sdk_app = app.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
         return with_fast_path(sdk_app, engine) if fast_path else sdk_app
     if is_fastmcp(app):
         return app.http_app(path=MCP_PATH)  # type: ignore[attr-defined]

@@ -282,7 +282,7 @@ def serve(args: argparse.Namespace) -> int:
             print(*banner, file=sys.stderr)
         return refusal
 
-    app = StartupCheck(asgi_app(prepared.app, engine=engine), started)
+    app = StartupCheck(asgi_app(prepared.app, engine=engine, host=args.host), started)
     config = uvicorn.Config(
         app,
         host=args.host,
