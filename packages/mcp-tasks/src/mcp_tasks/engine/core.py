@@ -83,6 +83,8 @@ NOT_RUNNING_MESSAGE: Final = (
 )
 
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+#: A listen stream's reads of the tasks it watches, as a kind of work in the outage log.
+LISTEN_WORK: Final = "subscriptions/listen"
 #: The span of each ``tasks/*`` method, and its attributes (built once: this is the hot path).
 _SPANS: Final = {
     method: ("mcp_tasks." + method.removeprefix("tasks/"), {METHOD: method})
@@ -270,7 +272,7 @@ class TaskEngine:
         #: when it is back; each request meanwhile answers -32603.
         self.outages = {
             kind: Outage(logger, kind, describe_store(store))
-            for kind in ("creating tasks", *sorted(TASK_METHODS))
+            for kind in ("creating tasks", *sorted(TASK_METHODS), LISTEN_WORK)
         }
 
     @property

@@ -13,9 +13,9 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
 
-from mcp_tasks.domain.errors import TaskNotFound
+from mcp_tasks.domain.errors import StoreUnavailable, TaskNotFound
 from mcp_tasks.engine import errors
-from mcp_tasks.engine.core import could_be_task_id
+from mcp_tasks.engine.core import LISTEN_WORK, could_be_task_id
 from mcp_tasks.engine.wire import detailed_task
 from mcp_tasks.runtime.notifier import POLL_FALLBACK_S, signal_key
 
@@ -78,17 +78,35 @@ class TaskWatch:
         return list(self._records)
 
     async def _read(self, task_id: str) -> TaskRecord | None:
+        """The task's record; ``None`` when it is gone.
+
+        Raises:
+            StoreUnavailable: the store did not answer (said once in the outage log).
+        """
+        outage = self._engine.outages[LISTEN_WORK]
         try:
-            return await self._engine.store.get(task_id, self._owner)
+            record = await self._engine.store.get(task_id, self._owner)
         except TaskNotFound:
-            return None
+            record = None
+        except StoreUnavailable as exc:
+            outage.failed(exc)
+            raise
+        outage.recovered()
+        return record
 
     async def load(self, task_ids: list[str]) -> None:
-        """Keep the caller's own tasks among ``task_ids``."""
+        """Keep the caller's own tasks among ``task_ids``.
+
+        Raises:
+            MCPError: -32603 "Task store unavailable": the store did not answer.
+        """
         for task_id in task_ids:
             # Foreign, unknown and expired ids are dropped alike: no id is confirmed to a
             # caller that does not own it.
-            record = await self._read(task_id) if could_be_task_id(task_id) else None
+            try:
+                record = await self._read(task_id) if could_be_task_id(task_id) else None
+            except StoreUnavailable as exc:
+                raise errors.to_jsonrpc_error(exc) from None
             if record is not None:
                 self._records[task_id] = record
 
@@ -101,7 +119,9 @@ class TaskWatch:
 
     async def notifications(self) -> AsyncIterator[JSONObject]:
         """Each watched task's state now, then each change (status, ``statusMessage``,
-        input requests, result, error) as a ``DetailedTask``; ends when none is live."""
+        input requests, result, error) as a ``DetailedTask``; ends when none is live. A
+        store that does not answer ends nothing: the tasks are read again at the next
+        change or poll, and the latest state is sent once it is back."""
         live: dict[str, str] = {}
         for task_id, record in self._records.items():
             body = self._changed(task_id, record)
@@ -116,7 +136,10 @@ class TaskWatch:
                 list(live.items()) if keys is None else [(k, live[k]) for k in keys if k in live]
             )
             for key, task_id in targets:
-                current = await self._read(task_id)
+                try:
+                    current = await self._read(task_id)
+                except StoreUnavailable:
+                    continue  # read again at the next change or poll (POLL_FALLBACK_S)
                 if current is None:  # expired while watched
                     del live[key]
                     continue
