@@ -86,6 +86,9 @@ class _QuietFloorRetries(logging.Filter):
             record.msg, record.args = f"{record.getMessage()}{cause}", None
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             record.exc_info = record.exc_text = None
+            # The logger let it through as a WARNING: now a DEBUG record, it goes on only
+            # where DEBUG is wanted (handlers rarely filter by level themselves).
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         return True
 
 
