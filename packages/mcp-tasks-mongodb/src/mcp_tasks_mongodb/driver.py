@@ -16,8 +16,9 @@ that ends, a server that stops) takes effect when the call returns."""
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import anyio
@@ -28,14 +29,23 @@ from mcp_tasks.stores.kit import DriverErrors, within
 from mcp_tasks_mongodb.codec import epoch_ms
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Awaitable, Callable, Coroutine, Iterator
 
     from pymongo.asynchronous.database import AsyncDatabase
 
     from mcp_tasks.domain.models import StoreOptions
     from mcp_tasks_mongodb.codec import Document
 
-__all__ = ["DRIVER_ERRORS", "bounded", "driver_call", "driver_timeouts", "server_now"]
+__all__ = [
+    "DRIVER_ERRORS",
+    "bounded",
+    "detached",
+    "driver_call",
+    "driver_timeouts",
+    "server_now",
+]
+
+R = TypeVar("R")
 
 #: PyMongo's timeouts the store sets from its bound: ``timeoutMS`` bounds each operation
 #: whole (server selection, a pooled connection, the round trip, retries); the others each
@@ -57,13 +67,41 @@ def driver_call() -> Iterator[None]:
         yield
 
 
-@contextmanager
-def bounded(timeout_ms: int) -> Iterator[None]:
-    """One store operation of several driver calls within ``timeout_ms`` overall: PyMongo's
-    deadline for the calls together (``pymongo.timeout``), and :func:`within` for the
-    store's own waits between them (its in-process queues)."""
-    with within(timeout_ms), pymongo.timeout(timeout_ms / 1000):
-        yield
+async def bounded(timeout_ms: int, operation: Callable[[float], Awaitable[R]]) -> R:
+    """One store operation of several driver calls within ``timeout_ms`` overall, or what
+    is left of its request's bound (:func:`~mcp_tasks.stores.kit.within`); ``operation``
+    gets that deadline (``anyio.current_time()``).
+
+    Its driver calls go together under PyMongo's deadline (``pymongo.timeout``: server
+    selection, a pooled connection, connecting, each round trip), and its own waits between
+    them (in-process queues, pauses) under a cancel scope. PyMongo ends a call at its
+    deadline only at its next look at the clock (a wait for a server looks every 0.5 s), so
+    the operation runs in a task of its own (:func:`detached`): the caller stops waiting at
+    the deadline, and the operation ends a moment later, unwaited for."""
+    with within(timeout_ms) as left_s, pymongo.timeout(left_s):
+        deadline = anyio.current_time() + left_s
+
+        async def run() -> R:
+            with anyio.fail_after(left_s):
+                return await operation(deadline)
+
+        return await detached(run())
+
+
+async def detached(call: Coroutine[Any, Any, R]) -> R:
+    """``call``'s outcome, run in a task of its own that no cancellation reaches (a PyMongo
+    call must not be cancelled: see the module docstring). A caller cancelled meanwhile
+    stops waiting at once; ``call`` runs on to its own end (its driver deadline), its
+    outcome dropped."""
+    task = asyncio.ensure_future(call)  # the context goes with it: PyMongo's deadline too
+    task.add_done_callback(_drop_outcome)
+    return await asyncio.shield(task)
+
+
+def _drop_outcome(task: asyncio.Future[Any]) -> None:
+    """Mark a detached call's failure as seen: nobody may be waiting for it any more."""
+    if not task.cancelled():
+        task.exception()
 
 
 def driver_timeouts(url: str, options: StoreOptions) -> dict[str, Any]:

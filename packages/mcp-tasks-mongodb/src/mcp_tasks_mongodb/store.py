@@ -23,7 +23,6 @@ deletes it ``janitor_grace_ms`` later (until then its id stays taken, S-CREATE.4
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING, Self, TypeVar
 from urllib.parse import urlsplit
 
@@ -209,7 +208,8 @@ class MongoTaskStore(ReadModifyWrite):
     ) -> R:
         """Read the record and the server's now, let the rules compute the write, persist it
         only if the version is unchanged; on a lost race, read again."""
-        with bounded(self.options.timeout_ms):
+
+        async def modify(_deadline: float) -> R:
             while True:
                 record, version, now = await self._read(task_id)
                 result, write = compute(record, now)
@@ -219,12 +219,12 @@ class MongoTaskStore(ReadModifyWrite):
                 if await self._write(write, version):
                     return result
 
+        return await bounded(self.options.timeout_ms, modify)
+
     # --- create and the caps ---------------------------------------------------------------
 
     async def create(self, task: NewTask) -> TaskRecord:
-        deadline = time.monotonic() + self.options.timeout_ms / 1000
-        with bounded(self.options.timeout_ms):
-            return await self._create(task, deadline)
+        return await bounded(self.options.timeout_ms, lambda deadline: self._create(task, deadline))
 
     async def _create(self, task: NewTask, deadline: float) -> TaskRecord:
         tasks = await self._tasks()
@@ -244,10 +244,13 @@ class MongoTaskStore(ReadModifyWrite):
             reset = written = 0
             try:
                 # The id check and the owner's count go at once: one round trip's wait.
-                base, (exists, mine) = await asyncio.gather(
-                    create_lock.rows_bound(tasks, lock, cap),
-                    create_lock.owner_room(tasks, task, lock.now, per_owner),
-                )
+                # Shielded as one driver call: a cancelled gather would cancel its
+                # children's PyMongo calls (see mcp_tasks_mongodb.driver on why never).
+                with driver_call():
+                    base, (exists, mine) = await asyncio.gather(
+                        create_lock.rows_bound(tasks, lock, cap),
+                        create_lock.owner_room(tasks, task, lock.now, per_owner),
+                    )
                 reset = base - lock.stored
                 if exists:
                     raise DuplicateTaskId
@@ -278,8 +281,7 @@ class MongoTaskStore(ReadModifyWrite):
     # --- the other Store operations ---------------------------------------------------------
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
-        with bounded(self.options.timeout_ms):
-            record, _, now = await self._read(task_id)
+        record, _, now = await bounded(self.options.timeout_ms, lambda _: self._read(task_id))
         return rules.visible(record, owner, now)
 
     async def claim(
@@ -299,15 +301,17 @@ class MongoTaskStore(ReadModifyWrite):
             version=version,
             grace_ms=self.janitor_grace_ms,
         )
-        with bounded(self.options.timeout_ms):
+
+        async def take(_deadline: float) -> Document | None:
             if task_id is not None:
-                document = await claims.claim_by_id(tasks, task_id, claim, version)
-            else:
-                # Claimers of this process take turns: all of them would otherwise race for
-                # the same oldest task, and all but one would lose and retry on the server.
-                async with self._local_lock("claim"):
-                    now = await self._server_now()
-                    document = await claims.claim_next(tasks, claim, version, now)
+                return await claims.claim_by_id(tasks, task_id, claim, version)
+            # Claimers of this process take turns: all of them would otherwise race for
+            # the same oldest task, and all but one would lose and retry on the server.
+            async with self._local_lock("claim"):
+                now = await self._server_now()
+                return await claims.claim_next(tasks, claim, version, now)
+
+        document = await bounded(self.options.timeout_ms, take)
         if document is None:
             return None
         record = record_of(document)
@@ -356,18 +360,24 @@ class MongoTaskStore(ReadModifyWrite):
         if limit <= 0:
             return 0
         now = await self._server_now()
-        due: list[str] = []
-        with bounded(self.options.timeout_ms), driver_call():
-            for condition, index in self._reapable(now):
-                if len(due) < limit:
-                    found = tasks.find(condition, {"_id": 1}, limit=limit - len(due), hint=index)
-                    due += [document["_id"] async for document in found]
-            if not due:
-                return 0
-            # The filter again: a task renewed since it was found stays.
-            again = [condition for condition, _ in self._reapable(now)]
-            deleted = await tasks.delete_many({"_id": {"$in": due}, "$or": again}, hint="_id_")
-        return deleted.deleted_count
+
+        async def delete(_deadline: float) -> int:
+            due: list[str] = []
+            with driver_call():
+                for condition, index in self._reapable(now):
+                    if len(due) < limit:
+                        found = tasks.find(
+                            condition, {"_id": 1}, limit=limit - len(due), hint=index
+                        )
+                        due += [document["_id"] async for document in found]
+                if not due:
+                    return 0
+                # The filter again: a task renewed since it was found stays.
+                again = [condition for condition, _ in self._reapable(now)]
+                deleted = await tasks.delete_many({"_id": {"$in": due}, "$or": again}, hint="_id_")
+            return deleted.deleted_count
+
+        return await bounded(self.options.timeout_ms, delete)
 
     async def stats(self) -> StoreStats:
         """Aggregates of the namespace's tasks for ``mcp-tasks stats``: two aggregations
