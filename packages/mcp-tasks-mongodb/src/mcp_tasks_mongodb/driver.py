@@ -16,7 +16,6 @@ that ends, a server that stops) takes effect when the call returns."""
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
@@ -25,11 +24,11 @@ import anyio
 import pymongo
 from pymongo.errors import PyMongoError
 
-from mcp_tasks.stores.kit import DriverErrors, within
+from mcp_tasks.stores.kit import DriverErrors, detached, within
 from mcp_tasks_mongodb.codec import epoch_ms
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine, Iterator
+    from collections.abc import Awaitable, Callable, Iterator
 
     from pymongo.asynchronous.database import AsyncDatabase
 
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DRIVER_ERRORS",
     "bounded",
-    "detached",
     "driver_call",
     "driver_timeouts",
     "server_now",
@@ -86,22 +84,6 @@ async def bounded(timeout_ms: int, operation: Callable[[float], Awaitable[R]]) -
                 return await operation(deadline)
 
         return await detached(run())
-
-
-async def detached(call: Coroutine[Any, Any, R]) -> R:
-    """``call``'s outcome, run in a task of its own that no cancellation reaches (a PyMongo
-    call must not be cancelled: see the module docstring). A caller cancelled meanwhile
-    stops waiting at once; ``call`` runs on to its own end (its driver deadline), its
-    outcome dropped."""
-    task = asyncio.ensure_future(call)  # the context goes with it: PyMongo's deadline too
-    task.add_done_callback(_drop_outcome)
-    return await asyncio.shield(task)
-
-
-def _drop_outcome(task: asyncio.Future[Any]) -> None:
-    """Mark a detached call's failure as seen: nobody may be waiting for it any more."""
-    if not task.cancelled():
-        task.exception()
 
 
 def driver_timeouts(url: str, options: StoreOptions) -> dict[str, Any]:

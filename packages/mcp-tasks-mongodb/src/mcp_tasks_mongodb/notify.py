@@ -29,7 +29,7 @@ from pymongo.errors import CollectionInvalid, OperationFailure
 
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.runtime.notifier import RelayNotifier
-from mcp_tasks_mongodb.driver import detached
+from mcp_tasks.stores.kit import detached
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -55,11 +55,12 @@ driver deadline of its own (a timeout the driver takes per call) is set from wha
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 
@@ -68,7 +69,7 @@ from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.stores.opening import query_value, with_query
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Coroutine, Iterator
     from types import TracebackType
 
 __all__ = [
@@ -76,11 +77,14 @@ __all__ = [
     "TIMEOUT_PARAM",
     "CloseGuard",
     "DriverErrors",
+    "detached",
     "options_from_url",
     "request_bound",
     "rest_of_request",
     "within",
 ]
+
+R = TypeVar("R")
 
 #: The store URL query parameter that sets ``StoreOptions.timeout_ms``.
 TIMEOUT_PARAM: Final = "timeout_ms"
@@ -287,3 +291,23 @@ class _Bound:
 
     def _unavailable(self) -> StoreUnavailable:
         return StoreUnavailable(f"The store did not answer within {self._timeout_ms} ms")
+
+
+async def detached(call: Coroutine[Any, Any, R]) -> R:
+    """``call``'s outcome, run in a task of its own that no cancellation reaches: a caller
+    cancelled meanwhile (its bound, its request's end) stops waiting at once, and ``call``
+    runs on to its own end (a driver deadline of its own), its outcome dropped.
+
+    For a driver call that must not be cancelled (PyMongo's waits), or whose own shield
+    would leave a failure nobody reads (asyncpg's ``Pool.release``: a cancelled caller's
+    shield forgets the release, whose failure is then logged as never retrieved).
+    asyncio's, as the drivers that need it are."""
+    task = asyncio.ensure_future(call)  # the context goes with it (a driver's deadline)
+    task.add_done_callback(_drop_outcome)
+    return await asyncio.shield(task)
+
+
+def _drop_outcome(task: asyncio.Future[Any]) -> None:
+    """Mark a detached call's failure as seen: nobody may be waiting for it any more."""
+    if not task.cancelled():
+        task.exception()
