@@ -1,6 +1,6 @@
 """PyMongo as the store uses it: every driver call in :func:`driver_call` (its failures
-surface as :class:`~mcp_tasks.domain.errors.StoreUnavailable`, and a cancellation waits
-for it), the store's bound as PyMongo's own timeouts (:func:`driver_timeouts`,
+surface as :class:`~mcp_tasks.domain.errors.StoreUnavailable`, and a cancellation of its
+task waits for it), the store's bound as PyMongo's own timeouts (:func:`driver_timeouts`,
 :func:`bounded`), and the server's clock.
 
 Why a driver call is never cancelled: on Python 3.11 PyMongo waits for a server (and for
@@ -11,8 +11,11 @@ cancels that task, as an anyio cancel scope's does until the task leaves the sco
 releases a lock it no longer holds, and the client's next waits fail with
 ``RuntimeError("cannot wait on un-acquired lock")`` or hang. So the store never cancels
 PyMongo: the driver's own deadline (``timeoutMS``, PyMongo's client-side operation
-timeout) ends every call within the bound, and a cancellation from outside (a request
-that ends, a server that stops) takes effect when the call returns."""
+timeout) ends every call. PyMongo looks at that deadline only now and then (every 0.5 s
+while it waits for a server), so an operation runs in a task of its own
+(:func:`bounded`, :func:`~mcp_tasks.stores.kit.detached`): its caller stops waiting at
+the deadline (its request's, or a cancellation from outside), and the calls end a moment
+later, unwaited for."""
 
 from __future__ import annotations
 
