@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DRIVER_ERRORS",
     "bounded",
+    "detached_within",
     "driver_call",
     "driver_timeouts",
     "server_now",
@@ -68,22 +69,31 @@ def driver_call() -> Iterator[None]:
         yield
 
 
-async def bounded(timeout_ms: int, operation: Callable[[float], Awaitable[R]]) -> R:
+@contextmanager
+def bounded(timeout_ms: int) -> Iterator[float]:
     """One store operation of several driver calls within ``timeout_ms`` overall, or what
-    is left of its request's bound (:func:`~mcp_tasks.stores.kit.within`); ``operation``
-    gets that deadline (``anyio.current_time()``).
+    is left of its request's bound (:func:`~mcp_tasks.stores.kit.within`): PyMongo's
+    deadline for the calls together (``pymongo.timeout``: server selection, a pooled
+    connection, connecting, each round trip), and :func:`within` for the store's own waits
+    between them (its in-process queues). Yields that deadline (``anyio.current_time()``).
 
-    Its driver calls go together under PyMongo's deadline (``pymongo.timeout``: server
-    selection, a pooled connection, connecting, each round trip), and its own waits between
-    them (in-process queues, pauses) under a cancel scope. PyMongo ends a call at its
-    deadline only at its next look at the clock (a wait for a server looks every 0.5 s), so
-    the operation runs in a task of its own (:func:`detached`): the caller stops waiting at
-    the deadline, and the operation ends a moment later, unwaited for."""
+    PyMongo ends a call at its deadline only at its next look at the clock (a wait for a
+    server looks every 0.5 s), and a call is never cancelled: the operations a request
+    waits for run in :func:`detached_within` instead."""
     with within(timeout_ms) as left_s, pymongo.timeout(left_s):
+        yield anyio.current_time() + left_s
+
+
+async def detached_within(timeout_ms: int, operation: Callable[[float], Awaitable[R]]) -> R:
+    """``operation`` :func:`bounded` (it gets the deadline), in a task of its own
+    (:func:`~mcp_tasks.stores.kit.detached`): the caller stops waiting at the deadline,
+    and the operation ends a moment later by PyMongo's, unwaited for."""
+    with within(timeout_ms) as left_s:
         deadline = anyio.current_time() + left_s
 
         async def run() -> R:
-            with anyio.fail_after(left_s):
+            # A task of its own, no part of the request: its deadline comes as a number.
+            with anyio.fail_after(left_s), pymongo.timeout(left_s):
                 return await operation(deadline)
 
         return await detached(run())

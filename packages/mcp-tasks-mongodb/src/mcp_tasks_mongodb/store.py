@@ -45,7 +45,13 @@ from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks.stores.stats import from_counts
 from mcp_tasks_mongodb import claims, create_lock, doctor, pipelines
 from mcp_tasks_mongodb.codec import INDEXES, document_of, epoch_ms, new_version, record_of
-from mcp_tasks_mongodb.driver import bounded, driver_call, driver_timeouts, server_now
+from mcp_tasks_mongodb.driver import (
+    bounded,
+    detached_within,
+    driver_call,
+    driver_timeouts,
+    server_now,
+)
 from mcp_tasks_mongodb.urls import DEFAULT_DATABASE, DEFAULT_PREFIX, check_names, parse
 
 if TYPE_CHECKING:
@@ -219,12 +225,14 @@ class MongoTaskStore(ReadModifyWrite):
                 if await self._write(write, version):
                     return result
 
-        return await bounded(self.options.timeout_ms, modify)
+        return await detached_within(self.options.timeout_ms, modify)
 
     # --- create and the caps ---------------------------------------------------------------
 
     async def create(self, task: NewTask) -> TaskRecord:
-        return await bounded(self.options.timeout_ms, lambda deadline: self._create(task, deadline))
+        return await detached_within(
+            self.options.timeout_ms, lambda deadline: self._create(task, deadline)
+        )
 
     async def _create(self, task: NewTask, deadline: float) -> TaskRecord:
         tasks = await self._tasks()
@@ -281,7 +289,8 @@ class MongoTaskStore(ReadModifyWrite):
     # --- the other Store operations ---------------------------------------------------------
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
-        record, _, now = await bounded(self.options.timeout_ms, lambda _: self._read(task_id))
+        read = await detached_within(self.options.timeout_ms, lambda _: self._read(task_id))
+        record, _, now = read
         return rules.visible(record, owner, now)
 
     async def claim(
@@ -301,17 +310,15 @@ class MongoTaskStore(ReadModifyWrite):
             version=version,
             grace_ms=self.janitor_grace_ms,
         )
-
-        async def take(_deadline: float) -> Document | None:
+        with bounded(self.options.timeout_ms):
             if task_id is not None:
-                return await claims.claim_by_id(tasks, task_id, claim, version)
-            # Claimers of this process take turns: all of them would otherwise race for
-            # the same oldest task, and all but one would lose and retry on the server.
-            async with self._local_lock("claim"):
-                now = await self._server_now()
-                return await claims.claim_next(tasks, claim, version, now)
-
-        document = await bounded(self.options.timeout_ms, take)
+                document = await claims.claim_by_id(tasks, task_id, claim, version)
+            else:
+                # Claimers of this process take turns: all of them would otherwise race for
+                # the same oldest task, and all but one would lose and retry on the server.
+                async with self._local_lock("claim"):
+                    now = await self._server_now()
+                    document = await claims.claim_next(tasks, claim, version, now)
         if document is None:
             return None
         record = record_of(document)
@@ -360,24 +367,18 @@ class MongoTaskStore(ReadModifyWrite):
         if limit <= 0:
             return 0
         now = await self._server_now()
-
-        async def delete(_deadline: float) -> int:
-            due: list[str] = []
-            with driver_call():
-                for condition, index in self._reapable(now):
-                    if len(due) < limit:
-                        found = tasks.find(
-                            condition, {"_id": 1}, limit=limit - len(due), hint=index
-                        )
-                        due += [document["_id"] async for document in found]
-                if not due:
-                    return 0
-                # The filter again: a task renewed since it was found stays.
-                again = [condition for condition, _ in self._reapable(now)]
-                deleted = await tasks.delete_many({"_id": {"$in": due}, "$or": again}, hint="_id_")
-            return deleted.deleted_count
-
-        return await bounded(self.options.timeout_ms, delete)
+        due: list[str] = []
+        with bounded(self.options.timeout_ms), driver_call():
+            for condition, index in self._reapable(now):
+                if len(due) < limit:
+                    found = tasks.find(condition, {"_id": 1}, limit=limit - len(due), hint=index)
+                    due += [document["_id"] async for document in found]
+            if not due:
+                return 0
+            # The filter again: a task renewed since it was found stays.
+            again = [condition for condition, _ in self._reapable(now)]
+            deleted = await tasks.delete_many({"_id": {"$in": due}, "$or": again}, hint="_id_")
+        return deleted.deleted_count
 
     async def stats(self) -> StoreStats:
         """Aggregates of the namespace's tasks for ``mcp-tasks stats``: two aggregations
