@@ -42,11 +42,11 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import time
 import weakref
 from contextlib import suppress
 from typing import TYPE_CHECKING, NamedTuple
 
+import anyio
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
@@ -111,7 +111,7 @@ async def ensure_lock(meta: AsyncCollection[Document]) -> None:
 
 async def take(meta: AsyncCollection[Document], *, deadline: float) -> Lock:
     """Take the namespace's create lock, held until ``deadline`` (the caller's own, on
-    ``time.monotonic()``) and waited for until then; the bound comes with it, in the same
+    ``anyio.current_time()``) and waited for until then; the bound comes with it, in the same
     round trip. Past its deadline the caller does nothing more under the lock (its driver
     calls end there), so a create that died holding it (its process killed), was
     cancelled, or whose unlock failed in an outage blocks the others no longer than it
@@ -123,7 +123,7 @@ async def take(meta: AsyncCollection[Document], *, deadline: float) -> Lock:
     holder = new_token()
     free: Document = {"$or": [{"$eq": ["$holder", None]}, {"$lte": ["$until", "$now"]}]}
     pause = 0.004
-    while (left_s := deadline - time.monotonic()) > 0:
+    while (left_s := deadline - anyio.current_time()) > 0:
         steps: list[Document] = [
             {"$set": {"now": pipelines.NOW, "holder": {"$ifNull": ["$holder", None]}}},
             {"$set": {"until": {"$ifNull": ["$until", 0]}}},

@@ -1,6 +1,6 @@
 """PyMongo as the store uses it: every driver call in :func:`driver_call` (its failures
-surface as :class:`~mcp_tasks.domain.errors.StoreUnavailable`, and a cancellation waits
-for it), the store's bound as PyMongo's own timeouts (:func:`driver_timeouts`,
+surface as :class:`~mcp_tasks.domain.errors.StoreUnavailable`, and a cancellation of its
+task waits for it), the store's bound as PyMongo's own timeouts (:func:`driver_timeouts`,
 :func:`bounded`), and the server's clock.
 
 Why a driver call is never cancelled: on Python 3.11 PyMongo waits for a server (and for
@@ -11,31 +11,43 @@ cancels that task, as an anyio cancel scope's does until the task leaves the sco
 releases a lock it no longer holds, and the client's next waits fail with
 ``RuntimeError("cannot wait on un-acquired lock")`` or hang. So the store never cancels
 PyMongo: the driver's own deadline (``timeoutMS``, PyMongo's client-side operation
-timeout) ends every call within the bound, and a cancellation from outside (a request
-that ends, a server that stops) takes effect when the call returns."""
+timeout) ends every call. PyMongo looks at that deadline only now and then (every 0.5 s
+while it waits for a server), so an operation runs in a task of its own
+(:func:`bounded`, :func:`~mcp_tasks.stores.kit.detached`): its caller stops waiting at
+the deadline (its request's, or a cancellation from outside), and the calls end a moment
+later, unwaited for."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import pymongo
 from pymongo.errors import PyMongoError
 
-from mcp_tasks.stores.kit import DriverErrors, within
+from mcp_tasks.stores.kit import DriverErrors, detached, within
 from mcp_tasks_mongodb.codec import epoch_ms
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Awaitable, Callable, Iterator
 
     from pymongo.asynchronous.database import AsyncDatabase
 
     from mcp_tasks.domain.models import StoreOptions
     from mcp_tasks_mongodb.codec import Document
 
-__all__ = ["DRIVER_ERRORS", "bounded", "driver_call", "driver_timeouts", "server_now"]
+__all__ = [
+    "DRIVER_ERRORS",
+    "bounded",
+    "detached_within",
+    "driver_call",
+    "driver_timeouts",
+    "server_now",
+]
+
+R = TypeVar("R")
 
 #: PyMongo's timeouts the store sets from its bound: ``timeoutMS`` bounds each operation
 #: whole (server selection, a pooled connection, the round trip, retries); the others each
@@ -58,12 +70,33 @@ def driver_call() -> Iterator[None]:
 
 
 @contextmanager
-def bounded(timeout_ms: int) -> Iterator[None]:
-    """One store operation of several driver calls within ``timeout_ms`` overall: PyMongo's
-    deadline for the calls together (``pymongo.timeout``), and :func:`within` for the
-    store's own waits between them (its in-process queues)."""
-    with within(timeout_ms), pymongo.timeout(timeout_ms / 1000):
-        yield
+def bounded(timeout_ms: int) -> Iterator[float]:
+    """One store operation of several driver calls within ``timeout_ms`` overall, or what
+    is left of its request's bound (:func:`~mcp_tasks.stores.kit.within`): PyMongo's
+    deadline for the calls together (``pymongo.timeout``: server selection, a pooled
+    connection, connecting, each round trip), and :func:`within` for the store's own waits
+    between them (its in-process queues). Yields that deadline (``anyio.current_time()``).
+
+    PyMongo ends a call at its deadline only at its next look at the clock (a wait for a
+    server looks every 0.5 s), and a call is never cancelled: the operations a request
+    waits for run in :func:`detached_within` instead."""
+    with within(timeout_ms) as left_s, pymongo.timeout(left_s):
+        yield anyio.current_time() + left_s
+
+
+async def detached_within(timeout_ms: int, operation: Callable[[float], Awaitable[R]]) -> R:
+    """``operation`` :func:`bounded` (it gets the deadline), in a task of its own
+    (:func:`~mcp_tasks.stores.kit.detached`): the caller stops waiting at the deadline,
+    and the operation ends a moment later by PyMongo's, unwaited for."""
+    with within(timeout_ms) as left_s:
+        deadline = anyio.current_time() + left_s
+
+        async def run() -> R:
+            # A task of its own, no part of the request: its deadline comes as a number.
+            with anyio.fail_after(left_s), pymongo.timeout(left_s):
+                return await operation(deadline)
+
+        return await detached(run())
 
 
 def driver_timeouts(url: str, options: StoreOptions) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from pymongo.errors import CollectionInvalid, OperationFailure
 
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.runtime.notifier import RelayNotifier
+from mcp_tasks.stores.kit import detached
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -120,10 +121,14 @@ class MongoRelay:
         return db[self.collection]
 
     async def send(self, key: str) -> None:
-        # Within the store's bound by PyMongo's own deadline, never cancelled (a request's
-        # end would cancel it): see mcp_tasks_mongodb.driver on why.
-        with anyio.CancelScope(shield=True), pymongo.timeout(self._timeout_ms / 1000):
-            await (await self._signals()).insert_one({"key": key})
+        # Within the store's bound by PyMongo's own deadline, never cancelled (see
+        # mcp_tasks_mongodb.driver on why): a caller cancelled meanwhile (its request's
+        # bound, its end) stops waiting, and the insert goes on to its deadline.
+        with pymongo.timeout(self._timeout_ms / 1000):
+            await detached(self._insert(key))
+
+    async def _insert(self, key: str) -> None:
+        await (await self._signals()).insert_one({"key": key})
 
     async def receive(
         self, deliver: Callable[[str | None], None], ready: Callable[[], None]

@@ -23,7 +23,6 @@ deletes it ``janitor_grace_ms`` later (until then its id stays taken, S-CREATE.4
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING, Self, TypeVar
 from urllib.parse import urlsplit
 
@@ -47,7 +46,13 @@ from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks.stores.stats import from_counts
 from mcp_tasks_mongodb import claims, create_lock, doctor, pipelines
 from mcp_tasks_mongodb.codec import INDEXES, document_of, epoch_ms, new_version, record_of
-from mcp_tasks_mongodb.driver import bounded, driver_call, driver_timeouts, server_now
+from mcp_tasks_mongodb.driver import (
+    bounded,
+    detached_within,
+    driver_call,
+    driver_timeouts,
+    server_now,
+)
 from mcp_tasks_mongodb.urls import DEFAULT_DATABASE, DEFAULT_PREFIX, check_names, parse
 
 if TYPE_CHECKING:
@@ -214,7 +219,8 @@ class MongoTaskStore(ReadModifyWrite):
     ) -> R:
         """Read the record and the server's now, let the rules compute the write, persist it
         only if the version is unchanged; on a lost race, read again."""
-        with bounded(self.options.timeout_ms):
+
+        async def modify(_deadline: float) -> R:
             while True:
                 record, version, now = await self._read(task_id)
                 result, write = compute(record, now)
@@ -224,12 +230,14 @@ class MongoTaskStore(ReadModifyWrite):
                 if await self._write(write, version):
                     return result
 
+        return await detached_within(self.options.timeout_ms, modify)
+
     # --- create and the caps ---------------------------------------------------------------
 
     async def create(self, task: NewTask) -> TaskRecord:
-        deadline = time.monotonic() + self.options.timeout_ms / 1000
-        with bounded(self.options.timeout_ms):
-            return await self._create(task, deadline)
+        return await detached_within(
+            self.options.timeout_ms, lambda deadline: self._create(task, deadline)
+        )
 
     async def _create(self, task: NewTask, deadline: float) -> TaskRecord:
         tasks = await self._tasks()
@@ -249,10 +257,13 @@ class MongoTaskStore(ReadModifyWrite):
             reset = written = 0
             try:
                 # The id check and the owner's count go at once: one round trip's wait.
-                base, (exists, mine) = await asyncio.gather(
-                    create_lock.rows_bound(tasks, lock, cap),
-                    create_lock.owner_room(tasks, task, lock.now, per_owner),
-                )
+                # Shielded as one driver call: a cancelled gather would cancel its
+                # children's PyMongo calls (see mcp_tasks_mongodb.driver on why never).
+                with driver_call():
+                    base, (exists, mine) = await asyncio.gather(
+                        create_lock.rows_bound(tasks, lock, cap),
+                        create_lock.owner_room(tasks, task, lock.now, per_owner),
+                    )
                 reset = base - lock.stored
                 if exists:
                     raise DuplicateTaskId
@@ -283,8 +294,8 @@ class MongoTaskStore(ReadModifyWrite):
     # --- the other Store operations ---------------------------------------------------------
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
-        with bounded(self.options.timeout_ms):
-            record, _, now = await self._read(task_id)
+        read = await detached_within(self.options.timeout_ms, lambda _: self._read(task_id))
+        record, _, now = read
         return rules.visible(record, owner, now)
 
     async def claim(

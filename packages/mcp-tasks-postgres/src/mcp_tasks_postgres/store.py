@@ -27,7 +27,13 @@ from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, MCPTasksError
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.stores.diagnosis import clock_skew_row
-from mcp_tasks.stores.kit import TIMEOUT_PARAM, CloseGuard, DriverErrors, options_from_url
+from mcp_tasks.stores.kit import (
+    TIMEOUT_PARAM,
+    CloseGuard,
+    DriverErrors,
+    detached,
+    options_from_url,
+)
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks_postgres import fast_create
 from mcp_tasks_sql import (
@@ -223,7 +229,7 @@ class PostgresDialect:
             try:
                 row: asyncpg.Record | None = await conn.fetchrow(sql.text, *sql.args(values))
             except BaseException:
-                await pool.release(conn)
+                await _release(pool, conn)
                 raise
             await self._give_back(pool, conn)
             return row
@@ -259,7 +265,7 @@ class PostgresDialect:
                 await self._give_back(pool, conn)
                 raise
             except BaseException:
-                await pool.release(conn)
+                await _release(pool, conn)
                 raise
             await self._give_back(pool, conn)
 
@@ -460,6 +466,14 @@ def _usable(conn: PoolConnectionProxy) -> bool:
         return not conn.is_closed()
     except asyncpg.InterfaceError:  # detached: the pool has it back
         return False
+
+
+async def _release(pool: asyncpg.Pool, conn: PoolConnectionProxy) -> None:
+    """Hand a connection back to the pool after an error or a cancellation: asyncpg then
+    waits out the query's cancellation or terminates the connection, which on a server
+    that does not answer takes its own timeout. Detached: a cancelled caller (its bound)
+    does not wait for that, and the release's failure is not left unread."""
+    await detached(pool.release(conn))
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

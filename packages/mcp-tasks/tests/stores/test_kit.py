@@ -1,7 +1,11 @@
-"""The store kit: which driver errors become StoreUnavailable, and the close guard."""
+"""The store kit: which driver errors become StoreUnavailable, the close guard, and the
+bound on waiting (per operation, and one per request)."""
 
 from __future__ import annotations
 
+import asyncio
+
+import anyio
 import pytest
 
 from mcp_tasks.domain.errors import InvalidArgument, StoreUnavailable, TaskNotFound
@@ -9,6 +13,10 @@ from mcp_tasks.stores.kit import (
     CLOSED_MESSAGE,
     CloseGuard,
     DriverErrors,
+    detached,
+    request_bound,
+    rest_of_request,
+    within,
 )
 
 
@@ -77,3 +85,90 @@ def test_the_close_guard_refuses_after_close_and_reports_the_first_close() -> No
     with pytest.raises(StoreUnavailable, match=CLOSED_MESSAGE):
         guard.check()
     assert CLOSED_MESSAGE == "The store is closed"
+
+
+BOUND_MS = 400
+
+
+@pytest.mark.anyio
+async def test_within_a_request_every_operation_ends_by_one_bound_from_its_start() -> None:
+    """Inside ``request_bound`` an operation's bound counts from the request's start: after
+    most of the bound went to an earlier call, the next gets what is left, and with nothing
+    left it raises at once. Outside a request each operation has its whole bound."""
+    with within(BOUND_MS) as left_s:
+        assert left_s == pytest.approx(BOUND_MS / 1000, abs=0.05)
+    with request_bound():
+        await anyio.sleep(0.3)
+        with within(BOUND_MS) as left_s:
+            assert left_s == pytest.approx(0.1, abs=0.05)
+        started = anyio.current_time()
+        with pytest.raises(StoreUnavailable, match=f"within {BOUND_MS} ms"), within(BOUND_MS):
+            await anyio.sleep(10)
+        assert anyio.current_time() - started < 0.2
+        with pytest.raises(StoreUnavailable), within(BOUND_MS):
+            raise AssertionError("not entered: no time was left")
+
+
+@pytest.mark.anyio
+async def test_a_task_started_inside_a_request_keeps_its_own_bound() -> None:
+    """A task started from inside a request (a task body's run) inherits the context but
+    not the request's deadline: each of its operations has its whole bound."""
+    seen: list[float] = []
+
+    async def body() -> None:
+        await anyio.sleep(0.5)  # past the request's deadline
+        with within(BOUND_MS) as left_s:
+            seen.append(left_s)
+
+    with request_bound():
+        with within(BOUND_MS):
+            pass
+        async with anyio.create_task_group() as group:
+            group.start_soon(body)
+    assert seen == [pytest.approx(BOUND_MS / 1000, abs=0.05)]
+
+
+@pytest.mark.anyio
+async def test_the_rest_of_a_request_ends_at_its_deadline() -> None:
+    """What a request does besides its store calls (a change signal) ends at the deadline
+    its store calls set; before any, and outside a request, it is not bounded."""
+    with request_bound():
+        with rest_of_request() as scope:
+            pass
+        assert scope.deadline == float("inf")
+        with within(BOUND_MS):
+            pass
+        started = anyio.current_time()
+        with rest_of_request():
+            await anyio.sleep(10)
+        assert anyio.current_time() - started < BOUND_MS / 1000 + 0.2
+    with rest_of_request() as scope:
+        assert scope.deadline == float("inf")
+
+
+@pytest.mark.anyio
+async def test_a_detached_call_is_never_cancelled_and_its_caller_stops_waiting() -> None:
+    """A caller cancelled while it waits for a detached call stops waiting at once; the call
+    runs on to its end, and its failure is read (never logged as unretrieved)."""
+    ended = anyio.Event()
+
+    async def call() -> None:
+        try:
+            await anyio.sleep(0.3)
+        finally:
+            ended.set()
+        raise OSError("the driver's own deadline")
+
+    unread: list[object] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: unread.append(context))
+    started = anyio.current_time()
+    with anyio.move_on_after(0.05):
+        await detached(call())
+    assert anyio.current_time() - started < 0.2
+    assert not ended.is_set()
+    with anyio.fail_after(5):
+        await ended.wait()
+    await anyio.sleep(0.05)
+    assert unread == []
+    assert await detached(asyncio.sleep(0, result="done")) == "done"

@@ -48,6 +48,7 @@ from mcp_tasks.runtime.context import (
 from mcp_tasks.runtime.control import UNSET, Deferred, DeferSlot, Unset, defer_slot
 from mcp_tasks.runtime.logs import Outage, log_failure
 from mcp_tasks.runtime.runner import RECOVERIES, Body, Recovery, Runner, RunnerNotStarted, tool_work
+from mcp_tasks.stores.kit import request_bound, rest_of_request
 from mcp_tasks.stores.observed import observed
 from mcp_tasks.stores.opening import describe_store
 from mcp_tasks.telemetry import (
@@ -536,7 +537,9 @@ class TaskEngine:
                 return await run_tool_call(call_next, to_change)
 
             try:
-                record = await self.runner.create_and_run(task, first_run, self._create)
+                # The request's store work, in one bound (the body runs in a task of its own).
+                with request_bound():
+                    record = await self.runner.create_and_run(task, first_run, self._create)
             except RunnerNotStarted:
                 raise self._not_running(name) from None
             # The create was durable before we answer: a tasks/get on any node resolves it now.
@@ -598,19 +601,19 @@ class TaskEngine:
     ) -> dict[str, Any]:
         """Write a manual task and hand it to the job system's ``start``."""
         ttl = deferred.ttl_ms
-        record = await self._create(
-            NewTask(
-                task_id=new_task_id(),
-                owner=request.owner,
-                ttl_ms=self._ttl_for(name, options, arguments) if isinstance(ttl, Unset) else ttl,
-                poll_interval_ms=deferred.poll_interval_ms
-                or options.poll_interval_ms
-                or self.default_poll_interval_ms,
-                status_message=deferred.status_message,
-                work=None,
-                client_capabilities=_capabilities_of(request),
-            )
+        task = NewTask(
+            task_id=new_task_id(),
+            owner=request.owner,
+            ttl_ms=self._ttl_for(name, options, arguments) if isinstance(ttl, Unset) else ttl,
+            poll_interval_ms=deferred.poll_interval_ms
+            or options.poll_interval_ms
+            or self.default_poll_interval_ms,
+            status_message=deferred.status_message,
+            work=None,
+            client_capabilities=_capabilities_of(request),
         )
+        with request_bound():  # the request's store work (the tool's own code ran before)
+            record = await self._create(task)
         try:
             started = deferred.start(record.task_id)
             if inspect.isawaitable(started):
@@ -644,7 +647,8 @@ class TaskEngine:
         if method not in TASK_METHODS or not request.is_modern:
             raise errors.method_not_found()
         name, attributes = _SPANS[method]
-        with SpanScope(name, attributes, expected=(MCPError,)) as span:
+        # Every store call of the request (a read and a write, the signal) in one bound.
+        with request_bound(), SpanScope(name, attributes, expected=(MCPError,)) as span:
             try:
                 return await self._tasks_method(request, method, params, span)
             except MCPError as exc:
@@ -700,7 +704,10 @@ class TaskEngine:
             self.outages[method].failed(exc)
             raise errors.to_jsonrpc_error(exc) from None
         self.outages[method].recovered()
-        await self.notifier.publish(task_id)
+        # The change is stored: its signal is a hint (subscribers also poll), and it does
+        # not keep the answer past the request's bound.
+        with rest_of_request():
+            await self.notifier.publish(task_id)
         return dict(ACK)
 
     async def _check_answers(

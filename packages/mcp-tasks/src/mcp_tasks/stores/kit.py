@@ -44,12 +44,23 @@ wraps each operation in :func:`within` where the driver has no overall bound of 
             self._guard.check()
             with within(self.options.timeout_ms), UNAVAILABLE:
                 row = await self._pool.fetch_one(...)
+
+One bound per request: the engine serves each request's store work inside
+:func:`request_bound`, and there every :func:`within` of the task serving it ends by the
+bound counted from the request's start, not from its own: a request that calls the store
+several times (a read, then a write) waits no longer in all than one operation may. A
+driver deadline of its own (a timeout the driver takes per call) is set from what
+:func:`within` yields, the time left.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from typing import TYPE_CHECKING, Final
+import math
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 
@@ -58,6 +69,7 @@ from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.stores.opening import query_value, with_query
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine, Iterator
     from types import TracebackType
 
 __all__ = [
@@ -65,9 +77,14 @@ __all__ = [
     "TIMEOUT_PARAM",
     "CloseGuard",
     "DriverErrors",
+    "detached",
     "options_from_url",
+    "request_bound",
+    "rest_of_request",
     "within",
 ]
+
+R = TypeVar("R")
 
 #: The store URL query parameter that sets ``StoreOptions.timeout_ms``.
 TIMEOUT_PARAM: Final = "timeout_ms"
@@ -164,9 +181,74 @@ def options_from_url(url: str, options: StoreOptions | None) -> tuple[str, Store
     )
 
 
+class _Request:
+    """The request a task serves: the task, when its store work began
+    (``anyio.current_time()``), and its deadline once a store operation named its bound."""
+
+    __slots__ = ("deadline", "started", "task")
+
+    def __init__(self, task: asyncio.Task[Any] | None, started: float) -> None:
+        self.task, self.started = task, started
+        self.deadline: float | None = None
+
+
+_request: ContextVar[_Request | None] = ContextVar("mcp_tasks_request", default=None)
+
+
+def _served() -> _Request | None:
+    """The request the current task serves, if any (a task started from inside one
+    inherits its context, but is no part of it)."""
+    request = _request.get()
+    # asyncio's own (a tenth of anyio.get_current_task()'s cost): this runs on every store
+    # operation of a request, and the drivers run on asyncio.
+    if request is None or request.task is not asyncio.current_task():
+        return None
+    return request
+
+
+@contextmanager
+def request_bound() -> Iterator[None]:
+    """One request's store work: inside, every :func:`within` of the current task ends by
+    its bound counted from entering here (the outermost entry, when nested).
+
+    Only the current task: a task started from inside (a task body's run, which the
+    request hands to the runner) inherits the context but is no part of the request, and
+    its store operations keep their own bound each."""
+    if _served() is not None:
+        yield
+        return
+    token = _request.set(_Request(asyncio.current_task(), anyio.current_time()))
+    try:
+        yield
+    finally:
+        _request.reset(token)
+
+
+def rest_of_request() -> anyio.CancelScope:
+    """A cancel scope that ends at the deadline of the request the current task serves,
+    once one of its store operations set it (else never): for what the request does
+    besides the store's own operations (a change signal), which must not outlast it."""
+    request = _served()
+    deadline = math.inf if request is None or request.deadline is None else request.deadline
+    return anyio.CancelScope(deadline=deadline)
+
+
+def _deadline(timeout_ms: int) -> float:
+    """When an operation that starts now must end (``anyio.current_time()``): in
+    ``timeout_ms``, or ``timeout_ms`` after its request began."""
+    request = _served()
+    if request is None:
+        return anyio.current_time() + timeout_ms / 1000
+    request.deadline = request.started + timeout_ms / 1000
+    return request.deadline
+
+
 def within(timeout_ms: int) -> _Bound:
-    """An overall bound on one store operation: past ``timeout_ms`` it is cancelled and
-    raises ``StoreUnavailable`` (a timeout the driver raises inside becomes one too).
+    """An overall bound on one store operation: past ``timeout_ms`` (counted from the
+    request's start inside :func:`request_bound`) it is cancelled and raises
+    ``StoreUnavailable`` (a timeout the driver raises inside becomes one too). Entered with
+    no time left, it raises at once. ``with within(ms) as left_s:`` gives the seconds left,
+    for a driver deadline of its own.
 
     For where a driver has no overall bound of its own; a backend sets the driver's
     timeouts from the same value, so that the driver usually answers first."""
@@ -184,10 +266,15 @@ class _Bound:
         self._timeout_ms = timeout_ms
         self._scope: anyio.CancelScope | None = None
 
-    def __enter__(self) -> None:
-        scope = anyio.CancelScope(deadline=anyio.current_time() + self._timeout_ms / 1000)
+    def __enter__(self) -> float:
+        deadline = _deadline(self._timeout_ms)
+        left_s = deadline - anyio.current_time()
+        if left_s <= 0:
+            raise self._unavailable() from TimeoutError()
+        scope = anyio.CancelScope(deadline=deadline)
         scope.__enter__()
         self._scope = scope
+        return left_s
 
     def __exit__(
         self,
@@ -206,3 +293,29 @@ class _Bound:
 
     def _unavailable(self) -> StoreUnavailable:
         return StoreUnavailable(f"The store did not answer within {self._timeout_ms} ms")
+
+
+async def detached(call: Coroutine[Any, Any, R]) -> R:
+    """``call``'s outcome, run in a task of its own that no cancellation reaches: a caller
+    cancelled meanwhile (its bound, its request's end) stops waiting at once, and ``call``
+    runs on to its own end (a driver deadline of its own), its outcome dropped.
+
+    For a driver call that must not be cancelled (PyMongo's waits), or whose own shield
+    would leave a failure nobody reads (asyncpg's ``Pool.release``: a cancelled caller's
+    shield forgets the release, whose failure is then logged as never retrieved).
+    asyncio's, as the drivers that need it are."""
+    task = asyncio.ensure_future(call)  # the context goes with it (a driver's deadline)
+    _DETACHED.add(task)  # asyncio keeps only a weak reference to a task
+    task.add_done_callback(_drop_outcome)
+    return await asyncio.shield(task)
+
+
+#: The detached calls still running.
+_DETACHED: set[asyncio.Future[Any]] = set()
+
+
+def _drop_outcome(task: asyncio.Future[Any]) -> None:
+    """Forget a detached call, its failure marked as seen: nobody may be waiting for it."""
+    _DETACHED.discard(task)
+    if not task.cancelled():
+        task.exception()
