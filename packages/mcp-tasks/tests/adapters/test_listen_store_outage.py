@@ -58,7 +58,7 @@ async def asking_task(store: AwayForCallers) -> AsyncIterator[tuple[Tasks, RawCl
         created = await client.call("tools/call", {"name": "ask", "arguments": {}})
         task_id = created["result"]["taskId"]
         with anyio.fail_after(10):
-            while (await client.call("tasks/get", {"taskId": task_id}))["result"][
+            while (await client.call("tasks/get", {"taskId": task_id}))["result"][  # noqa: ASYNC110
                 "status"
             ] != "input_required":
                 await anyio.sleep(0.02)
@@ -74,22 +74,22 @@ async def test_a_stream_rides_out_a_store_outage_and_sends_the_change_once_it_is
     monkeypatch.setattr(engine_listen, "POLL_FALLBACK_S", 0.2)
     caplog.set_level(logging.INFO)
     store = AwayForCallers()
-    async with asking_task(store) as (tasks, client, task_id):
-        async with client.stream(
-            "subscriptions/listen", {"notifications": {"taskIds": [task_id]}}
-        ) as stream:
-            assert await stream.next(timeout_s=10) is not None  # the acknowledgment
-            first = await stream.next(timeout_s=10)
-            assert first is not None
-            assert first["params"]["status"] == "input_required"
-            store.away = True
-            await MemoryTaskStore.cancel(store, task_id, None)
-            await tasks.notifier.publish(task_id)
-            await anyio.sleep(1.0)  # several re-reads fail meanwhile
-            store.away = False
-            rest = []
-            while (message := await stream.next(timeout_s=10)) is not None:
-                rest.append(message)
+    async with (
+        asking_task(store) as (tasks, client, task_id),
+        client.stream("subscriptions/listen", {"notifications": {"taskIds": [task_id]}}) as stream,
+    ):
+        assert await stream.next(timeout_s=10) is not None  # the acknowledgment
+        first = await stream.next(timeout_s=10)
+        assert first is not None
+        assert first["params"]["status"] == "input_required"
+        store.away = True
+        await MemoryTaskStore.cancel(store, task_id, None)
+        await tasks.notifier.publish(task_id)
+        await anyio.sleep(1.0)  # several re-reads fail meanwhile
+        store.away = False
+        rest = []
+        while (message := await stream.next(timeout_s=10)) is not None:
+            rest.append(message)
     assert [m["params"]["status"] for m in rest if m.get("method") == "notifications/tasks"] == [
         "cancelled"
     ]

@@ -36,6 +36,7 @@ pytestmark = pytest.mark.anyio
 DEADLINE_S = 90
 #: The most lines the server may log from the outage's start on.
 MOST_LINES = 10
+MCP_TASKS = (sys.executable, "-m", "mcp_tasks.cli")
 PROGRESS = re.compile(r"ticking \(\d+/\d+\)")
 
 
@@ -79,16 +80,14 @@ async def test_a_store_blip_under_a_call_changes_nothing_the_operator_sees(
     name = store_named(url)
     async with processes_of(url, tmp_path / "runs.log") as processes:
         server = await processes.start(
-            [sys.executable, "-m", "mcp_tasks.cli", "serve", "blip_app:mcp", "--store", url]
-            + ["--port", "0"]
+            [*MCP_TASKS, "serve", "blip_app:mcp", "--store", url, "--port", "0"]
         )
         assert server.url is not None
         cli_err: list[str] = []
         progress_seen = anyio.Event()
         with anyio.fail_after(DEADLINE_S):
             async with await anyio.open_process(
-                [sys.executable, "-m", "mcp_tasks.cli", "call", server.url, tool, *answers]
-                + ["--reconnect-for", "60"],
+                [*MCP_TASKS, "call", server.url, tool, *answers, "--reconnect-for", "60"],
                 stdin=subprocess.DEVNULL,
             ) as cli:
                 assert cli.stdout is not None
