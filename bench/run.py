@@ -1,7 +1,7 @@
 """The performance suite: every goal is a ratio of two figures measured side by side in one run.
 
     uv run nox -s bench                          # the whole suite (about 20 minutes)
-    uv run python -m bench.run --quick           # a smaller run (a minute or two)
+    uv run --group bench python -m bench.run --quick  # a smaller run (a minute or two)
 
 Writes ``bench/results/latest.json`` (the raw figures, and ``ratios``: each goal with the
 measured ratio and whether it is met) and the PNG charts beside it; ``docs/performance.md``

@@ -24,6 +24,7 @@ was served and the loop and HTTP parser its server reported running on (``bench/
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import re
 import secrets
@@ -274,6 +275,12 @@ def run_wrk(wrk: str, port: int, script: Path, seconds: float, connections: int)
 def all_started(targets_: Sequence[Target]) -> Iterator[dict[str, int]]:
     """Every target's server running at once (idle ones cost next to nothing); yields the
     pid of each by name. The peer's keys on Redis are deleted when the servers stop."""
+    missing = [m for m in ("uvloop", "httptools") if importlib.util.find_spec(m) is None]
+    if missing:  # else the production stack's rows fail as they start, less clearly
+        raise RuntimeError(
+            f"the production stack's rows need {' and '.join(missing)}: run the bench with"
+            " `uv run --group bench` (or `nox -s bench`)"
+        )
     with ExitStack() as servers, tempfile.TemporaryDirectory() as tmp:
         for target in targets_:
             if target.key_prefix is not None:

@@ -19,6 +19,14 @@ if TYPE_CHECKING:
 MEMORY = Backend("memory", "memory://", "this process")
 
 
+def importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
 def rows() -> dict[str, served.Target]:
     python = served.ROOT / ".cache" / "never-started" / "python"  # the peer's: not run here
     return {t.name: t for t in served.targets([MEMORY], python)}
@@ -51,7 +59,7 @@ def test_each_row_is_named_by_the_stack_its_server_reports(name: str, tmp_path: 
     target = rows()[name]
     with ExitStack() as servers:
         served.started(servers, target, tmp_path)
-    auto_parser = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    auto_parser = "httptools" if importable("httptools") else "h11"
     expected = {
         served.BARE: ("uvicorn.run", {"loop": "asyncio", "http": "h11"}),
         served.SERVE: ("mcp-tasks serve", {"loop": "asyncio", "http": auto_parser}),
