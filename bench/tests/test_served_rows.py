@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from bench import served
-from bench.common import Backend
+from bench.common import ROOT, Backend
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,7 +28,7 @@ def importable(module: str) -> bool:
 
 
 def rows() -> dict[str, served.Target]:
-    python = served.ROOT / ".cache" / "never-started" / "python"  # the peer's: not run here
+    python = ROOT / ".cache" / "never-started" / "python"  # the peer's: not run here
     return {t.name: t for t in served.targets([MEMORY], python)}
 
 
