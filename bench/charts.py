@@ -26,7 +26,8 @@ def save(fig: Any, path: Path) -> None:
 def colour(name: str) -> str:
     if name.startswith("fastmcp-tasks"):
         return OTHER
-    return FLOOR if name in ("sdk tools/call", "bare starlette") or name.endswith("floor") else OURS
+    floors = ("sdk tools/call", "bare starlette")
+    return FLOOR if name.startswith(floors) or name.endswith("floor") else OURS
 
 
 def labelled_bars(ax: Any, names: list[str], values: list[float], fmt: str) -> None:
@@ -38,10 +39,15 @@ def labelled_bars(ax: Any, names: list[str], values: list[float], fmt: str) -> N
 def poll_capacity(results: dict[str, Any], out: Path) -> None:
     polls = results["poll_capacity"]
     names = list(polls)
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     labelled_bars(ax, names, [polls[n]["requests_per_s"] for n in names], "{:,.0f}")
     ax.set_ylabel("requests per second")
-    ax.set_title("tasks/get under wrk (1 thread, 50 connections); floors in grey")
+    ax.set_title(
+        "tasks/get under wrk (1 thread, 50 connections); floors in grey\n"
+        "uvicorn.run on asyncio and h11 unless named (serve: mcp-tasks serve; uvloop: "
+        "uvloop and httptools)",
+        fontsize=9,
+    )
     save(fig, out / "poll_capacity.png")
 
 

@@ -1,7 +1,7 @@
 """The performance suite: every goal is a ratio of two figures measured side by side in one run.
 
     uv run nox -s bench                          # the whole suite (about 20 minutes)
-    uv run python -m bench.run --quick           # a smaller run (a minute or two)
+    uv run --group bench python -m bench.run --quick  # a smaller run (a minute or two)
 
 Writes ``bench/results/latest.json`` (the raw figures, and ``ratios``: each goal with the
 measured ratio and whether it is met) and the PNG charts beside it; ``docs/performance.md``
@@ -130,7 +130,16 @@ ONE_GET: Requests = ({"tasks/get": 1.0}, {"tasks/get": 1.0})
 ONE_CALL: Requests = ({"tools/call": 1.0}, {"tools/call": 1.0})
 
 PEER, PEER_REDIS, SDK, BARE = served.PEER, served.PEER_REDIS, served.SDK, served.BARE
-CREATE_ONLY = served.CREATE_ONLY
+CREATE_ONLY, SERVE, UVLOOP = served.CREATE_ONLY, served.SERVE, served.UVLOOP
+
+
+def serving(results: dict[str, Any], a: str, b: str) -> str | None:
+    """The note of a ratio of section 1's rows ``a`` and ``b``: how each was served (its
+    ``served``); ``None`` when either was not measured."""
+    polls = results["poll_capacity"]
+    if "served" not in polls.get(a, {}) or "served" not in polls.get(b, {}):
+        return None
+    return f"{a}: {polls[a]['served']}; {b}: {polls[b]['served']}"
 
 
 def floor(results: dict[str, Any], name: str) -> tuple[float | None, dict[str, float] | None]:
@@ -182,6 +191,15 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
             if name in GOAL_DURABLE
             else reported(figures, absent(name), ONE_GET)
         )
+    # The same ratios on the production stack (uvloop, httptools), and our server under
+    # `mcp-tasks serve` against uvicorn.run: readings beside the goals, each row's stack named.
+    for a, b, key in (
+        ("memory" + UVLOOP, BARE + UVLOOP, "tasks_get.memory_vs_bare_starlette_uvloop"),
+        ("memory" + UVLOOP, PEER + UVLOOP, "tasks_get.memory_vs_fastmcp_tasks_uvloop"),
+        (SERVE, "memory", "tasks_get.memory_serve_vs_uvicorn_run"),
+        (SERVE, "memory" + UVLOOP, "tasks_get.memory_serve_vs_uvicorn_run_uvloop"),
+    ):
+        out[key] = reported((rps(a), rps(b)), serving(results, a, b), ONE_GET)
     no_redis_peer = None if PEER_REDIS in cpu else absent("redis") or "the peer on Redis: no Redis"
     for name, other, target in (("memory", PEER, 0.25), ("memory", PEER_REDIS, 0.25)):
         suffix = "_redis" if other == PEER_REDIS else ""

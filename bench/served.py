@@ -13,11 +13,18 @@
    ``tools/call`` on memory beside the SDK's plain ``tools/call`` of the same tool.
 
 Between them (1b), each server's CPU while idle, as a share of one core.
+
+Every server runs under ``uvicorn.run(app)`` (what ``uvicorn module:app`` runs) on the stack
+``pip install uvicorn`` gives: the asyncio loop and h11. Section 1 adds our memory server as
+``mcp-tasks serve`` serves it, and the production stack (``uvicorn[standard]``'s uvloop and
+httptools) for our memory server, the peer on memory and both floors. Each row names how it
+was served and the loop and HTTP parser its server reported running on (``bench/stack.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import re
 import secrets
@@ -45,6 +52,8 @@ from bench.common import (
     request_headers,
     server_process,
 )
+from bench.stack import ENV as STACK_FILE
+from bench.stack import label
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -58,6 +67,15 @@ PEER = "fastmcp-tasks"
 PEER_REDIS = "fastmcp-tasks redis"
 SDK = "sdk tools/call"
 BARE = "bare starlette"
+#: Section 1's rows of our memory server under ``mcp-tasks serve``, and of the production
+#: stack (a suffix to the name of the row it doubles).
+SERVE = "memory serve"
+UVLOOP = " uvloop"
+
+#: How a server is started: ``uvicorn.run(app)`` (``python -m bench.servers``, the peer's
+#: script) or our CLI.
+UVICORN_RUN = "uvicorn.run"
+MCP_TASKS_SERVE = "mcp-tasks serve"
 
 
 @dataclass
@@ -71,6 +89,16 @@ class Target:
     store: str = "memory"  #: the store kind, for its database processes (``Usage``)
     database_url: str = ""  #: the database server's URL (none in process)
     key_prefix: str | None = None  #: the peer's Docket keys on Redis, deleted at the end
+    way: str = UVICORN_RUN  #: how it is served
+    capacity_only: bool = False  #: a row of section 1 (and idle CPU) alone
+    #: the loop and HTTP parser it reported running on (``bench/stack.py``), once started
+    stack: dict[str, str] | None = None
+
+    @property
+    def label(self) -> str:
+        """How the row was served: ``uvicorn.run · asyncio loop · h11``."""
+        running = self.stack or {"loop": "?", "http": "?"}
+        return label(self.way, running)
 
     def usage(self, pid: int) -> Usage:
         """A CPU meter of this server (process ``pid``) and of its database's processes."""
@@ -91,13 +119,15 @@ def ensure_wrk() -> str:
 def ensure_fastmcp_tasks() -> Path:
     """The Python of fastmcp-tasks' own virtualenv (``uv venv`` + ``uv pip install``)."""
     python = FASTMCP_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import fastmcp_tasks, uvicorn; print(fastmcp_tasks.__version__)"]
+    imports = "import fastmcp_tasks, uvicorn, uvloop, httptools"
+    probe = [str(python), "-c", f"{imports}; print(fastmcp_tasks.__version__)"]
     if python.exists():
         done = subprocess.run(probe, capture_output=True, text=True, check=False)
         if done.returncode == 0 and done.stdout.strip() == FASTMCP_TASKS.split("==")[1]:
             return python
     subprocess.run(["uv", "venv", "-q", "--allow-existing", str(FASTMCP_VENV)], check=True)
-    install = ["uv", "pip", "install", "-q", "--python", str(python), FASTMCP_TASKS, "uvicorn"]
+    install = ["uv", "pip", "install", "-q", "--python", str(python), FASTMCP_TASKS]
+    install += ["uvicorn", "uvloop", "httptools"]  # its production stack as ours
     subprocess.run(install, check=True)
     return python
 
@@ -107,7 +137,9 @@ def targets(
 ) -> list[Target]:
     """Every server of sections 1 and 2: ours per store; fastmcp-tasks on its memory
     backend and, when Redis is here, on Redis (its worker running ``concurrency`` tasks at
-    once: the workload's in-flight count); the two floors."""
+    once: the workload's in-flight count); the two floors. Then section 1's own rows: ours
+    on memory under ``mcp-tasks serve``, and the production stack (uvloop, httptools) for
+    ours on memory, the peer on memory and the two floors."""
     found = []
     for backend in backends:
         port = free_port()
@@ -123,7 +155,7 @@ def targets(
             peers.append((PEER_REDIS, redis.base, "redis", queue))
         for name, url, store, prefix in peers:
             port = free_port()
-            argv = [str(fastmcp_python), "bench/fastmcp_tasks_server.py", "--port", str(port),
+            argv = [str(fastmcp_python), "-m", "bench.fastmcp_tasks_server", "--port", str(port),
                     "--url", url, "--concurrency", str(concurrency)]  # fmt: skip
             if prefix is not None:
                 argv += ["--name", prefix]
@@ -132,7 +164,34 @@ def targets(
         port = free_port()
         argv = [sys.executable, "-m", "bench.servers", "sdk" if kind == "sdk" else "starlette"]
         found.append(Target(name, [*argv, "--port", str(port)], port, kind))
-    return found
+    return found + production_rows(found)
+
+
+def production_rows(defaults: Sequence[Target]) -> list[Target]:
+    """Section 1's own rows: our memory server under ``mcp-tasks serve``, and each of ours
+    on memory, the peer on memory and the floors again on uvloop and httptools."""
+    rows = []
+    memory = next((t for t in defaults if t.name == "memory"), None)
+    if memory is not None:
+        port = free_port()
+        cli = str(Path(sys.executable).parent / "mcp-tasks")
+        argv = [cli, "serve", "bench.serve_app:mcp", "--store", "memory://", "--port", str(port),
+                "--log-level", "warning"]  # fmt: skip
+        rows.append(Target(SERVE, argv, port, "tasks", way=MCP_TASKS_SERVE, capacity_only=True))
+    for target in defaults:
+        if target.name in ("memory", PEER, SDK, BARE):
+            port = free_port()
+            argv = [*with_port(target.argv, port), "--stack", "uvloop"]
+            name = target.name + UVLOOP
+            rows.append(Target(name, argv, port, target.kind, capacity_only=True))
+    return rows
+
+
+def with_port(argv: Sequence[str], port: int) -> list[str]:
+    """``argv`` with its ``--port`` value replaced by ``port``."""
+    out = list(argv)
+    out[out.index("--port") + 1] = str(port)
+    return out
 
 
 async def completed_task(port: int) -> str:
@@ -216,11 +275,37 @@ def run_wrk(wrk: str, port: int, script: Path, seconds: float, connections: int)
 def all_started(targets_: Sequence[Target]) -> Iterator[dict[str, int]]:
     """Every target's server running at once (idle ones cost next to nothing); yields the
     pid of each by name. The peer's keys on Redis are deleted when the servers stop."""
-    with ExitStack() as stack:
+    missing = [m for m in ("uvloop", "httptools") if importlib.util.find_spec(m) is None]
+    if missing:  # else the production stack's rows fail as they start, less clearly
+        raise RuntimeError(
+            f"the production stack's rows need {' and '.join(missing)}: run the bench with"
+            " `uv run --group bench` (or `nox -s bench`)"
+        )
+    with ExitStack() as servers, tempfile.TemporaryDirectory() as tmp:
         for target in targets_:
             if target.key_prefix is not None:
-                stack.callback(drop_keys, target.database_url, target.key_prefix)
-        yield {t.name: stack.enter_context(server_process(t.argv, t.port)).pid for t in targets_}
+                servers.callback(drop_keys, target.database_url, target.key_prefix)
+        yield {t.name: started(servers, t, Path(tmp)) for t in targets_}
+
+
+#: How long a started server may take to report its stack (its app's start-up).
+STACK_REPORT_S = 60.0
+
+
+def started(servers: ExitStack, target: Target, directory: Path) -> int:
+    """Start ``target``'s server until ``servers`` ends; its pid. Its loop and HTTP parser,
+    as it reports them once its app has started, become ``target.stack``."""
+    report = directory / f"stack-{target.port}.json"
+    env = {STACK_FILE: str(report)}
+    process = servers.enter_context(server_process(target.argv, target.port, env=env))
+    deadline = time.monotonic() + STACK_REPORT_S
+    while not report.exists() or not report.read_text():
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise RuntimeError(f"{target.name}: its server reported no loop and HTTP parser")
+        time.sleep(0.05)
+    target.stack = json.loads(report.read_text())
+    print(f"  {target.name:<24}{target.label}", flush=True)
+    return process.pid
 
 
 def drop_keys(url: str, prefix: str) -> None:
@@ -246,12 +331,13 @@ def wrk_rounds(
     seconds: float,
     connections: int,
     rounds: int,
-) -> dict[str, dict[str, float | None]]:
-    """Per ``(target, pid, wrk script)``: requests/s of the script's request (the best of
+) -> dict[str, dict[str, Any]]:
+    """Per ``(target, pid, wrk script)``: how it was served (``served``), requests/s of
+    the script's request (the best of
     ``rounds`` rounds, the targets taking turns, so a burst of load elsewhere on the machine
     hits one round, not one target) and, in that round, the CPU per request of the server and
     of its database's processes (``None``: not readable), and their sum."""
-    results: dict[str, dict[str, float | None]] = {}
+    results: dict[str, dict[str, Any]] = {}
     for round_ in range(rounds):
         for target, pid, script in runs:
             usage = target.usage(pid)
@@ -259,11 +345,15 @@ def wrk_rounds(
             rps = run_wrk(wrk, target.port, script, seconds, connections)
             usage.stop()
             requests = rps * seconds
-            print(f"  round {round_ + 1}: {target.name:<20}{rps:>10,.0f} req/s", flush=True)
+            print(
+                f"  round {round_ + 1}: {target.name:<24}{rps:>10,.0f} req/s  ({target.label})",
+                flush=True,
+            )
             best = results.get(target.name, {}).get("requests_per_s") or 0.0
             if rps > best:
                 database = usage.database_s
                 results[target.name] = {
+                    "served": target.label,
                     "requests_per_s": rps,
                     "server_cpu_us_per_request": usage.server_s / requests * 1e6,
                     "database_cpu_us_per_request": (
@@ -282,7 +372,7 @@ def poll_capacity(
     connections: int,
     rounds: int,
     profile_dir: Path | None,
-) -> dict[str, dict[str, float | None]]:
+) -> dict[str, dict[str, Any]]:
     """Section 1: per target, requests/s of its repeated request and its CPU per request
     (``wrk_rounds``)."""
     wrk = ensure_wrk()
@@ -316,20 +406,21 @@ IDLE_SETTLE_S = 2.0
 
 def idle_cpu(
     targets_: Sequence[Target], pids: dict[str, int], *, seconds: float
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     """Section 1b: each server's own CPU while nobody asks it anything (after section 1, so
     every one has started and served), as a percentage of one core over ``seconds``, all
     measured at once. A database server is not counted: its CPU serves every client."""
     time.sleep(IDLE_SETTLE_S)
     usages = {t.name: Usage(pids[t.name]) for t in targets_}
+    labels = {t.name: t.label for t in targets_}
     for usage in usages.values():
         usage.start()
     time.sleep(seconds)
     results = {}
     for name, usage in usages.items():
         percent = usage.stop().server_s / seconds * 100
-        print(f"  {name:<20}{percent:>8.2f} % of a core", flush=True)
-        results[name] = {"cpu_percent_of_core": round(percent, 2)}
+        print(f"  {name:<24}{percent:>8.2f} % of a core  ({labels[name]})", flush=True)
+        results[name] = {"served": labels[name], "cpu_percent_of_core": round(percent, 2)}
     return results
 
 
@@ -515,7 +606,7 @@ def cpu_per_task(
     requests per task and create p50/p99; for the SDK, CPU ms per plain call of the tool."""
     results: dict[str, dict[str, Any]] = {}
     for target in targets_:
-        if target.kind == "bare":
+        if target.kind == "bare" or target.capacity_only:
             continue
         counts: Counter[str] = Counter()
         usage = target.usage(pids[target.name])
@@ -534,6 +625,7 @@ def cpu_per_task(
         # others, so it holds the p99. Reported apart, beside the goal's figures of all.
         first, later = ms[:in_flight], ms[in_flight:]
         results[target.name] = {
+            "served": target.label,
             **cpu_figures(usage, tasks),
             "requests_per_task": per_task(counts, tasks),
             "create_p50_ms": median(ms),
@@ -546,11 +638,12 @@ def cpu_per_task(
         }
         database = usage.database_s
         print(
-            f"  {target.name:<20}{usage.total_s * 1000 / tasks:>8.2f} ms CPU/task"
+            f"  {target.name:<24}{usage.total_s * 1000 / tasks:>8.2f} ms CPU/task"
             f" (database {'?' if database is None else f'{database * 1000 / tasks:.2f}'})"
             f"  {requests_text(results[target.name]['requests_per_task'])}"
             f"  create p50 {median(ms):.1f} ms, p99 {percentile(ms, 0.99):.1f} ms"
-            f" (first wave median {median(first):.1f}, max {max(first):.1f} ms)",
+            f" (first wave median {median(first):.1f}, max {max(first):.1f} ms)"
+            f"  ({target.label})",
             flush=True,
         )
     return results
@@ -567,9 +660,15 @@ def plain_calls(
     asyncio.run(drive_plain(target.port, calls, in_flight, tool_ms, counts=counts))
     usage.stop()
     print(
-        f"  {target.name:<20}{usage.total_s * 1000 / calls:>8.2f} ms CPU/call (plain)", flush=True
+        f"  {target.name:<24}{usage.total_s * 1000 / calls:>8.2f} ms CPU/call (plain)"
+        f"  ({target.label})",
+        flush=True,
     )
-    return {**cpu_figures(usage, calls), "requests_per_task": per_task(counts, calls)}
+    return {
+        "served": target.label,
+        **cpu_figures(usage, calls),
+        "requests_per_task": per_task(counts, calls),
+    }
 
 
 def cpu_figures(usage: Usage, tasks: int) -> dict[str, float | None]:
@@ -601,7 +700,7 @@ def tools_call_cpu(
     seconds: float,
     connections: int,
     rounds: int,
-) -> dict[str, dict[str, float | None]]:
+) -> dict[str, dict[str, Any]]:
     """A task-creating ``tools/call`` of ``nap`` (0 ms) on memory beside the SDK's plain
     ``tools/call`` of the same tool, under ``wrk`` (``wrk_rounds``): the server's CPU per
     request. On ``memory`` that is the whole task without its polls (the create, the
@@ -609,15 +708,15 @@ def tools_call_cpu(
     :data:`CREATE_ONLY` (the same server with ``run_tasks=False``, started here: its tasks
     are created for workers and none runs) the create request alone."""
     wrk = ensure_wrk()
-    chosen = [t for t in targets_ if t.name == "memory" or t.kind == "sdk"]
+    chosen = [t for t in targets_ if t.name in ("memory", SDK)]
     if len(chosen) < 2:
         return {}
     params = {"name": "nap", "arguments": {"ms": 0}}
     port = free_port()
     argv = [sys.executable, "-m", "bench.servers", "ours", "--store", "memory://"]
     create_only = Target(CREATE_ONLY, [*argv, "--port", str(port), "--create-only"], port, "tasks")
-    with tempfile.TemporaryDirectory() as tmp, server_process(create_only.argv, port) as process:
-        pids = {**pids, CREATE_ONLY: process.pid}
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as servers:
+        pids = {**pids, CREATE_ONLY: started(servers, create_only, Path(tmp))}
         runs = []
         for target in [*chosen, create_only]:
             check_answer(target, "tools/call", params, "nap")

@@ -5,6 +5,8 @@
     python -m bench.servers ours --create-only --port 8127  # creates tasks, runs none
     python -m bench.servers sdk --port 8124          # the SDK floor: plain tools/calls
     python -m bench.servers starlette --port 8125    # the bare floor: a JSON-RPC route
+    python -m bench.servers ours --stack uvloop --port 8128  # uvicorn[standard]'s stack
+    mcp-tasks serve bench.serve_app:mcp --store memory:// --port 8129  # by our CLI
 
 ``ours`` is an ``MCPServer`` with our extension on the given store and one task tool,
 ``nap(ms)``: it reports progress once, sleeps ``ms`` milliseconds and answers (as the
@@ -15,6 +17,12 @@ workers (``Tasks(run_tasks=False)``) and run none: a ``tools/call`` is the creat
 ``sdk`` is the official SDK with the same ``nap`` as a plain synchronous tool, and a
 trivial ``echo``. fastmcp-tasks runs from its own
 virtualenv with ``bench/fastmcp_tasks_server.py`` (it must not import this project).
+
+Each runs under ``uvicorn.run(app)`` (what ``uvicorn module:app`` runs) on the stack
+``--stack`` names: ``asyncio`` (the asyncio loop and h11, what ``pip install uvicorn`` gives)
+or ``uvloop`` (uvloop and httptools, what ``uvicorn[standard]`` adds);
+``bench/serve_app.py`` is ``ours`` for ``mcp-tasks serve``. Each writes the loop and
+parser it really runs on where ``$MCP_TASKS_BENCH_STACK`` says (``bench/stack.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bench.stack import reporting
 from mcp_tasks import StoreOptions, TaskContext, Tasks, store_from_url
 
 if TYPE_CHECKING:
@@ -51,8 +60,17 @@ def ours_with_tasks(
     tasks = Tasks(
         store=store_from_url(store_url, StoreOptions(max_rows=max_rows)), run_tasks=run_tasks
     )
+    mcp = ours_server(tasks)
+    return (tasks.http_app(mcp) if fast_path else mcp.streamable_http_app()), tasks
+
+
+def ours_server(tasks: Tasks) -> MCPServer[Any]:
+    """Our MCP server on ``tasks``: the task tool ``nap``."""
     mcp: MCPServer[Any] = MCPServer(
-        "bench", extensions=[tasks.extension()], lifespan=tasks.lifespan, log_level="WARNING"
+        "bench",
+        extensions=[tasks.extension()],
+        lifespan=reporting(tasks.lifespan),
+        log_level="WARNING",
     )
 
     @tasks.tool(mcp, mode="required", poll_interval_ms=50)
@@ -62,13 +80,13 @@ def ours_with_tasks(
         await anyio.sleep(ms / 1000)
         return f"slept {ms} ms"
 
-    return (tasks.http_app(mcp) if fast_path else mcp.streamable_http_app()), tasks
+    return mcp
 
 
 def sdk() -> Any:
     """The official SDK's floor: ``MCPServer`` with no tasks, ``nap`` as a plain
     synchronous tool (the tool of a task, without the task) and a trivial ``echo``."""
-    mcp: MCPServer[Any] = MCPServer("bench-sdk", log_level="WARNING")
+    mcp: MCPServer[Any] = MCPServer("bench-sdk", lifespan=reporting(None), log_level="WARNING")
 
     @mcp.tool()
     def echo(text: str) -> str:
@@ -94,7 +112,11 @@ async def jsonrpc(request: Request) -> Response:
 
 def starlette() -> Any:
     """The bare floor: one Starlette route answering JSON-RPC at /mcp."""
-    return Starlette(routes=[Route("/mcp", jsonrpc, methods=["POST"])])
+    return Starlette(routes=[Route("/mcp", jsonrpc, methods=["POST"])], lifespan=reporting(None))
+
+
+#: The stacks ``--stack`` names: uvicorn's loop and HTTP parser settings.
+STACKS = {"asyncio": ("asyncio", "h11"), "uvloop": ("uvloop", "httptools")}
 
 
 def main() -> None:
@@ -106,6 +128,7 @@ def main() -> None:
     parser.add_argument(
         "--create-only", action="store_true", help="ours: create tasks for workers, run none"
     )
+    parser.add_argument("--stack", choices=list(STACKS), default="asyncio")
     args = parser.parse_args()
     if args.kind in ("ours", "ours-sdk-path"):
         app = ours(
@@ -116,7 +139,16 @@ def main() -> None:
         )
     else:
         app = sdk() if args.kind == "sdk" else starlette()
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    loop, http = STACKS[args.stack]
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        loop=loop,
+        http=http,
+    )
 
 
 if __name__ == "__main__":

@@ -253,3 +253,32 @@ def test_the_peer_on_redis_is_reported_missing_without_redis() -> None:
     entry = table["cpu_per_task.memory_vs_fastmcp_tasks_redis"]
     assert (entry["measured"], entry["met"]) == (None, None)
     assert entry["note"] == "not available: set MCP_TASKS_TEST_REDIS_URL"
+
+
+def test_the_production_stack_and_serve_rows_are_reported_with_how_each_was_served() -> None:
+    """The capacity ratios on uvloop and httptools, and our server under `mcp-tasks serve`
+    against uvicorn.run, are readings (no goal), each noting how both rows were served."""
+    measured = figures()
+    polls = measured["poll_capacity"]
+    for name, rps, label in (
+        ("memory uvloop", 6000.0, "uvicorn.run · uvloop loop · httptools"),
+        ("bare starlette uvloop", 10000.0, "uvicorn.run · uvloop loop · httptools"),
+        ("memory serve", 4500.0, "mcp-tasks serve · asyncio loop · httptools"),
+    ):
+        polls[name] = {"requests_per_s": rps, "served": label}
+    polls["memory"]["served"] = "uvicorn.run · asyncio loop · h11"
+    table = run.ratios(measured, {})
+    production = table["tasks_get.memory_vs_bare_starlette_uvloop"]
+    assert production["measured"] == 0.6
+    assert (production["goal"], production["met"]) == ("reported", None)
+    assert production["note"] == (
+        "memory uvloop: uvicorn.run · uvloop loop · httptools;"
+        " bare starlette uvloop: uvicorn.run · uvloop loop · httptools"
+    )
+    serve = table["tasks_get.memory_serve_vs_uvicorn_run"]
+    assert serve["measured"] == 1.5
+    assert "memory serve: mcp-tasks serve · asyncio loop · httptools" in serve["note"]
+    assert "memory: uvicorn.run · asyncio loop · h11" in serve["note"]
+    # The peer on uvloop was not measured in this run: no figure, no verdict.
+    peer = table["tasks_get.memory_vs_fastmcp_tasks_uvloop"]
+    assert (peer["measured"], peer["met"]) == (None, None)
