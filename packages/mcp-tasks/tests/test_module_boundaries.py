@@ -159,6 +159,10 @@ KNOWN_PRIVATE_SEAMS = frozenset(
         ("sdk.py", "_tool_manager"),
         ("fastmcp.py", "_server"),
         ("fastmcp.py", "_original_name"),
+        # A watch's subscriptions/listen request runs in the client session's own task
+        # group, as the SDK's own listen() does ("Pushes in the client"); without it the
+        # watch polls, and tests/client/test_client_push.py (no tasks/get while pushed) fails.
+        ("client.py", "_task_group"),
     }
 )
 
