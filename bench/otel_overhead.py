@@ -96,14 +96,15 @@ BESPOKE: tuple[tuple[str, str, str], ...] = (
     (
         "engine/core.py",
         "        name, attributes = _SPANS[method]\n"
-        "        with SpanScope(name, attributes, expected=(MCPError,)) as span:\n"
+        "        with request_bound(), SpanScope(name, attributes, expected=(MCPError,)) as span:\n"
         "            try:\n"
         "                return await self._tasks_method(request, method, params, span)\n"
         "            except MCPError as exc:\n"
         "                if span.is_recording():\n"
         "                    span.set_attribute(RPC_STATUS_CODE, str(exc.error.code))\n"
         "                raise\n",
-        "        return await self._tasks_method(request, method, params, None)\n",
+        "        with request_bound():\n"
+        "            return await self._tasks_method(request, method, params, None)\n",
     ),
     ("engine/core.py", "        tool = {} if task.work is None else {TOOL: task.work.type}\n", ""),
     # An input round's count and wait.
