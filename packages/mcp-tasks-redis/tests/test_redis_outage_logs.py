@@ -67,6 +67,7 @@ async def test_a_store_outage_is_named_once_and_its_end_said(
     name = describe_store(store)
     notifier = notifier_for(store)
     runner = Runner(store, notifier, recovery_interval_s=0.05, reap_interval_s=None)
+    runner.declared.add("t")  # a runner claims only for the tools it serves (S-CLAIM.4)
     try:
         async with notifier.running(), runner.run():
             await proxy.close()
@@ -96,6 +97,7 @@ async def test_a_store_on_a_closed_port_is_named_with_its_cause(
     caplog.set_level(logging.INFO, logger="mcp_tasks")
     store = RedisTaskStore("redis://127.0.0.1:1/0", StoreOptions())
     runner = Runner(store, notifier_for(store), recovery_interval_s=0.05, reap_interval_s=None)
+    runner.declared.add("t")  # a runner claims only for the tools it serves (S-CLAIM.4)
     try:
         async with runner.run():
             await until(caplog, "claiming unheld tasks failed", logging.WARNING)

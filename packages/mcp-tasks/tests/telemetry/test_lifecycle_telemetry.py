@@ -96,8 +96,8 @@ def test_each_store_operation_is_a_client_span_under_its_caller(exported: dict[s
     """Store operations are client spans with ``db.system.name`` and ``db.operation.name``
     (and ``error.type`` when they raised; nothing else), each under the span that made it:
     the create under ``mcp_tasks.create``, the body's progress and input request under its
-    run, the answers under the update; the closed store's read (``TaskControl``, outside any
-    request) is a root span marked as an error."""
+    run, the answers and the read that checks them under the update; the closed store's
+    read (``TaskControl``, outside any request) is a root span marked as an error."""
     by_id = {span["context"]["span_id"]: span for span in exported["spans"]}
     parents: dict[str, set[str]] = {}
     errors: list[tuple[str, str, str | None]] = []
@@ -124,7 +124,8 @@ def test_each_store_operation_is_a_client_span_under_its_caller(exported: dict[s
     assert parents["put_status"] == {"mcp_tasks.run"}
     assert parents["update"] == {"mcp_tasks.update"}
     assert parents["cancel"] == {"mcp_tasks.cancel"}
-    assert parents["get"] == {"mcp_tasks.get", "mcp_tasks.run"}
+    # tasks/update reads the task to hold each answer to its question, under the update
+    assert parents["get"] == {"mcp_tasks.get", "mcp_tasks.run", "mcp_tasks.update"}
 
 
 def test_the_lifecycle_counts_and_times_what_happened(exported: dict[str, Any]) -> None:
