@@ -27,7 +27,7 @@ from mcp_tasks import drop_namespace, namespaced_url
 from mcp_tasks.stores.opening import describe_store, store_from_url
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Sequence
     from pathlib import Path
 
 pytestmark = pytest.mark.anyio
@@ -62,13 +62,16 @@ def store_named(url: str) -> str:
     return describe_store(store_from_url(url))
 
 
-@pytest.mark.parametrize(
+CALLS = pytest.mark.parametrize(
     ("tool", "answers", "printed"),
     [
         ("ticker", [], "ticked"),
         ("asker", ["--answer", 'go={"go": true}'], "ticked after accept: {'go': True}"),
     ],
 )
+
+
+@CALLS
 async def test_a_store_blip_under_a_call_changes_nothing_the_operator_sees(
     proxied: tuple[str, TcpProxy], tmp_path: Path, tool: str, answers: list[str], printed: str
 ) -> None:
@@ -77,10 +80,27 @@ async def test_a_store_blip_under_a_call_changes_nothing_the_operator_sees(
     the body started once, and from the outage's start on the server logged at most ten
     lines, none a traceback, each that names a store naming the proxied one."""
     url, proxy = proxied
+    await blip_under_a_call(url, proxy, tmp_path, tool, answers, printed)
+
+
+async def blip_under_a_call(
+    url: str,
+    proxy: TcpProxy,
+    tmp_path: Path,
+    tool: str,
+    answers: list[str],
+    printed: str,
+    *,
+    prefix: Sequence[str] = (),
+    host: str = "127.0.0.1",
+) -> None:
+    """The scenario above, the server run behind ``prefix`` (``ip netns exec NAME``: another
+    host) bound to ``host``, on the store at ``url`` whose path to its server ``proxy`` cuts."""
     name = store_named(url)
     async with processes_of(url, tmp_path / "runs.log") as processes:
+        processes.prefix = list(prefix)
         server = await processes.start(
-            [*MCP_TASKS, "serve", "blip_app:mcp", "--store", url, "--port", "0"]
+            [*MCP_TASKS, "serve", "blip_app:mcp", "--store", url, "--port", "0", "--host", host]
         )
         assert server.url is not None
         cli_err: list[str] = []
@@ -126,6 +146,9 @@ async def test_a_store_blip_under_a_call_changes_nothing_the_operator_sees(
     assert "Traceback" not in text, text
     naming = [line for line in logged if "the task store " in line]
     assert naming, text
-    assert f"127.0.0.1:{proxy.listen_port}" in name
+    # The name the lines must carry is the URL the server was given (its proxy, or the
+    # forwarder another host reaches it by), not the store's own server.
+    reached = urlsplit(url)
+    assert f"{reached.hostname}:{reached.port}" in name, name
     for line in naming:
         assert f"the task store {name} " in line, line
