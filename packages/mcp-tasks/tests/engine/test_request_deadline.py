@@ -13,8 +13,10 @@ import faulthandler
 import secrets
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -31,7 +33,6 @@ from mcp_tasks_contract.servers import mongodb_url, postgres_url, redis_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-    from pathlib import Path
 
 __all__ = ["mongodb_url", "postgres_url", "redis_url"]
 
@@ -59,12 +60,14 @@ HANG_S = 120.0
 def fails_instead_of_hanging() -> Iterator[None]:
     """A test still running after :data:`HANG_S` ends its process with every thread's
     traceback (a shielded driver call no cancel scope reaches is ended too): the run
-    reports it failed (xdist: its worker crashed) instead of hanging."""
-    faulthandler.dump_traceback_later(HANG_S, exit=True)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
+    reports it failed (xdist: its worker crashed) instead of hanging. The tracebacks go to
+    a file in the temporary directory (pytest's capture of stderr dies with the process)."""
+    with (Path(tempfile.gettempdir()) / "mcp-tasks-request-deadline-hang.txt").open("w") as log:
+        faulthandler.dump_traceback_later(HANG_S, exit=True, file=log)
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
 
 
 def build_server(tasks: Tasks) -> MCPServer[Any]:
