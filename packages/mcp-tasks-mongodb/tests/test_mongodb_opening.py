@@ -4,7 +4,9 @@ that is not there, a namespace that is dropped whole and only it, and the doctor
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -19,8 +21,9 @@ from mcp_tasks import (
     new_task_id,
     store_from_url,
 )
-from mcp_tasks.stores.opening import InvalidStoreURL
+from mcp_tasks.stores.opening import InvalidStoreURL, with_query
 from mcp_tasks_contract import new_namespace
+from mcp_tasks_contract.proxy import StoppableProxy, through
 from mcp_tasks_mongodb import MongoTaskStore
 from mcp_tasks_mongodb.codec import INDEXES
 
@@ -107,6 +110,25 @@ async def test_drop_removes_one_namespace_only(open_store: OpenStore, mongodb_ur
         await other.close()
         await drop_namespace(namespaced_url(mongodb_url, other_ns))
     await drop_namespace(namespaced_url(mongodb_url, new_namespace()))  # missing: fine
+
+
+async def test_drop_fails_within_the_bound_when_the_server_does_not_answer(
+    mongodb_url: str, namespace: str
+) -> None:
+    """drop_namespace on a server that does not answer (a silent proxy: connections held,
+    nothing passed on) raises StoreUnavailable within the store's bound (``?timeout_ms=``),
+    not PyMongo's 30 s server selection nor never (a test's teardown drops its namespace)."""
+    bound_ms = 2_000
+    parts = urlsplit(mongodb_url)
+    assert parts.hostname is not None
+    async with StoppableProxy(parts.hostname, parts.port or 0) as proxy:
+        proxied = namespaced_url(through(mongodb_url, proxy), namespace)
+        url = with_query(proxied, timeout_ms=str(bound_ms))
+        await proxy.stop("silent")
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await drop_namespace(url)
+        assert time.monotonic() - started < bound_ms / 1000 + 3.0
 
 
 async def test_migrate_creates_the_indexes_once(open_store: OpenStore, mongodb_url: str) -> None:

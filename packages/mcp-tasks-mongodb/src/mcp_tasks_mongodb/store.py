@@ -415,10 +415,14 @@ class MongoTaskStore(ReadModifyWrite):
         return await doctor.diagnose(self._db, self._tasks_name)
 
 
-async def _drop(connect_url: str, database: str, prefix: str) -> None:
-    """Drop the namespace's collections (only for tests and ``drop_namespace``)."""
+async def _drop(connect_url: str, database: str, prefix: str, options: StoreOptions) -> None:
+    """Drop the namespace's collections (only for tests and ``drop_namespace``), within
+    the store's bound each call: a server that does not answer fails the drop, never
+    holds it."""
     with driver_call():
-        client: AsyncMongoClient[Document] = AsyncMongoClient(connect_url)
+        client: AsyncMongoClient[Document] = AsyncMongoClient(
+            connect_url, **driver_timeouts(connect_url, options)
+        )
         try:
             db = client[database]
             await db.drop_collection(f"{prefix}_tasks")
@@ -444,7 +448,8 @@ class MongoStoreBackend:
         return with_query(url, prefix=namespace)
 
     async def drop(self, url: str, /) -> None:
-        await _drop(*parse(url))
+        url, options = options_from_url(url, None)
+        await _drop(*parse(url), options)
 
 
 def from_url(url: str, options: StoreOptions | None = None) -> MongoTaskStore:

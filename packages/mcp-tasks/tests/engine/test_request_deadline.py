@@ -9,11 +9,14 @@ well past the bound. SQLite's outage is its file locked by another process."""
 
 from __future__ import annotations
 
+import faulthandler
 import secrets
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -29,8 +32,7 @@ from mcp_tasks_contract.proxy import Outage, StoppableProxy, through
 from mcp_tasks_contract.servers import mongodb_url, postgres_url, redis_url
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
-    from pathlib import Path
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 __all__ = ["mongodb_url", "postgres_url", "redis_url"]
 
@@ -49,6 +51,23 @@ SLOW_S = 0.85 * BOUND_MS / 1000
 OUTAGE_S = BOUND_MS / 1000 + MARGIN_S + 2.0
 #: Requests are sent in waves this far apart (10 creates a second, as the issue measured).
 WAVES, WAVE_GAP_S, CREATES_PER_WAVE = 3, 0.3, 3
+#: The hard outer bound on one test, its server's start and the teardown included: far
+#: past what a passing test takes (~10 s), so only a hang reaches it.
+HANG_S = 120.0
+
+
+@pytest.fixture(autouse=True)
+def fails_instead_of_hanging() -> Iterator[None]:
+    """A test still running after :data:`HANG_S` ends its process with every thread's
+    traceback (a shielded driver call no cancel scope reaches is ended too): the run
+    reports it failed (xdist: its worker crashed) instead of hanging. The tracebacks go to
+    a file in the temporary directory (pytest's capture of stderr dies with the process)."""
+    with (Path(tempfile.gettempdir()) / "mcp-tasks-request-deadline-hang.txt").open("w") as log:
+        faulthandler.dump_traceback_later(HANG_S, exit=True, file=log)
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
 
 
 def build_server(tasks: Tasks) -> MCPServer[Any]:
