@@ -41,9 +41,7 @@ def test_every_status_list_in_the_sql_is_spelled_as_before(dialect: sa.Dialect) 
     fields = [getattr(statements, f) for f in statements.__slots__]
     # A statement built per count of parameters (a claim by 1 or more work types): its forms.
     compiled = [
-        form
-        for field in fields
-        for form in ((field(1), field(2)) if callable(field) else (field,))
+        form for field in fields for form in ((field(1), field(2)) if callable(field) else (field,))
     ]
     texts = [*ddl(tables, dialect), *(sql.text for sql in compiled if sql is not None)]
     found = {m for text in texts for m in re.findall(r"status IN \([^)]*\)", text)}
