@@ -22,6 +22,7 @@ answering input requests through the client's own elicitation/sampling callbacks
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
 from contextlib import aclosing, contextmanager, suppress
@@ -66,6 +67,25 @@ MIN_POLL_INTERVAL_MS = 10
 
 # Indirection so a test can observe the waits between polls without slowing the server.
 _sleep = anyio.sleep
+
+
+class _CancelledListenNoise(logging.Filter):
+    """Drops the SDK's "Error parsing SSE message" record whose exception is a closed
+    stream: the SDK's Streamable HTTP transport logs that, with a traceback, when an SSE
+    answer arrives after its caller has gone (a watch's listen stream ending as its
+    session closes). It is no parse failure and nothing is lost; a real one still logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (
+            record.msg == "Error parsing SSE message"
+            and isinstance(error, anyio.BrokenResourceError | anyio.ClosedResourceError)
+        )
+
+
+_SDK_TRANSPORT_LOG = logging.getLogger("mcp.client.streamable_http")
+if not any(isinstance(f, _CancelledListenNoise) for f in _SDK_TRANSPORT_LOG.filters):
+    _SDK_TRANSPORT_LOG.addFilter(_CancelledListenNoise())
 
 #: A server that serves `taskIds` on `subscriptions/listen` sends the task's state right
 #: after its acknowledgment; nothing for this long means it does not: poll instead.

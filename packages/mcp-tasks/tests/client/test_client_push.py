@@ -5,6 +5,7 @@ server, over real HTTP."""
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -141,3 +142,28 @@ async def test_a_server_that_does_not_push_is_polled() -> None:
     assert [s.status for s in states] == ["working", "completed"]
     assert counting.methods[LISTEN] == 1
     assert counting.methods["tasks/get"] >= 1
+
+
+def sse_forwarding_failed(error: BaseException) -> None:
+    """What the SDK's Streamable HTTP transport does when it cannot forward an SSE message
+    to its session: log "Error parsing SSE message" with the exception."""
+    sdk = logging.getLogger("mcp.client.streamable_http")
+    try:
+        raise error
+    except Exception:
+        sdk.exception("Error parsing SSE message")
+
+
+def test_an_answer_reaching_a_closed_session_logs_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A listen stream's answer that arrives after its watch's session closed is forwarded
+    into a closed stream: not a parse failure, so no traceback (it ended `mcp-tasks call`'s
+    stderr); a real parse failure still logs. (Importing `mcp_tasks.client` tames it.)"""
+    caplog.set_level(logging.DEBUG)
+    sse_forwarding_failed(anyio.BrokenResourceError())
+    sse_forwarding_failed(anyio.ClosedResourceError())
+    assert caplog.records == []
+    sse_forwarding_failed(ValueError("not JSON"))
+    [record] = caplog.records
+    assert (record.levelname, record.getMessage()) == ("ERROR", "Error parsing SSE message")
