@@ -15,16 +15,27 @@ timeout) ends every call. PyMongo looks at that deadline only now and then (ever
 while it waits for a server), so an operation runs in a task of its own
 (:func:`bounded`, :func:`~mcp_tasks.stores.kit.detached`): its caller stops waiting at
 the deadline (its request's, or a cancellation from outside), and the calls end a moment
-later, unwaited for."""
+later, unwaited for.
+
+A server that refuses connections (nothing listens on its port: killed, stopped, being
+restarted) is one PyMongo waits for until the deadline, whereas the other stores' drivers
+fail at the refused connect. The client's heartbeats tell it sooner (:class:`Refusals`):
+an operation stops waiting at the first heartbeat after its start that finds every server
+the client has heard from refusing connections (a heartbeat comes within about 0.5 s while
+an operation waits for a server). A silent or slow server refuses nothing: there the
+operation waits for its deadline, as before."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import pymongo
+from pymongo import monitoring
 from pymongo.errors import PyMongoError
 
 from mcp_tasks.stores.kit import DriverErrors, detached, within
@@ -40,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DRIVER_ERRORS",
+    "Refusals",
     "bounded",
     "detached_within",
     "driver_call",
@@ -84,10 +96,13 @@ def bounded(timeout_ms: int) -> Iterator[float]:
         yield anyio.current_time() + left_s
 
 
-async def detached_within(timeout_ms: int, operation: Callable[[float], Awaitable[R]]) -> R:
+async def detached_within(
+    timeout_ms: int, operation: Callable[[float], Awaitable[R]], refusals: Refusals | None = None
+) -> R:
     """``operation`` :func:`bounded` (it gets the deadline), in a task of its own
-    (:func:`~mcp_tasks.stores.kit.detached`): the caller stops waiting at the deadline,
-    and the operation ends a moment later by PyMongo's, unwaited for."""
+    (:func:`~mcp_tasks.stores.kit.detached`): the caller stops waiting at the deadline, or
+    at the first heartbeat of ``refusals`` (its client's) that finds the server refusing
+    connections, and the operation ends a moment later by PyMongo's, unwaited for."""
     with within(timeout_ms) as left_s:
         deadline = anyio.current_time() + left_s
 
@@ -96,7 +111,48 @@ async def detached_within(timeout_ms: int, operation: Callable[[float], Awaitabl
             with anyio.fail_after(left_s), pymongo.timeout(left_s):
                 return await operation(deadline)
 
-        return await detached(run())
+        return await detached(run(), gone=None if refusals is None else refusals.next())
+
+
+#: How a refused connect reads in PyMongo's error (it keeps only the text of the OSError:
+#: the monitor clears every error's cause).
+_REFUSED = f"[Errno {errno.ECONNREFUSED}]"
+
+
+class Refusals(monitoring.ServerHeartbeatListener):
+    """A client's heartbeats (one listener per client, in its ``event_listeners``), as news
+    that its servers refuse connections: :meth:`next` is done, with the heartbeat's error,
+    at the first failed heartbeat from now on after which every server the client has heard
+    from refuses them (its last heartbeat failed so). A replica set's member that is down
+    while the primary answers is no such news."""
+
+    def __init__(self) -> None:
+        self._refusing: dict[Any, bool] = {}  # server address → its last heartbeat refused
+        self._next: asyncio.Future[BaseException] | None = None
+
+    def __repr__(self) -> str:
+        return f"Refusals(refusing={sorted(a for a, no in self._refusing.items() if no)})"
+
+    def next(self) -> asyncio.Future[BaseException]:
+        """Done at the next heartbeat that finds every server refusing connections."""
+        waiting = self._next
+        loop = asyncio.get_running_loop()
+        if waiting is None or waiting.done() or waiting.get_loop() is not loop:
+            waiting = self._next = loop.create_future()
+        return waiting
+
+    def started(self, event: monitoring.ServerHeartbeatStartedEvent) -> None:
+        pass
+
+    def succeeded(self, event: monitoring.ServerHeartbeatSucceededEvent) -> None:
+        self._refusing[event.connection_id] = False
+
+    def failed(self, event: monitoring.ServerHeartbeatFailedEvent) -> None:
+        refused = _REFUSED in str(event.reply)
+        self._refusing[event.connection_id] = refused
+        waiting = self._next
+        if refused and all(self._refusing.values()) and waiting and not waiting.done():
+            waiting.set_result(event.reply)
 
 
 def driver_timeouts(url: str, options: StoreOptions) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from mcp_tasks.stores.stats import from_counts
 from mcp_tasks_mongodb import claims, create_lock, doctor, pipelines
 from mcp_tasks_mongodb.codec import INDEXES, document_of, epoch_ms, new_version, record_of
 from mcp_tasks_mongodb.driver import (
+    Refusals,
     bounded,
     detached_within,
     driver_call,
@@ -105,6 +106,7 @@ class MongoTaskStore(ReadModifyWrite):
         self.options = options or StoreOptions()
         self.janitor_grace_ms = janitor_grace_ms
         self._client: AsyncMongoClient[Document] | None = None
+        self._refusals = Refusals()  # the client's heartbeats: a refused server fails sooner
         self._indexed = False
         self._index_lock = asyncio.Lock()
         self._guard = CloseGuard()
@@ -138,8 +140,12 @@ class MongoTaskStore(ReadModifyWrite):
     def _db(self) -> AsyncDatabase[Document]:
         self._guard.check()
         if self._client is None:
+            self._refusals = Refusals()
             self._client = AsyncMongoClient(
-                self.connect_url, tz_aware=False, **driver_timeouts(self.connect_url, self.options)
+                self.connect_url,
+                tz_aware=False,
+                event_listeners=[self._refusals],
+                **driver_timeouts(self.connect_url, self.options),
             )
         return self._client[self.database]
 
@@ -230,13 +236,13 @@ class MongoTaskStore(ReadModifyWrite):
                 if await self._write(write, version):
                     return result
 
-        return await detached_within(self.options.timeout_ms, modify)
+        return await detached_within(self.options.timeout_ms, modify, self._refusals)
 
     # --- create and the caps ---------------------------------------------------------------
 
     async def create(self, task: NewTask) -> TaskRecord:
         return await detached_within(
-            self.options.timeout_ms, lambda deadline: self._create(task, deadline)
+            self.options.timeout_ms, lambda deadline: self._create(task, deadline), self._refusals
         )
 
     async def _create(self, task: NewTask, deadline: float) -> TaskRecord:
@@ -294,7 +300,9 @@ class MongoTaskStore(ReadModifyWrite):
     # --- the other Store operations ---------------------------------------------------------
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
-        read = await detached_within(self.options.timeout_ms, lambda _: self._read(task_id))
+        read = await detached_within(
+            self.options.timeout_ms, lambda _: self._read(task_id), self._refusals
+        )
         record, _, now = read
         return rules.visible(record, owner, now)
 

@@ -168,12 +168,8 @@ async def first_task(client: RawClient) -> str:
     return task_id
 
 
-# MongoDB is not among the backends here, an open defect: on the embedded MongoDB server
-# (SecantusDB) under load, a run of this scenario now and then never ends (every thread idle,
-# the event loop waiting; 3 of 6 runs under two busy loops, none unloaded). Until its cause
-# is found, the per-request deadline's MongoDB part stays unproven here.
 @pytest.mark.parametrize("outage", ["refused", "silent", "slow"])
-@pytest.mark.parametrize("backend", ["postgres", "redis"])
+@pytest.mark.parametrize("backend", ["postgres", "redis", "mongodb"])
 async def test_each_request_fails_within_one_bound_from_its_sending(
     backend: str, outage: Outage, request: pytest.FixtureRequest
 ) -> None:

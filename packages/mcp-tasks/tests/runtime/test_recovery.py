@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from fastmcp import FastMCP
 from mcp.server.mcpserver import MCPServer
@@ -19,6 +20,8 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import (
     ANY_OWNER,
+    Claimed,
+    Lease,
     MemoryBackend,
     MemoryTaskStore,
     NewTask,
@@ -428,6 +431,62 @@ async def test_a_due_retry_of_a_tool_that_is_not_rerun_still_runs() -> None:
         record = await finished(tasks.store, task_id)  # type: ignore[arg-type]
     assert record.status is TaskStatus.COMPLETED
     assert (attempts, record.generation) == ([0, 1], 2)
+
+
+class ShieldedStore(MemoryTaskStore):
+    """The memory store with its claims and releases shielded from cancellation, as the
+    MongoDB store runs its driver calls (it never cancels PyMongo). The first claim is in
+    flight until its runner stopped; the claims that start after that are counted."""
+
+    def __init__(self, backend: MemoryBackend) -> None:
+        super().__init__(backend=backend)
+        self.runner: Any = None
+        self.claiming = anyio.Event()
+        self.claims_after_stop = 0
+
+    async def claim(self, worker_id: str, **kw: Any) -> Claimed | None:
+        with anyio.CancelScope(shield=True):
+            if not self.runner.running:
+                self.claims_after_stop += 1
+                # Past this many the loop would claim on forever: end it, failing the test.
+                assert self.claims_after_stop < 20, "the stopped runner claims on"
+            self.claiming.set()
+            while self.runner.running:  # noqa: ASYNC110 (the stop sets no event to wait for)
+                await anyio.sleep(0.01)
+            return await super().claim(worker_id, **kw)
+
+    async def release(self, lease: Lease) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.lowlevel.checkpoint()
+            await super().release(lease)
+
+
+async def test_a_stopped_runner_claims_nothing_even_where_no_cancellation_reaches_the_store() -> (
+    None
+):
+    """A claim in flight when the runner stops takes a task it can no longer run: the
+    runner releases it and claims nothing more, though its store's calls are shielded
+    from the stop's cancellation (the recovery loop ends because the runner stopped; a
+    cancellation finds no await of it outside the store to land on)."""
+    backend = MemoryBackend()
+    task_id = new_task_id()
+    await MemoryTaskStore(backend=backend).create(
+        NewTask(task_id=task_id, work=tool_work("job", {}, task_id=task_id))
+    )
+    store = ShieldedStore(backend)
+    tasks = Tasks(store=store, recovery_interval_s=0.05)
+    store.runner = tasks.runner
+
+    async def job(arguments: Any) -> str:
+        raise AssertionError("a stopped runner runs nothing")
+
+    tasks.register("job", mode="required", run=job)
+    with anyio.fail_after(10):
+        async with tasks.running():
+            await store.claiming.wait()
+    record = await store.get(task_id, ANY_OWNER)
+    assert (record.status, record.claim, record.generation) == (TaskStatus.WORKING, None, 1)
+    assert store.claims_after_stop == 0
 
 
 def test_recovery_is_rerun_or_fail() -> None:

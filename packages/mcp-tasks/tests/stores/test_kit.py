@@ -172,3 +172,40 @@ async def test_a_detached_call_is_never_cancelled_and_its_caller_stops_waiting()
     await anyio.sleep(0.05)
     assert unread == []
     assert await detached(asyncio.sleep(0, result="done")) == "done"
+
+
+@pytest.mark.anyio
+async def test_a_detached_call_is_given_up_once_the_server_is_gone() -> None:
+    """``gone`` done (the driver's news that the server refuses connections): its caller
+    stops waiting and raises StoreUnavailable from that news; the call runs on to its end,
+    its failure read. A call that ended first answers; a caller cancelled meanwhile stops
+    waiting without either future cancelled."""
+    ended = anyio.Event()
+
+    async def call() -> None:
+        try:
+            await anyio.sleep(0.3)
+        finally:
+            ended.set()
+        raise OSError("the driver's own deadline")
+
+    unread: list[object] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: unread.append(context))
+    gone: asyncio.Future[BaseException] = loop.create_future()
+    refused = ConnectionRefusedError("refused")
+    loop.call_later(0.05, gone.set_result, refused)
+    with pytest.raises(StoreUnavailable) as raised:
+        await detached(call(), gone=gone)
+    assert raised.value.__cause__ is refused
+    assert not ended.is_set()
+    with anyio.fail_after(5):
+        await ended.wait()
+    await anyio.sleep(0.05)
+    assert unread == []
+
+    never: asyncio.Future[BaseException] = loop.create_future()
+    assert await detached(asyncio.sleep(0, result="done"), gone=never) == "done"
+    with anyio.move_on_after(0.05):
+        await detached(anyio.sleep(5), gone=never)
+    assert not never.cancelled()

@@ -363,7 +363,13 @@ class Runner:
     async def _recover_forever(self, interval_s: float) -> None:
         """Claim work with no live lease (oldest first) and run it through its executor.
         Claims back to back while there is work and room; otherwise waits ``interval_s``, or
-        less when any process signals work (a task created for workers, a lease released)."""
+        less when any process signals work (a task created for workers, a lease released).
+
+        Ends once the runner stopped: a claim then is only released again, and the runner's
+        own releases at its stop make work claimable at once. A store may shield its calls
+        from cancellation (MongoDB's never cancels PyMongo), so the stop's cancellation may
+        find no await of this loop outside a store call to land on; claiming on after the
+        stop, it would take and release the same tasks forever."""
         outage = Outage(logger, "claiming unheld tasks", describe_store(self.store))
         served = await self.work_types()
         logger.info(
@@ -372,7 +378,7 @@ class Runner:
             extra={"tools": None if served is None else sorted(served)},
         )
         async with self.notifier.subscribe(WORK_SIGNAL) as work:
-            while True:
+            while self.running:
                 claimed: Claimed | None = None
                 if self._adopted < self.max_adopted:
                     try:

@@ -295,10 +295,17 @@ class _Bound:
         return StoreUnavailable(f"The store did not answer within {self._timeout_ms} ms")
 
 
-async def detached(call: Coroutine[Any, Any, R]) -> R:
+async def detached(
+    call: Coroutine[Any, Any, R], *, gone: asyncio.Future[BaseException] | None = None
+) -> R:
     """``call``'s outcome, run in a task of its own that no cancellation reaches: a caller
     cancelled meanwhile (its bound, its request's end) stops waiting at once, and ``call``
     runs on to its own end (a driver deadline of its own), its outcome dropped.
+
+    ``gone``: a future the driver's own news completes, with its error, once the server is
+    known to be gone (its connections refused) while the driver would wait on for it; the
+    caller then stops waiting too and raises ``StoreUnavailable`` from that error, unless
+    ``call`` ended first.
 
     For a driver call that must not be cancelled (PyMongo's waits), or whose own shield
     would leave a failure nobody reads (asyncpg's ``Pool.release``: a cancelled caller's
@@ -307,7 +314,13 @@ async def detached(call: Coroutine[Any, Any, R]) -> R:
     task = asyncio.ensure_future(call)  # the context goes with it (a driver's deadline)
     _DETACHED.add(task)  # asyncio keeps only a weak reference to a task
     task.add_done_callback(_drop_outcome)
-    return await asyncio.shield(task)
+    if gone is None:
+        return await asyncio.shield(task)
+    # Cancelling asyncio.wait stops the wait only: neither future is cancelled.
+    await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        return task.result()
+    raise StoreUnavailable from gone.result()
 
 
 #: The detached calls still running.
