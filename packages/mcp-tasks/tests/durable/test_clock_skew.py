@@ -18,11 +18,12 @@ libfaketime's settings (see :func:`serve_skewed`):
   epoch-sized value, so the deadline handed to glibc is about -1.8e9 s and every such wait
   times out at once, without waiting. CPython waits for the GIL that way (5 ms at a time,
   then asks the holder to drop it), so a thread waiting for the GIL spins and makes the
-  holder hand it over at every check: two threads of a faked process ran about 10,000
-  times slower than without libfaketime, which starved the SQLite store's connection
-  threads (its leases lapsed for no clock's doing). With the fix off libfaketime passes
-  a monotonic deadline through unchanged (glibc 2.36 hands it to the kernel as it is), and
-  the GIL is handed over as without libfaketime.
+  holder hand it over at every check. Of two threads counting for 2 s in a faked process,
+  the one waiting for the GIL counted about 100 instead of millions, and the SQLite
+  store's connection threads starved (the skewed server let leases lapse and ran tasks
+  twice, no clock's doing). With the fix off libfaketime passes a monotonic deadline
+  through unchanged (glibc 2.36 hands it to the kernel as it is), and the GIL is handed
+  over as without libfaketime.
 * ``libfaketimeMT.so.1``: the variant that takes a lock around its cached state of the
   faked time; the server's threads (the SQLite store's connections, anyio's worker
   threads) read the clock too.
