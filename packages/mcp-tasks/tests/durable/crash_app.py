@@ -51,9 +51,11 @@ anywhere = tasks.http_app(
 
 @tasks.tool(mcp, mode="required", poll_interval_ms=100)
 async def slow(seconds: float, ctx: TaskContext) -> str:
-    """Report that this run started, sleep, answer which process finished."""
+    """Report that this run started (a ``run`` line, and a ``began`` line with the wall time
+    it began), sleep, answer which process finished."""
     assert ctx.idempotency_key is not None
     log("run", ctx.idempotency_key, f"attempt={ctx.attempt}")
+    log("began", ctx.idempotency_key, f"{time.time():.6f}")
     await ctx.progress(0, seconds, f"running in {os.getpid()}")
     await anyio.sleep(seconds)
     return f"done by {os.getpid()}"

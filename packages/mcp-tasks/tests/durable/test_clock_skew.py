@@ -1,12 +1,32 @@
-"""A skewed clock changes nothing: two servers on one server-backed store (Postgres, Redis,
-MongoDB), one of them with its wall clock 90 s ahead or 90 s behind (Debian's libfaketime;
-SQLite: see :func:`store_url`). Leases, retries and TTLs are decided by the database
-server's clock, so the skewed server takes no task from the other's live lease, the other
-takes none from its, each body starts once, and a SIGKILLed server's tasks are taken over
-within lease + 2 s.
+"""A skewed clock changes nothing: two servers on one durable store (SQLite, Postgres,
+Redis, MongoDB), one of them with its wall clock 90 s ahead or 90 s behind (Debian's
+libfaketime; the test asserts that its bodies see that clock). Leases, retries and TTLs
+are decided by the store's clock (the database server's; on SQLite the file's, see
+mcp_tasks_sqlite.store_time), so the skewed server takes no task from the other's live
+lease, the other takes none from its, each body starts once, and a SIGKILLed server's tasks
+are taken over within lease + 2 s.
 
-``FAKETIME_DONT_FAKE_MONOTONIC=1``: a stepped wall clock (NTP, an operator, a resumed VM)
-never moves the kernel's monotonic clocks, and libfaketime would otherwise move them too.
+libfaketime's settings (see :func:`serve_skewed`):
+
+* ``FAKETIME_DONT_FAKE_MONOTONIC=1``: a stepped wall clock (NTP, an operator, a resumed VM)
+  never moves the kernel's monotonic clocks (nor ``CLOCK_BOOTTIME``), and libfaketime would
+  otherwise move them too.
+* ``FAKETIME_FORCE_MONOTONIC_FIX=0``: libfaketime 0.9.10 turns this "fix" on by itself on
+  glibc 2.30 and later. It then rewrites the deadline of a ``pthread_cond_timedwait`` on a
+  ``CLOCK_MONOTONIC`` condition as the real monotonic time plus (deadline minus libfaketime's
+  *faked* monotonic time), and it fakes that one even under ``DONT_FAKE_MONOTONIC``: an
+  epoch-sized value, so the deadline handed to glibc is about -1.8e9 s and every such wait
+  times out at once, without waiting. CPython waits for the GIL that way (5 ms at a time,
+  then asks the holder to drop it), so a thread waiting for the GIL spins and makes the
+  holder hand it over at every check. Of two threads counting for 2 s in a faked process,
+  the one waiting for the GIL counted about 100 instead of millions, and the SQLite
+  store's connection threads starved (the skewed server let leases lapse and ran tasks
+  twice, no clock's doing). With the fix off libfaketime passes a monotonic deadline
+  through unchanged (glibc 2.36 hands it to the kernel as it is), and the GIL is handed
+  over as without libfaketime.
+* ``libfaketimeMT.so.1``: the variant that takes a lock around its cached state of the
+  faked time; the server's threads (the SQLite store's connections, anyio's worker
+  threads) read the clock too.
 """
 
 from __future__ import annotations
@@ -47,21 +67,18 @@ WATCH_S = LEASE_S
 BOUND_MS = 30_000
 
 
-# Not SQLite: libfaketime breaks CPython's GIL handoff (a thread's timed wait for the GIL
-# never times out while the event loop holds it), so in the skewed process the SQLite
-# store's connection threads starve and its own leases lapse, which is no clock's doing.
-# mcp-tasks-sqlite's test_sqlite_store_time.py moves a process's wall clock instead.
-@pytest.fixture(params=["postgres", "redis", "mongodb"])
+@pytest.fixture(params=["sqlite", "postgres", "redis", "mongodb"])
 async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """A fresh namespace of a server-backed durable store."""
+    """A SQLite file, or a fresh namespace of a server-backed durable store."""
     async with durable_url(request, tmp_path) as url:
         yield url
 
 
 def libfaketime() -> str:
-    """Debian's libfaketime (package ``faketime``), preloaded into the server itself: the
-    ``faketime`` command would run the server as a child, with a process id of its own."""
-    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    """Debian's libfaketime (package ``faketime``), its thread-safe variant, preloaded into
+    the server itself: the ``faketime`` command would run the server as a child, with a
+    process id of its own."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
     if not found:
         if os.environ.get("CI"):
             pytest.fail("libfaketime is not installed (.ci/run installs the faketime package)")
@@ -70,13 +87,25 @@ def libfaketime() -> str:
 
 
 async def serve_skewed(processes: Processes, offset: str, lease_ms: str) -> Process:
-    """``mcp-tasks serve`` of crash_app with its wall clock ``offset`` off (e.g. ``+90s``)."""
+    """``mcp-tasks serve`` of crash_app with its wall clock ``offset`` off (e.g. ``+90s``);
+    the module's docstring says why each setting."""
     return await processes.serve(
         CRASH_LEASE_MS=lease_ms,
         LD_PRELOAD=libfaketime(),
         FAKETIME=offset,
         FAKETIME_DONT_FAKE_MONOTONIC="1",
+        FAKETIME_FORCE_MONOTONIC_FIX="0",
     )
+
+
+def assert_clock_of(processes: Processes, ids: list[str], pid: int, skew_s: float) -> None:
+    """Each body of ``ids`` that ``pid`` began saw a wall clock ``skew_s`` off this test's
+    (within half the skew: a body began before this test read its ``began`` line)."""
+    now = time.time()
+    began = [float(w) for p, t, w in processes.lines("began") if p == pid and t in ids]
+    assert len(began) == len(ids)
+    off = [round(b - now) for b in began]
+    assert all(abs(o - skew_s) < SKEW_S / 2 for o in off), f"{pid}'s clock off by {off} s"
 
 
 async def wait_for_runs_of(processes: Processes, ids: list[str], pid: int) -> float:
@@ -115,6 +144,8 @@ async def test_a_skewed_server_steals_no_lease_and_takes_over_in_time(
     }
     for pid, ids in mine.items():  # each server runs the tasks it created
         await wait_for_runs_of(processes, ids, pid)
+    assert_clock_of(processes, mine[normal.pid], normal.pid, 0)
+    assert_clock_of(processes, mine[skewed.pid], skewed.pid, int(skew.removesuffix("s")))
     await anyio.sleep(WATCH_S)
     runs = Counter((p, t) for p, t, _ in processes.lines("run"))
     assert runs == {(pid, t): 1 for pid, ids in mine.items() for t in ids}, "a live lease taken"
