@@ -89,14 +89,6 @@ _WATCHED_HEADERS: Final = _ROUTING_HEADERS | {
     b"host",
     b"origin",
 }
-#: What :func:`_headers_pass` reads: its verdict depends on these alone.
-_CHECKED_HEADERS: Final = (
-    MCP_PROTOCOL_VERSION_HEADER.encode(),
-    b"content-type",
-    b"accept",
-    b"host",
-    b"origin",
-)
 #: How many verdicts on paths and on headers a fast path keeps: a client repeats the same
 #: few values, and the bound keeps one that varies them from growing the tables.
 _REMEMBERED: Final = 64
@@ -107,6 +99,7 @@ _VERSION_HEADER: Final = MCP_PROTOCOL_VERSION_HEADER.encode()
 _METHOD_HEADER: Final = MCP_METHOD_HEADER.encode()
 #: Each ``tasks/*`` method as its ``Mcp-Method`` header carries it.
 _METHOD_HEADERS: Final = {method: method.encode() for method in TASK_METHODS}
+_TASK_METHOD_HEADERS: Final = frozenset(_METHOD_HEADERS.values())
 #: Whether the SDK's classifier has no ``Mcp-Name`` rung for any ``tasks/*`` method (its
 #: rungs are then the envelope pair, the two headers and the version): the premise of
 #: :func:`_simple_route`, which leaves every request to the classifier without it.
@@ -193,7 +186,13 @@ class TasksFastPath:
             await self.app(scope, receive, send)
             return
         headers = _watched_headers(scope)
-        if headers is None or not self._headers_pass(headers, manager):
+        if (
+            headers is None
+            # The SDK routes a request only when its Mcp-Method is its body's method: any
+            # other is no tasks/* request to answer here, and its body is not read.
+            or headers.get(_METHOD_HEADER) not in _TASK_METHOD_HEADERS
+            or not self._headers_pass(headers, manager)
+        ):
             await self.app(scope, receive, send)
             return
         received: list[Message] = []
@@ -216,8 +215,9 @@ class TasksFastPath:
     def _headers_pass(
         self, headers: Mapping[bytes, bytes], manager: StreamableHTTPSessionManager
     ) -> bool:
-        """:func:`_headers_pass`, its verdict remembered for the headers it depends on (but
-        the declared size, checked each time): a client sends the same ones on every poll."""
+        """:func:`_headers_pass`, its verdict remembered for the headers it depends on (the
+        ones it reads, but the declared size, checked each time): a client sends the same
+        ones on every poll."""
         declared_size = headers.get(b"content-length")
         if declared_size is not None:
             try:
@@ -225,7 +225,14 @@ class TasksFastPath:
                     return False
             except ValueError:
                 pass  # the SDK ignores a length it cannot read, and so does this
-        key = tuple(headers.get(name) for name in _CHECKED_HEADERS)
+        get = headers.get
+        key = (
+            get(_VERSION_HEADER),
+            get(b"content-type"),
+            get(b"accept"),
+            get(b"host"),
+            get(b"origin"),
+        )
         verdict = self._header_verdicts.get(key)
         if verdict is None:
             verdict = _remember(self._header_verdicts, key, _headers_pass(headers, manager))
@@ -365,7 +372,8 @@ def _watched_headers(scope: Scope) -> dict[bytes, bytes] | None:
 def _headers_pass(headers: Mapping[bytes, bytes], manager: StreamableHTTPSessionManager) -> bool:
     """Whether the SDK's header checks (Content-Type, Host, Origin, Accept, a modern
     ``Mcp-Protocol-Version``) all pass, so none of their refusals is due. It reads the
-    :data:`_CHECKED_HEADERS` only."""
+    ``Mcp-Protocol-Version``, ``Content-Type``, ``Accept``, ``Host`` and ``Origin`` only
+    (:meth:`TasksFastPath._headers_pass` remembers its verdicts by them)."""
     version = headers.get(MCP_PROTOCOL_VERSION_HEADER.encode())
     if version is None or version.decode("latin-1") not in MODERN_PROTOCOL_VERSIONS:
         return False
