@@ -753,7 +753,8 @@ class TaskEngine:
             if required:
                 raise errors.header_mismatch("Mcp-Name header is required on tasks/* requests")
             return
-        name = decode_header_value(raw)
+        # Only a value in the ``=?base64?…?=`` sentinel needs decoding (the SDK's rule).
+        name = decode_header_value(raw) if raw.startswith("=?") else raw
         if name is None:
             raise errors.header_mismatch("Mcp-Name header carries a malformed base64 value")
         if isinstance(task_id, str) and name != task_id:
