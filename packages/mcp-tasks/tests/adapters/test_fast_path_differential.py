@@ -20,6 +20,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.routing import Mount, Route
 
 from mcp_tasks import MemoryTaskStore, Tasks
+from mcp_tasks.adapters import fast_path
 from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
 from mcp_tasks.domain.clock import ManualClock
 from mcp_tasks.testing import PROTOCOL, WITH_TASKS, RawClient, running_asgi, static_auth
@@ -666,3 +667,12 @@ def test_with_fast_path_takes_the_sdk_endpoint_only() -> None:
     other = Starlette(routes=[Route("/mcp", lambda request: None)])
     assert with_fast_path(other) is other
     assert not TasksFastPath(other).active
+
+
+def test_the_hand_checks_read_what_the_sdk_in_use_checks() -> None:
+    """The fast path reads the SDK's classifier and params model by hand only while their
+    premises hold for the installed SDK (no ``Mcp-Name`` rung for ``tasks/*``; a params
+    model of ``_meta`` alone, whose one declared key is ``progressToken``); else every
+    request goes to them, answered the same but slower. This SDK keeps both premises."""
+    assert fast_path._NO_NAME_RUNG
+    assert fast_path._PARAMS_MODEL_READS
