@@ -95,15 +95,16 @@ BESPOKE: tuple[tuple[str, str, str], ...] = (
     # trace context a task keeps, ``trace_context=carrier()``, with _KEYWORD_HOOKS).
     (
         "engine/core.py",
-        "        name, attributes = _SPANS[method]\n"
-        "        with request_bound(), SpanScope(name, attributes, expected=(MCPError,)) as span:\n"
-        "            try:\n"
-        "                return await self._tasks_method(request, method, params, span)\n"
-        "            except MCPError as exc:\n"
-        "                if span.is_recording():\n"
-        "                    span.set_attribute(RPC_STATUS_CODE, str(exc.error.code))\n"
-        "                raise\n",
-        "        with request_bound():\n"
+        "            if not tracing():\n"
+        "                return await self._tasks_method(request, method, params, INVALID_SPAN)\n"
+        "            name, attributes = _SPANS[method]\n"
+        "            with SpanScope(name, attributes, expected=(MCPError,)) as span:\n"
+        "                try:\n"
+        "                    return await self._tasks_method(request, method, params, span)\n"
+        "                except MCPError as exc:\n"
+        "                    if span.is_recording():\n"
+        "                        span.set_attribute(RPC_STATUS_CODE, str(exc.error.code))\n"
+        "                    raise\n",
         "            return await self._tasks_method(request, method, params, None)\n",
     ),
     ("engine/core.py", "        tool = {} if task.work is None else {TOOL: task.work.type}\n", ""),
@@ -123,7 +124,7 @@ BESPOKE: tuple[tuple[str, str, str], ...] = (
         "adapters/fast_path.py",
         "            if tracing():\n"
         "                result = await _in_sdk_spans("
-        "server, engine, decoded, verdict.protocol_version, view)\n"
+        "server, engine, decoded, protocol_version, view)\n"
         "            else:\n"
         "                result = await engine.handle_tasks_method(view, method, params)\n",
         "            result = await engine.handle_tasks_method(view, method, params)\n",

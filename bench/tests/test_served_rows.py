@@ -54,15 +54,18 @@ def test_the_production_stack_doubles_ours_the_peer_and_both_floors() -> None:
 @pytest.mark.parametrize("name", [served.BARE, served.SERVE])
 def test_each_row_is_named_by_the_stack_its_server_reports(name: str, tmp_path: Path) -> None:
     """The bare floor under uvicorn.run (asyncio and h11, asked for) and our server under
-    `mcp-tasks serve` (the asyncio loop, and the parser uvicorn picks: httptools when it is
-    installed) each report from inside the running server what they run on."""
+    `mcp-tasks serve` (the loop and parser uvicorn picks, as `uvicorn app:app` does: uvloop
+    and httptools when they are installed) each report from inside the running server what
+    they run on."""
     target = rows()[name]
     with ExitStack() as servers:
         served.started(servers, target, tmp_path)
+    auto_loop = "uvloop" if importable("uvloop") else "asyncio"
     auto_parser = "httptools" if importable("httptools") else "h11"
     expected = {
         served.BARE: ("uvicorn.run", {"loop": "asyncio", "http": "h11"}),
-        served.SERVE: ("mcp-tasks serve", {"loop": "asyncio", "http": auto_parser}),
+        served.SERVE: ("mcp-tasks serve", {"loop": auto_loop, "http": auto_parser}),
     }[name]
     assert (target.way, target.stack) == expected
-    assert target.label == f"{expected[0]} · asyncio loop · {expected[1]['http']}"
+    stack = expected[1]
+    assert target.label == f"{expected[0]} · {stack['loop']} loop · {stack['http']}"

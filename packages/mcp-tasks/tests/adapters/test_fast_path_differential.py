@@ -20,6 +20,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.routing import Mount, Route
 
 from mcp_tasks import MemoryTaskStore, Tasks
+from mcp_tasks.adapters import fast_path
 from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
 from mcp_tasks.domain.clock import ManualClock
 from mcp_tasks.testing import PROTOCOL, WITH_TASKS, RawClient, running_asgi, static_auth
@@ -85,6 +86,20 @@ def envelope(
 
 def encode(message: Any) -> bytes:
     return json.dumps(message).encode()
+
+
+def with_meta(task_id: str, sent_meta: Any, **params: Any) -> bytes:
+    """A ``tasks/get`` of ``task_id`` whose ``params._meta`` is ``sent_meta`` (``params``
+    beside it)."""
+    sent = {"taskId": task_id, **params, "_meta": sent_meta}
+    return encode({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": sent})
+
+
+#: The envelope pair a 2026-07-28 request carries in ``params._meta``.
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+    "io.modelcontextprotocol/clientCapabilities": WITH_TASKS,
+}
 
 
 def corpus(done: str, parked: str, *, json_response: bool, authenticated: bool) -> list[Case]:
@@ -389,6 +404,75 @@ def corpus(done: str, parked: str, *, json_response: bool, authenticated: bool) 
             get_headers,
             taken=False,
         ),
+        # The params model's own answers, where the fast path checks without it: a
+        # progressToken it takes (a string, an integer, and true and 1.0, which its lax
+        # mode reads as integers) and one it refuses.
+        *(
+            Case(
+                f"_meta progressToken {json.dumps(token)}",
+                with_meta(done, {**ENVELOPE, "progressToken": token}),
+                get_headers,
+                taken=taken,
+            )
+            for token, taken in (
+                ("p-1", True),
+                (7, True),
+                (2**70, True),
+                (True, True),
+                (1.0, True),
+                (1.5, False),
+                (None, False),
+                ([], False),
+            )
+        ),
+        Case(
+            "_meta with clientInfo and keys of its own",
+            with_meta(
+                done,
+                {**ENVELOPE, "io.modelcontextprotocol/clientInfo": {"name": "c"}, "x": [1]},
+            ),
+            get_headers,
+            taken=True,
+        ),
+        Case(
+            "params with a key named meta",
+            with_meta(done, ENVELOPE, meta={"progressToken": []}),
+            get_headers,
+            taken=True,
+        ),
+        # The SDK's classifier's rungs, where the fast path checks without it.
+        Case(
+            "_meta without the protocol version",
+            with_meta(done, {k: v for k, v in ENVELOPE.items() if "protocol" not in k}),
+            get_headers,
+            taken=False,
+        ),
+        Case(
+            "_meta without the capabilities",
+            with_meta(done, {k: v for k, v in ENVELOPE.items() if "Capab" not in k}),
+            get_headers,
+            taken=False,
+        ),
+        Case("_meta a list", with_meta(done, [ENVELOPE]), get_headers, taken=False),
+        Case("_meta a string", with_meta(done, PROTOCOL), get_headers, taken=False),
+        Case(
+            "protocol version null",
+            with_meta(done, {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": None}),
+            get_headers,
+            taken=False,
+        ),
+        Case(
+            "Mcp-Method of another tasks method",
+            get,
+            headers_for("tasks/get", done, **{"mcp-method": "tasks/cancel"}),
+            taken=False,
+        ),
+        Case(
+            "Mcp-Method in capitals",
+            get,
+            headers_for("tasks/get", done, **{"mcp-method": "TASKS/GET"}),
+            taken=False,
+        ),
         Case(
             "tasks/list (removed)",
             encode(envelope("tasks/list", {})),
@@ -583,3 +667,12 @@ def test_with_fast_path_takes_the_sdk_endpoint_only() -> None:
     other = Starlette(routes=[Route("/mcp", lambda request: None)])
     assert with_fast_path(other) is other
     assert not TasksFastPath(other).active
+
+
+def test_the_hand_checks_read_what_the_sdk_in_use_checks() -> None:
+    """The fast path reads the SDK's classifier and params model by hand only while their
+    premises hold for the installed SDK (no ``Mcp-Name`` rung for ``tasks/*``; a params
+    model of ``_meta`` alone, whose one declared key is ``progressToken``); else every
+    request goes to them, answered the same but slower. This SDK keeps both premises."""
+    assert fast_path._NO_NAME_RUNG
+    assert fast_path._PARAMS_MODEL_READS

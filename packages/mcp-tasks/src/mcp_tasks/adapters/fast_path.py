@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 # The SDK's default span middleware, exported from no public module: if an upgrade moves
@@ -42,13 +43,17 @@ from mcp.shared.inbound import (
     MCP_METHOD_HEADER,
     MCP_NAME_HEADER,
     MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
     InboundLadderRejection,
     classify_inbound_request,
 )
 from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
     SERVER_INFO_META_KEY,
     JSONRPCError,
     RequestId,
+    RequestParamsMeta,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -66,7 +71,6 @@ if TYPE_CHECKING:
 
     from mcp.server.lowlevel.server import Server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from mcp_types import RequestParamsMeta
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from mcp_tasks.engine import RequestView, TaskEngine
@@ -85,24 +89,49 @@ _WATCHED_HEADERS: Final = _ROUTING_HEADERS | {
     b"host",
     b"origin",
 }
-#: What :func:`_headers_pass` reads: its verdict depends on these alone.
-_CHECKED_HEADERS: Final = (
-    MCP_PROTOCOL_VERSION_HEADER.encode(),
-    b"content-type",
-    b"accept",
-    b"host",
-    b"origin",
-)
 #: How many verdicts on paths and on headers a fast path keeps: a client repeats the same
 #: few values, and the bound keeps one that varies them from growing the tables.
 _REMEMBERED: Final = 64
 _JSON_HEADERS: Final = b"application/json"
 #: The types of a JSON-RPC request's ``id`` the SDK's envelope model accepts, as parsed.
 _REQUEST_ID_TYPES: Final = (int, str)
+_VERSION_HEADER: Final = MCP_PROTOCOL_VERSION_HEADER.encode()
+_METHOD_HEADER: Final = MCP_METHOD_HEADER.encode()
+#: Each ``tasks/*`` method as its ``Mcp-Method`` header carries it.
+_METHOD_HEADERS: Final = {method: method.encode() for method in TASK_METHODS}
+_TASK_METHOD_HEADERS: Final = frozenset(_METHOD_HEADERS.values())
+#: Whether the SDK's classifier has no ``Mcp-Name`` rung for any ``tasks/*`` method (its
+#: rungs are then the envelope pair, the two headers and the version): the premise of
+#: :func:`_simple_route`, which leaves every request to the classifier without it.
+_NO_NAME_RUNG: Final = TASK_METHODS.isdisjoint(NAME_BEARING_METHODS)
+#: What the SDK's params model reads, the premise of :func:`_params_pass`'s own check: its
+#: one field, ``_meta``, whose one declared key is ``progressToken`` (``str | int``); other
+#: keys of either are accepted unread.
+_PARAMS_MODEL_READS: Final = set(TaskMethodParams.model_fields) == {"meta"} and set(
+    RequestParamsMeta.__annotations__
+) == {"progress_token"}
+_ABSENT: Final = object()
 #: ``json.dumps(..., separators=(",", ":"))``, as the SDK writes an answer, built once.
 #: Without the check for cycles (a fifth of the encoding's time): an answer is made of what
 #: the store gave back, checked JSON nested at most 64 deep, so the bytes are the same.
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+#: The C encoder behind ``_ENCODER.encode``, made once here, not on every call (a fifth of
+#: its cost for a poll's answer); ``None`` where the C accelerator is missing.
+_C_ENCODER: Final = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(
+        None,  # no check for cycles
+        _ENCODER.default,
+        encode_basestring_ascii,  # ensure_ascii, as json.dumps
+        _ENCODER.indent,
+        _ENCODER.key_separator,
+        _ENCODER.item_separator,
+        _ENCODER.sort_keys,
+        _ENCODER.skipkeys,
+        _ENCODER.allow_nan,
+    )
+)
 
 
 K = TypeVar("K")
@@ -157,7 +186,13 @@ class TasksFastPath:
             await self.app(scope, receive, send)
             return
         headers = _watched_headers(scope)
-        if headers is None or not self._headers_pass(headers, manager):
+        if (
+            headers is None
+            # The SDK routes a request only when its Mcp-Method is its body's method: any
+            # other is no tasks/* request to answer here, and its body is not read.
+            or headers.get(_METHOD_HEADER) not in _TASK_METHOD_HEADERS
+            or not self._headers_pass(headers, manager)
+        ):
             await self.app(scope, receive, send)
             return
         received: list[Message] = []
@@ -180,8 +215,9 @@ class TasksFastPath:
     def _headers_pass(
         self, headers: Mapping[bytes, bytes], manager: StreamableHTTPSessionManager
     ) -> bool:
-        """:func:`_headers_pass`, its verdict remembered for the headers it depends on (but
-        the declared size, checked each time): a client sends the same ones on every poll."""
+        """:func:`_headers_pass`, its verdict remembered for the headers it depends on (the
+        ones it reads, but the declared size, checked each time): a client sends the same
+        ones on every poll."""
         declared_size = headers.get(b"content-length")
         if declared_size is not None:
             try:
@@ -189,7 +225,14 @@ class TasksFastPath:
                     return False
             except ValueError:
                 pass  # the SDK ignores a length it cannot read, and so does this
-        key = tuple(headers.get(name) for name in _CHECKED_HEADERS)
+        get = headers.get
+        key = (
+            get(_VERSION_HEADER),
+            get(b"content-type"),
+            get(b"accept"),
+            get(b"host"),
+            get(b"origin"),
+        )
         verdict = self._header_verdicts.get(key)
         if verdict is None:
             verdict = _remember(self._header_verdicts, key, _headers_pass(headers, manager))
@@ -219,14 +262,12 @@ class TasksFastPath:
         if not _valid_envelope(decoded):
             return False
         request_id: RequestId = decoded["id"]
-        routing = {
-            name.decode("latin-1"): value.decode("latin-1")
-            for name, value in headers.items()
-            if name in _ROUTING_HEADERS
-        }
-        verdict = classify_inbound_request(decoded, headers=routing)
-        if isinstance(verdict, InboundLadderRejection):
-            return False
+        params: dict[str, Any] | None = decoded.get("params")
+        protocol_version = _simple_route(params, method, headers)
+        if protocol_version is None:
+            protocol_version = _classified(decoded, headers)
+            if protocol_version is None:
+                return False
         server: Server[Any] = manager.app
         engine = self.engine
         if engine is None:
@@ -235,24 +276,19 @@ class TasksFastPath:
             return False
         if not engine.runner.running:
             return False  # before the lifespan ran, the SDK's answer is its own (a 500)
-        raw = decoded.get("params") or {}
-        try:
-            TaskMethodParams.model_validate(raw, by_name=False)
-        except ValidationError:
+        raw = params or {}
+        if not _params_pass(raw):
             return False
-        view = request_view(raw.get("_meta"), verdict.protocol_version, Headers(scope=scope))
+        view = request_view(raw.get("_meta"), protocol_version, Headers(scope=scope))
         if view.client_capabilities is None:
             # Capabilities that are not an object (a required object): a malformed request,
             # left to the SDK's path like every other.
             return False
 
         self.served += 1
-        params = decoded.get("params")
         try:
             if tracing():
-                result = await _in_sdk_spans(
-                    server, engine, decoded, verdict.protocol_version, view
-                )
+                result = await _in_sdk_spans(server, engine, decoded, protocol_version, view)
             else:
                 # Without a tracer provider the SDK's span is the API's no-op: no context,
                 # no closure, no look for its middleware (an isinstance costs microseconds).
@@ -336,7 +372,8 @@ def _watched_headers(scope: Scope) -> dict[bytes, bytes] | None:
 def _headers_pass(headers: Mapping[bytes, bytes], manager: StreamableHTTPSessionManager) -> bool:
     """Whether the SDK's header checks (Content-Type, Host, Origin, Accept, a modern
     ``Mcp-Protocol-Version``) all pass, so none of their refusals is due. It reads the
-    :data:`_CHECKED_HEADERS` only."""
+    ``Mcp-Protocol-Version``, ``Content-Type``, ``Accept``, ``Host`` and ``Origin`` only
+    (:meth:`TasksFastPath._headers_pass` remembers its verdicts by them)."""
     version = headers.get(MCP_PROTOCOL_VERSION_HEADER.encode())
     if version is None or version.decode("latin-1") not in MODERN_PROTOCOL_VERSIONS:
         return False
@@ -460,6 +497,62 @@ async def _through(
     return await middleware(ctx, call_next)
 
 
+def _simple_route(
+    params: dict[str, Any] | None, method: str, headers: Mapping[bytes, bytes]
+) -> str | None:
+    """The protocol version of a request the SDK's classifier routes for certain, read
+    without it (its cost is a tenth of a poll's handling); ``None`` when this cannot tell,
+    and the classifier decides (:func:`_classified`). Certain means: ``_meta`` an object
+    with both envelope keys, its protocol version a string that the
+    ``Mcp-Protocol-Version`` header carries and the SDK serves, and ``Mcp-Method`` the
+    body's method; ``tasks/*`` has no ``Mcp-Name`` rung (:data:`_NO_NAME_RUNG`). Each of
+    these is one of the classifier's rungs passed, so its answer is that route."""
+    if params is None or not _NO_NAME_RUNG:
+        return None
+    meta = params.get("_meta")
+    if type(meta) is not dict or CLIENT_CAPABILITIES_META_KEY not in meta:
+        return None
+    version = meta.get(PROTOCOL_VERSION_META_KEY)
+    header = headers.get(_VERSION_HEADER)
+    if type(version) is not str or header is None or header.decode("latin-1") != version:
+        return None
+    if headers.get(_METHOD_HEADER) != _METHOD_HEADERS[method]:
+        return None
+    return version if version in MODERN_PROTOCOL_VERSIONS else None
+
+
+def _classified(decoded: dict[str, Any], headers: Mapping[bytes, bytes]) -> str | None:
+    """The protocol version the SDK's classifier routes the request at, from its routing
+    headers as the SDK reads them; ``None`` when it rejects the request."""
+    routing = {
+        name.decode("latin-1"): value.decode("latin-1")
+        for name, value in headers.items()
+        if name in _ROUTING_HEADERS
+    }
+    verdict = classify_inbound_request(decoded, headers=routing)
+    if isinstance(verdict, InboundLadderRejection):
+        return None
+    return verdict.protocol_version
+
+
+def _params_pass(raw: dict[str, Any]) -> bool:
+    """Whether the SDK's params model (``TaskMethodParams``) accepts ``raw``. What it reads
+    (:data:`_PARAMS_MODEL_READS`) is checked here when that is enough to say yes: ``_meta``
+    an object whose ``progressToken``, if any, is a string or an integer. Anything else
+    (``true``, ``1.0``, a ``_meta`` that is no object…) is the model's own to judge."""
+    if _PARAMS_MODEL_READS:
+        meta = raw.get("_meta")
+        if type(meta) is dict:
+            token = meta.get("progressToken", _ABSENT)
+            if token is _ABSENT or type(token) is str or type(token) is int:
+                return True
+    try:
+        TaskMethodParams.model_validate(raw, by_name=False)
+    except ValidationError:
+        return False
+    return True
+
+
 def _valid_envelope(decoded: dict[str, Any]) -> bool:
     """Whether the SDK's ``JSONRPCRequest`` model accepts ``decoded`` (parsed JSON with a
     string ``method``), checked by hand: the model's validation costs more than the rest
@@ -505,7 +598,9 @@ def _replaying(received: list[Message], receive: Receive) -> Receive:
 
 async def _write(status: int, reply: dict[str, Any], send: Send) -> None:
     """The reply as the SDK writes it: compact JSON (``json.dumps`` of its wire dump)."""
-    body = _ENCODER.encode(reply).encode()
+    body = (
+        _ENCODER.encode(reply) if _C_ENCODER is None else "".join(_C_ENCODER(reply, 0))
+    ).encode()
     await send(
         {
             "type": "http.response.start",

@@ -312,7 +312,10 @@ def serve(args: argparse.Namespace) -> int:
             await server.serve(sockets=[sock])
 
     try:
-        asyncio.run(main())
+        # On the event loop uvicorn would pick for the app (`loop="auto"`: uvloop when it is
+        # installed), as `uvicorn app:app` runs it.
+        with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+            runner.run(main())
     except KeyboardInterrupt:
         pass  # uvicorn re-raises the Ctrl-C it handled: a normal stop
     except SystemExit:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import decode_header_value
+from opentelemetry.trace import INVALID_SPAN
 from pydantic import BaseModel
 
 from mcp_tasks.domain.answers import answer_mismatch
@@ -61,6 +63,7 @@ from mcp_tasks.telemetry import (
     count_end,
     instruments,
     tool_attributes,
+    tracing,
 )
 
 if TYPE_CHECKING:
@@ -646,15 +649,18 @@ class TaskEngine:
         ``tasks/list``, ``tasks/result`` and every legacy-era request: -32601."""
         if method not in TASK_METHODS or not request.is_modern:
             raise errors.method_not_found()
-        name, attributes = _SPANS[method]
         # Every store call of the request (a read and a write, the signal) in one bound.
-        with request_bound(), SpanScope(name, attributes, expected=(MCPError,)) as span:
-            try:
-                return await self._tasks_method(request, method, params, span)
-            except MCPError as exc:
-                if span.is_recording():
-                    span.set_attribute(RPC_STATUS_CODE, str(exc.error.code))
-                raise
+        with request_bound():
+            if not tracing():  # no span to make: the API's no-op costs a poll microseconds
+                return await self._tasks_method(request, method, params, INVALID_SPAN)
+            name, attributes = _SPANS[method]
+            with SpanScope(name, attributes, expected=(MCPError,)) as span:
+                try:
+                    return await self._tasks_method(request, method, params, span)
+                except MCPError as exc:
+                    if span.is_recording():
+                        span.set_attribute(RPC_STATUS_CODE, str(exc.error.code))
+                    raise
 
     async def _tasks_method(
         self,
@@ -739,13 +745,16 @@ class TaskEngine:
         unless ``required``: the SDK's own client and fastmcp-tasks' send none on tasks/*,
         and a missing header routes nothing wrongly (docs/architecture.md decision 3).
         Off HTTP there is nothing to check."""
-        if request.headers is None:
+        headers = request.headers
+        if headers is None:
             return
-        if request.headers.get("mcp-name") is None:
+        raw = headers.get("mcp-name")
+        if raw is None:
             if required:
                 raise errors.header_mismatch("Mcp-Name header is required on tasks/* requests")
             return
-        name = request.header("mcp-name")
+        # Only a value in the ``=?base64?…?=`` sentinel needs decoding (the SDK's rule).
+        name = decode_header_value(raw) if raw.startswith("=?") else raw
         if name is None:
             raise errors.header_mismatch("Mcp-Name header carries a malformed base64 value")
         if isinstance(task_id, str) and name != task_id:

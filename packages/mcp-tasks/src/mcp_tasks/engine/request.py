@@ -43,7 +43,12 @@ class RequestView:
         settings). ``null`` or any other non-object value declares nothing."""
         caps = self.client_capabilities or {}
         extensions = caps.get("extensions")
-        return isinstance(extensions, Mapping) and isinstance(extensions.get(extension), Mapping)
+        # ``type(...) is dict`` first: the parsed JSON of a request, and an ``isinstance``
+        # of ``Mapping`` costs a poll as much as the rest of this.
+        if type(extensions) is not dict and not isinstance(extensions, Mapping):
+            return False
+        entry = extensions.get(extension)
+        return type(entry) is dict or isinstance(entry, Mapping)
 
     def header(self, name: str) -> str | None:
         """A header's value, with the ``=?base64?…?=`` sentinel decoded; ``None`` when absent."""

@@ -53,15 +53,16 @@ def poll_interval_ms(record: TaskRecord, now: int) -> int:
     return max(1, min(configured, max(MIN_POLL_INTERVAL_MS, age // 2)))
 
 
-def _task_fields(record: TaskRecord, now: int) -> JSONObject:
-    body: JSONObject = {
-        "taskId": record.task_id,
-        "status": record.status.value,
-        "createdAt": rfc3339(record.created_at),
-        "lastUpdatedAt": rfc3339(record.last_updated_at),
-        "ttlMs": record.ttl_ms,  # the key is required; null means unlimited
-        "pollIntervalMs": poll_interval_ms(record, now),
-    }
+def _task_fields(record: TaskRecord, now: int, result_type: str | None = None) -> JSONObject:
+    """The task fields of ``record``, after ``resultType`` when it is given: one dict, built
+    in the wire's key order."""
+    body: JSONObject = {} if result_type is None else {"resultType": result_type}
+    body["taskId"] = record.task_id
+    body["status"] = record.status.value
+    body["createdAt"] = rfc3339(record.created_at)
+    body["lastUpdatedAt"] = rfc3339(record.last_updated_at)
+    body["ttlMs"] = record.ttl_ms  # the key is required; null means unlimited
+    body["pollIntervalMs"] = poll_interval_ms(record, now)
     if record.status_message is not None:
         body["statusMessage"] = record.status_message
     return body
@@ -70,12 +71,13 @@ def _task_fields(record: TaskRecord, now: int) -> JSONObject:
 def create_task_result(record: TaskRecord, now: int) -> JSONObject:
     """``CreateTaskResult``: flat task fields with ``resultType: "task"``; never a result,
     error, input requests or request state (those belong to ``tasks/get``)."""
-    return {"resultType": "task", **_task_fields(record, now)}
+    return _task_fields(record, now, "task")
 
 
-def detailed_task(record: TaskRecord, now: int) -> JSONObject:
-    """``DetailedTask``: the task fields plus the one field its status carries."""
-    body = _task_fields(record, now)
+def detailed_task(record: TaskRecord, now: int, result_type: str | None = None) -> JSONObject:
+    """``DetailedTask``: the task fields plus the one field its status carries (after
+    ``resultType`` when it is given)."""
+    body = _task_fields(record, now, result_type)
     match record.status:
         case TaskStatus.INPUT_REQUIRED:
             requests: dict[str, JSONValue] = dict(record.input_requests)
@@ -91,7 +93,7 @@ def detailed_task(record: TaskRecord, now: int) -> JSONObject:
 
 def get_task_result(record: TaskRecord, now: int) -> JSONObject:
     """``GetTaskResult``: a ``DetailedTask`` with ``resultType: "complete"``."""
-    return {"resultType": "complete", **detailed_task(record, now)}
+    return detailed_task(record, now, "complete")
 
 
 _RELATED_TASK_META: Final = "io.modelcontextprotocol/related-task"
