@@ -140,7 +140,6 @@ class MongoTaskStore(ReadModifyWrite):
     def _db(self) -> AsyncDatabase[Document]:
         self._guard.check()
         if self._client is None:
-            self._refusals = Refusals()
             self._client = AsyncMongoClient(
                 self.connect_url,
                 tz_aware=False,
