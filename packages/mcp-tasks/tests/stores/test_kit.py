@@ -146,25 +146,32 @@ async def test_the_rest_of_a_request_ends_at_its_deadline() -> None:
         assert scope.deadline == float("inf")
 
 
+async def failing_driver_call(ended: anyio.Event) -> None:
+    """A driver call that runs 0.3 s and fails by its own deadline; ``ended`` set as it ends."""
+    try:
+        await anyio.sleep(0.3)
+    finally:
+        ended.set()
+    raise OSError("the driver's own deadline")
+
+
+def unread_failures() -> list[object]:
+    """What the running loop reports as never retrieved, from now on."""
+    unread: list[object] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _l, context: unread.append(context))
+    return unread
+
+
 @pytest.mark.anyio
 async def test_a_detached_call_is_never_cancelled_and_its_caller_stops_waiting() -> None:
     """A caller cancelled while it waits for a detached call stops waiting at once; the call
     runs on to its end, and its failure is read (never logged as unretrieved)."""
     ended = anyio.Event()
-
-    async def call() -> None:
-        try:
-            await anyio.sleep(0.3)
-        finally:
-            ended.set()
-        raise OSError("the driver's own deadline")
-
-    unread: list[object] = []
-    loop = asyncio.get_running_loop()
-    loop.set_exception_handler(lambda _loop, context: unread.append(context))
+    call = failing_driver_call(ended)
+    unread = unread_failures()
     started = anyio.current_time()
     with anyio.move_on_after(0.05):
-        await detached(call())
+        await detached(call)
     assert anyio.current_time() - started < 0.2
     assert not ended.is_set()
     with anyio.fail_after(5):
@@ -181,22 +188,14 @@ async def test_a_detached_call_is_given_up_once_the_server_is_gone() -> None:
     its failure read. A call that ended first answers; a caller cancelled meanwhile stops
     waiting without either future cancelled."""
     ended = anyio.Event()
-
-    async def call() -> None:
-        try:
-            await anyio.sleep(0.3)
-        finally:
-            ended.set()
-        raise OSError("the driver's own deadline")
-
-    unread: list[object] = []
+    call = failing_driver_call(ended)
+    unread = unread_failures()
     loop = asyncio.get_running_loop()
-    loop.set_exception_handler(lambda _loop, context: unread.append(context))
     gone: asyncio.Future[BaseException] = loop.create_future()
     refused = ConnectionRefusedError("refused")
     loop.call_later(0.05, gone.set_result, refused)
     with pytest.raises(StoreUnavailable) as raised:
-        await detached(call(), gone=gone)
+        await detached(call, gone=gone)
     assert raised.value.__cause__ is refused
     assert not ended.is_set()
     with anyio.fail_after(5):
