@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from mcp.shared.exceptions import MCPError
-from mcp.shared.inbound import decode_header_value
 from opentelemetry.trace import INVALID_SPAN
 from pydantic import BaseModel
 
@@ -748,13 +747,11 @@ class TaskEngine:
         headers = request.headers
         if headers is None:
             return
-        raw = headers.get("mcp-name")
-        if raw is None:
+        if headers.get("mcp-name") is None:
             if required:
                 raise errors.header_mismatch("Mcp-Name header is required on tasks/* requests")
             return
-        # Only a value in the ``=?base64?…?=`` sentinel needs decoding (the SDK's rule).
-        name = decode_header_value(raw) if raw.startswith("=?") else raw
+        name = request.header("mcp-name")
         if name is None:
             raise errors.header_mismatch("Mcp-Name header carries a malformed base64 value")
         if isinstance(task_id, str) and name != task_id:

@@ -55,4 +55,6 @@ class RequestView:
         if self.headers is None:
             return None
         raw = self.headers.get(name)
-        return decode_header_value(raw) if raw is not None else None
+        if raw is None or not raw.startswith("=?"):
+            return raw  # no sentinel: the value as sent (the SDK's rule; its regex costs a poll)
+        return decode_header_value(raw)
