@@ -21,6 +21,7 @@ from mcp_tasks_contract.notifiers import (
     check_signal_crosses_handles,
     check_task_control_reaches_handles,
 )
+from mcp_tasks_sqlite.notify import SETTLE_S, FileEvents, SQLiteRelay
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -155,5 +156,37 @@ def switch_to_wal(path: Path) -> None:
     connection = sqlite3.connect(path)
     try:
         connection.execute("PRAGMA journal_mode=WAL").fetchall()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("file_events", [True, False], ids=["file-events", "no-file-events"])
+async def test_an_idle_watcher_hears_a_commit_by_another_connection(
+    db_path: Path, file_events: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the busy spell of its start, a watcher sleeps until the file is written: a
+    commit by another connection wakes it through the file's events (its own check, set
+    to once an hour here, never comes), or, where there are no file events, by its reading
+    the data version every interval."""
+    if not file_events:
+        monkeypatch.setattr(FileEvents, "__init__", _no_inotify)
+    await anyio.to_thread.run_sync(switch_to_wal, db_path)
+    receiver = RelayNotifier(SQLiteRelay(db_path, quiet_check_s=3600))
+    async with receiver.running(), receiver.subscribe() as changes:
+        await anyio.sleep(2 * SETTLE_S)
+        await _quiet(changes)
+        await anyio.to_thread.run_sync(_commit_a_row, db_path)
+        assert await changes.wait(SIGNAL_BOUND_S), "the commit was not heard"
+
+
+def _no_inotify(self: FileEvents, path: Path) -> None:
+    raise OSError(24, "inotify instance limit reached")
+
+
+def _commit_a_row(path: Path) -> None:
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute("CREATE TABLE IF NOT EXISTS marks (n INTEGER)")
+        connection.execute("INSERT INTO marks VALUES (1)")
     finally:
         connection.close()
