@@ -9,12 +9,32 @@ as failing. Each of them fails a CI run.
 
 from __future__ import annotations
 
+import logging
 import os
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 #: The terminal reporter's outcome keys of tests that did not simply run and pass.
 NOT_CLEAN = ("skipped", "xfailed", "xpassed")
+
+
+@pytest.fixture(autouse=True)
+def root_log_handlers_restored() -> Iterator[None]:
+    """A stderr handler a test's code puts on the root logger (``mcp-tasks serve`` run
+    in-process sets its logging up) is taken off after the test: it is bound to the stderr
+    pytest captured for that test, which is closed by the time a later test logs, and
+    every record would print a "Logging error" traceback there."""
+    root = logging.getLogger()
+    before, level = set(root.handlers), root.level
+    yield
+    for handler in root.handlers[:]:
+        if type(handler) is logging.StreamHandler and handler not in before:
+            root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.hookimpl(trylast=True)
