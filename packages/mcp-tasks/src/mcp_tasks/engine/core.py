@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from mcp_tasks.domain.jsonsafe import JSONObject
-    from mcp_tasks.engine.request import RequestView
+    from mcp_tasks.engine.request_view import RequestView
     from mcp_tasks.runtime.context import RunningTaskContext
     from mcp_tasks.runtime.notifier import Notifier
     from mcp_tasks.stores.protocol import Store
