@@ -40,7 +40,7 @@ from mcp_tasks_sql.statements import (
 )
 from mcp_tasks_sql.store import SQLDialect, SQLTaskStore, record_of, values_of
 
-# mcp_tasks_sql.testing is left out: it needs Hypothesis, a test dependency.
+# mcp_tasks_sql.testing is left out: it needs Hypothesis and mcp-tasks-contract, test dependencies.
 __all__ = [
     "ACTIVE",
     "ADDED_COLUMNS",
