@@ -26,8 +26,10 @@ Each test gets a fresh namespace of the store, dropped afterwards: memory://NAME
 (write a factory if your store names namespaces otherwise).
 A factory object with an `offers` attribute (mcp_tasks_contract.Offers) declares the
 optional behaviours its store offers; with `Offers(clock=True)` it is called with
-`clock=` (the suite's ManualClock). A URL's backend offers what it registers (namespaces,
-a notifier).
+`clock=` (the suite's ManualClock). Its `contract_version` attribute (or
+`-- --contract-version N`) pins the contract version the store was written against: every
+rule is still checked, and the run names what is new since. A URL's backend offers what
+it registers (namespaces, a notifier).
 The run ends with the rules it broke and, for each, the command that runs its test again;
 `--json FILE` writes the rules passed, failed and not offered.
 Extra arguments after `--` go to pytest (e.g. `-- -k create -x`)."""
@@ -48,6 +50,7 @@ from mcp_tasks_contract.urls import offers_of_url
 
 class TestStoreContract(StoreContract):
     offers = {offers}
+    contract_version = {pin}
 
     @pytest.fixture
     async def store(self, store_clock):
@@ -92,12 +95,17 @@ def test_module_source(target: str, scratch: str) -> str:
     if "://" in target:
         return TEST_MODULE.format(
             offers=f"offers_of_url(UrlStoreFactory({target!r}, {scratch!r}).url)",
+            pin="None",
             call=f"UrlStoreFactory({target!r}, {scratch!r})",
         )
     if ":" in target:
         module, _, attr = target.partition(":")
         factory = FACTORY.format(module=module, attr=attr)
-        return TEST_MODULE.format(offers=f"getattr({factory}, 'offers', Offers())", call=factory)
+        return TEST_MODULE.format(
+            offers=f"getattr({factory}, 'offers', Offers())",
+            pin=f"getattr({factory}, 'contract_version', None)",
+            call=factory,
+        )
     raise UsageError(f"{target!r} is neither a store URL nor module:factory")
 
 
@@ -176,10 +184,19 @@ def print_verdict(rules: dict[str, Any]) -> None:
     """The run's last lines: each failed rule and the command that runs its test again,
     or how many passed; then what the store does not offer."""
     failed: dict[str, dict[str, Any]] = rules["failed"]
+    pin = rules.get("pinned_version")
     for failure in failed.values():
         print(f"FAILED {failure['statement']}")
+        if "new_in_version" in failure:
+            print(
+                f"    new in contract version {failure['new_in_version']}, "
+                f"after this store's pin {pin}"
+            )
         for command in failure["reproduce"]:
             print(f"    reproduce: {command}")
+    for change in rules.get("new_since_pin", []):
+        what = " ".join(change["rules"]) or "the optional stats() (StatsContract)"
+        print(f"new since contract version {pin}: {what} (version {change['version']})")
     not_offered = ", ".join(rules["not_offered"]) or "nothing"
     verdict = f"failed rules: {' '.join(failed)}" if failed else "no rule failed"
     print(
