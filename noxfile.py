@@ -80,7 +80,8 @@ def packaging(session: nox.Session) -> None:
     tests/packaging builds each wheel, installs `mcp-tasks[sqlite,postgres,redis]` and
     `mcp-tasks-contract` with ours from those wheels and third-party ones from the package
     index, then runs `mcp-tasks demo` and `mcp-tasks contract memory://` outside the clone;
-    and checks that every extra of mcp-tasks named anywhere exists.
+    installs `mcp-tasks` alone, where `contract` and `stress` say how to install the contract
+    distribution; and checks that every extra of mcp-tasks named anywhere exists.
     """
     session.run(*PYTEST, "tests/packaging", f"--ignore={MYSQL_EXAMPLE_TESTS}", *session.posargs)
 

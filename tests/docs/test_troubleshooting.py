@@ -1,7 +1,8 @@
 """Every message a user can see has an entry on the troubleshooting page, so the page cannot rot.
 
-The messages are read from the source of every distribution (packages/*/src), not from a
-list kept by hand: the text of each error raised or built with a message, each CLI error
+The messages are read from the source of every distribution (packages/*/src, and the
+commands the contract distribution adds, contract_tests/src/mcp_tasks_contract/cli), not
+from a list kept by hand: the text of each error raised or built with a message, each CLI error
 and its hint, each JSON-RPC error, each domain error's default message (its docstring),
 each log line at WARNING or above, each line the CLI prints on stderr, and each
 ``warn``/``fail`` row of ``mcp-tasks doctor``.
@@ -24,7 +25,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 PAGE = REPO / "docs" / "troubleshooting.md"
-SOURCES = sorted(REPO.glob("packages/*/src/**/*.py"))
+SOURCES = sorted(
+    [
+        *REPO.glob("packages/*/src/**/*.py"),
+        *REPO.glob("contract_tests/src/mcp_tasks_contract/cli/*.py"),
+    ]
+)
 
 #: Shorter fragments are too generic to search for ("…: …").
 MIN_FRAGMENT = 12

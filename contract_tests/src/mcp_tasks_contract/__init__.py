@@ -16,8 +16,10 @@ if TYPE_CHECKING:
     from mcp_tasks_contract.suite import StoreContract
     from mcp_tasks_contract.suite.stats import StatsContract
     from mcp_tasks_contract.urls import UrlStoreFactory
+    from mcp_tasks_contract.versions import CONTRACT_VERSION
 
 __all__ = [
+    "CONTRACT_VERSION",
     "RULES",
     "Offers",
     "StatsContract",
@@ -29,6 +31,7 @@ __all__ = [
 ]
 
 _HOMES = {
+    "CONTRACT_VERSION": "mcp_tasks_contract.versions",
     "RULES": "mcp_tasks_contract.rules",
     "Offers": "mcp_tasks_contract.offers",
     "StatsContract": "mcp_tasks_contract.suite.stats",

@@ -11,6 +11,11 @@ run goes on, and in a closing section with the command that runs it again. The r
 the test's ``rule`` marker, or, when the failure knows better (a
 :class:`~mcp_tasks_contract.verdicts.RuleBroken`: the stateful test), the ones it names.
 ``--contract-json FILE`` writes the run's rules: passed, failed, not offered.
+
+A contract class may pin the contract version its store was written against
+(``contract_version``; ``--contract-version N`` or the ``contract_version`` ini option
+for the whole run): every rule is still checked, and the report says what is new since the
+pin and marks each failure of a newer rule with what changed.
 """
 
 from __future__ import annotations
@@ -23,6 +28,13 @@ import pytest
 
 from mcp_tasks_contract.offers import BEHAVIOURS, Offers
 from mcp_tasks_contract.verdicts import RuleBroken, Verdicts, explain, rerun_command
+from mcp_tasks_contract.versions import (
+    CONTRACT_VERSION,
+    UnknownContractVersion,
+    changes_since,
+    check_pin,
+    newer_rules,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -35,6 +47,8 @@ RULES_KEY: Final = "contract_rules"
 BROKEN_KEY: Final = "contract_rules_broken"
 #: The user property of every contract test's report: what its class does not offer.
 NOT_OFFERED_KEY: Final = "contract_not_offered"
+#: The user property of every contract test's report: the contract version its class pins.
+PIN_KEY: Final = "contract_version_pinned"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,6 +66,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "stateful_max_examples (more finds rarer bugs; a failure stops it early)",
     )
     group.addoption(
+        "--contract-version",
+        metavar="N",
+        type=int,
+        help=f"the contract version the store was written against (this suite checks "
+        f"{CONTRACT_VERSION}): every rule is still checked; the report names what is new "
+        "since N (overrides the class's contract_version)",
+    )
+    parser.addini(
+        "contract_version",
+        "the contract version the stores of this project were written against (below a "
+        "class's contract_version and --contract-version)",
+    )
+    group.addoption(
         "--contract-rerun",
         metavar="TEMPLATE",
         default="pytest {nodeid}",
@@ -65,6 +92,34 @@ def pytest_configure(config: pytest.Config) -> None:
         "rule(*ids): the Store contract rule ids (mcp_tasks_contract.rules.RULES) a test proves",
     )
     config.pluginmanager.register(ContractRun(config), "mcp_tasks_contract_run")
+
+
+def pinned_version(item: pytest.Item) -> int | None:
+    """The contract version the item's store pins: ``--contract-version``, else its contract
+    class's ``contract_version``, else the ``contract_version`` ini option; ``None``: none.
+
+    Raises:
+        pytest.UsageError: a pin this suite does not know (below 1, or newer than it).
+    """
+    config = item.config
+    cls = item.cls if isinstance(item, pytest.Function) else None
+    option = config.getoption("contract_version", None)
+    declared = getattr(cls, "contract_version", None)
+    ini = str(config.getini("contract_version") or "").strip()
+    try:
+        if option is not None:
+            return check_pin(int(option), "--contract-version")
+        if isinstance(declared, int) and cls is not None:
+            return check_pin(declared, f"{cls.__name__}.contract_version")
+        if ini:
+            if not ini.isdigit():
+                raise UnknownContractVersion(
+                    f"the contract_version ini option {ini!r} is no number"
+                )
+            return check_pin(int(ini), "the contract_version ini option")
+    except UnknownContractVersion as error:
+        raise pytest.UsageError(str(error)) from None
+    return None
 
 
 def marked_rules(item: pytest.Item) -> list[str]:
@@ -90,6 +145,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
+        if marked_rules(item):
+            pinned_version(item)  # a pin the suite cannot honour stops the run before it starts
         lacking = not_offered(item)
         (dropped if set(marked_rules(item)) & set(lacking) else kept).append(item)
     if dropped:
@@ -107,17 +164,31 @@ def pytest_runtest_makereport(
     rules = marked_rules(item)
     if not rules:
         return report
+    pin = pinned_version(item)
     report.user_properties.append((RULES_KEY, rules))
     report.user_properties.append((NOT_OFFERED_KEY, not_offered(item)))
+    report.user_properties.append((PIN_KEY, pin))
     if report.when == "call" and report.failed:
         error = call.excinfo.value if call.excinfo is not None else None
         broken = named_rules(error) or rules
         report.user_properties.append((BROKEN_KEY, broken))
-        report.sections.insert(0, ("Store contract rules broken", "\n".join(map(explain, broken))))
+        newer = newer_rules(pin)
+        lines = [explain(rule_id) for rule_id in broken]
+        lines += [
+            new_since_pin(rule_id, newer[rule_id].version, pin, newer[rule_id].what)
+            for rule_id in broken
+            if rule_id in newer and pin is not None
+        ]
+        report.sections.insert(0, ("Store contract rules broken", "\n".join(lines)))
         crash = getattr(report.longrepr, "reprcrash", None)
         if crash is not None:
             crash.message = f"[{' '.join(broken)}] {crash.message}"
     return report
+
+
+def new_since_pin(rule_id: str, version: int, pin: int, what: str) -> str:
+    """The line that marks a rule newer than the store's pin, with what changed."""
+    return f"{rule_id} is new in contract version {version}, after this store's pin {pin}: {what}"
 
 
 def named_rules(error: BaseException | None) -> list[str]:
@@ -148,6 +219,7 @@ class ContractRun:
         rules = cast("list[str]", properties[RULES_KEY])
         verdicts = self.stores.setdefault(report.nodeid.rpartition("::")[0], Verdicts())
         verdicts.not_offered.update(cast("dict[str, str]", properties[NOT_OFFERED_KEY]))
+        verdicts.pinned = cast("int | None", properties.get(PIN_KEY))
         if report.failed:
             broken = cast("list[str]", properties.get(BROKEN_KEY, []))
             verdicts.broke(report.nodeid, broken, rules)
@@ -186,13 +258,23 @@ class ContractRun:
         for store, verdicts in self.stores.items():
             if len(self.stores) > 1:
                 write(f"{store}:")
+            pin = verdicts.pinned
+            newer = newer_rules(pin)
             for rule_id, nodeids in verdicts.failed.items():
                 write(f"FAILED {explain(rule_id)}")
+                if rule_id in newer and pin is not None:
+                    change = newer[rule_id]
+                    write(f"    {new_since_pin(rule_id, change.version, pin, change.what)}")
                 for nodeid in dict.fromkeys(nodeids):
                     write(f"    reproduce: {rerun_command(self.rerun_template(), nodeid)}")
             write(f"{len(verdicts.passed())} rules passed, {len(verdicts.failed)} failed")
             for rule_id, reason in verdicts.not_offered.items():
                 write(f"not offered: {rule_id} ({reason})")
+            if pin is not None and pin < CONTRACT_VERSION:
+                write(f"contract version {CONTRACT_VERSION}; this store pins {pin}; new since:")
+                for change in changes_since(pin):
+                    rules = " ".join(change.rules) or "the optional stats() (StatsContract)"
+                    write(f"    {rules} (version {change.version}): {change.what}")
 
     def pytest_sessionfinish(self) -> None:
         """The report of the run's one store; of several, one report per store."""

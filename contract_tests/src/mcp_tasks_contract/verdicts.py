@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Final
 
 from mcp_tasks_contract.rule_text import RULE_TEXT
 from mcp_tasks_contract.rules import OPTIONAL, RULES
+from mcp_tasks_contract.versions import CONTRACT_VERSION, changes_since, newer_rules
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -45,6 +46,8 @@ class Verdicts:
     """Each optional behaviour the store declares it lacks, and how it declared that."""
     unproven: set[str] = field(default_factory=set)
     """Rules of tests that failed on another rule or could not run (setup errors)."""
+    pinned: int | None = None
+    """The contract version the store pins, if any."""
 
     def ran(self, nodeid: str, rules: Iterable[str]) -> None:
         for rule_id in rules:
@@ -70,12 +73,20 @@ class Verdicts:
         ``rerun`` is the template of the command that runs one test again."""
         failed = [r for r in (*RULES, *OPTIONAL) if r in self.failed]
         ran = set(self.proven_by) | set(self.failed) | self.unproven
+        newer = newer_rules(self.pinned)
         return {
+            "contract_version": CONTRACT_VERSION,
+            "pinned_version": self.pinned,
+            "new_since_pin": [
+                {"version": c.version, "rules": list(c.rules), "what": c.what}
+                for c in (changes_since(self.pinned) if self.pinned is not None else [])
+            ],
             "passed": self.passed(),
             "failed": {
                 r: {
                     "statement": explain(r),
                     "reproduce": [rerun_command(rerun, n) for n in dict.fromkeys(self.failed[r])],
+                    **({"new_in_version": newer[r].version} if r in newer else {}),
                 }
                 for r in failed
             },

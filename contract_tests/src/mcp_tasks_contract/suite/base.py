@@ -61,6 +61,12 @@ class ContractBase:
     """The optional behaviours the store offers (:class:`~mcp_tasks_contract.Offers`); the
     rest are reported "not offered". The contract's rules are never optional."""
 
+    contract_version: ClassVar[int | None] = None
+    """The contract version the store was written against
+    (:data:`~mcp_tasks_contract.versions.CONTRACT_VERSION` then). Every rule is checked
+    all the same; the report names what is new since, and marks each failure of a newer
+    rule with what changed. ``--contract-version N`` overrides it for one run."""
+
     @pytest.fixture
     def anyio_backend(self) -> str:
         return "asyncio"

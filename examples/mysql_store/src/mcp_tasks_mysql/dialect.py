@@ -23,7 +23,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects.mysql.aiomysql import MySQLDialect_aiomysql
 
 from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
-from mcp_tasks.stores.diagnosis import clock_skew_row
+from mcp_tasks.stores.doctor_rows import clock_skew_row
 from mcp_tasks.stores.kit import CloseGuard, DriverErrors
 from mcp_tasks_sql import (
     CompiledSQL,
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator, Mapping
 
     from mcp_tasks.domain.models import NewTask, StoreOptions, TaskRecord
-    from mcp_tasks.stores.diagnosis import DiagnosisRow
+    from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks_sql import Row, Statements, TaskTables, Transaction
 
 R = TypeVar("R")

@@ -44,7 +44,7 @@ from mcp_tasks.stores.kit import CloseGuard, options_from_url
 from mcp_tasks.stores.opening import mask_password, with_query
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks.stores.stats import from_counts
-from mcp_tasks_mongodb import claims, create_lock, doctor, pipelines
+from mcp_tasks_mongodb import claims, create_lock, pipelines, server_checks
 from mcp_tasks_mongodb.codec import INDEXES, document_of, epoch_ms, new_version, record_of
 from mcp_tasks_mongodb.driver import (
     Refusals,
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
     from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
-    from mcp_tasks.stores.diagnosis import DiagnosisRow
+    from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks.stores.stats import StoreStats
     from mcp_tasks_mongodb.codec import Document
 
@@ -418,8 +418,8 @@ class MongoTaskStore(ReadModifyWrite):
         )
 
     async def diagnose(self) -> list[DiagnosisRow]:
-        """Rows for ``mcp-tasks doctor`` (:func:`mcp_tasks_mongodb.doctor.diagnose`)."""
-        return await doctor.diagnose(self._db, self._tasks_name)
+        """Rows for ``mcp-tasks doctor`` (:func:`mcp_tasks_mongodb.server_checks.diagnose`)."""
+        return await server_checks.diagnose(self._db, self._tasks_name)
 
 
 async def _drop(connect_url: str, database: str, prefix: str, options: StoreOptions) -> None:

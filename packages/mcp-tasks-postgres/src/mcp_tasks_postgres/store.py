@@ -26,7 +26,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, MCPTasksError
 from mcp_tasks.domain.models import StoreOptions
-from mcp_tasks.stores.diagnosis import clock_skew_row
+from mcp_tasks.stores.doctor_rows import clock_skew_row
 from mcp_tasks.stores.kit import (
     TIMEOUT_PARAM,
     CloseGuard,
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
     from mcp_tasks.domain.models import NewTask, TaskRecord
-    from mcp_tasks.stores.diagnosis import DiagnosisRow
+    from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks_sql import CompiledSQL, Row, Statements, Transaction
 
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (

@@ -579,14 +579,14 @@ class RedisTaskStore:
         return [_counted_record(fields) for fields in found if fields[0] is not None]
 
     async def diagnose(self) -> list[tuple[str, str, str]]:
-        """`mcp-tasks doctor`'s Redis checks (:mod:`mcp_tasks_redis.doctor`); on a cluster,
+        """`mcp-tasks doctor`'s Redis checks (:mod:`mcp_tasks_redis.server_checks`); on a cluster,
         of the node that serves this namespace's slot (its settings and keys are the ones
         that matter)."""
-        from mcp_tasks_redis import doctor  # noqa: PLC0415 - only doctor needs it
+        from mcp_tasks_redis import server_checks  # noqa: PLC0415 - only doctor needs it
 
         client = self._client()
         if not isinstance(client, RedisCluster):
-            return await doctor.diagnose(client, self.prefix)
+            return await server_checks.diagnose(client, self.prefix)
         with _UNAVAILABLE:
             await client.initialize()
             node = client.get_node_from_key(self._rows)
@@ -594,7 +594,7 @@ class RedisTaskStore:
             return [("redis", "fail", "no node of the cluster serves this namespace's slot")]
         plain = Redis.from_url(_node_url(self.connect_url, node.host, node.port))
         try:
-            return await doctor.diagnose(plain, self.prefix)
+            return await server_checks.diagnose(plain, self.prefix)
         finally:
             await plain.aclose()
 

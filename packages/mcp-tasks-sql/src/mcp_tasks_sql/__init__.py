@@ -13,7 +13,6 @@ from mcp_tasks_sql.connection import (
     fetch_one,
     run_on,
 )
-from mcp_tasks_sql.diagnosis import schema_row
 from mcp_tasks_sql.schema import (
     ACTIVE,
     ADDED_COLUMNS,
@@ -27,6 +26,7 @@ from mcp_tasks_sql.schema import (
     status_in,
     task_tables,
 )
+from mcp_tasks_sql.schema_check import schema_row
 from mcp_tasks_sql.statements import (
     WRITTEN_COLUMNS,
     CompiledSQL,
@@ -40,7 +40,7 @@ from mcp_tasks_sql.statements import (
 )
 from mcp_tasks_sql.store import SQLDialect, SQLTaskStore, record_of, values_of
 
-# mcp_tasks_sql.testing is left out: it needs Hypothesis, a test dependency.
+# mcp_tasks_sql.testing is left out: it needs Hypothesis and mcp-tasks-contract, test dependencies.
 __all__ = [
     "ACTIVE",
     "ADDED_COLUMNS",

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
-    from mcp_tasks.stores.diagnosis import DiagnosisRow
+    from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks.stores.stats import StoreStats
     from mcp_tasks_sql.statements import CompiledSQL, Statements
 
@@ -102,7 +102,7 @@ class SQLDialect(Protocol):
 
     async def diagnose(self) -> list[DiagnosisRow]:
         """``mcp-tasks doctor``'s checks of this database: the server or library, its
-        durability settings, the namespace's schema (``mcp_tasks_sql.diagnosis.schema_row``)
+        durability settings, the namespace's schema (``mcp_tasks_sql.schema_check.schema_row``)
         and, where the server keeps the time, its clock.
 
         Raises:

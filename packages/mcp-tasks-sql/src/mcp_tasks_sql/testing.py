@@ -1,8 +1,9 @@
 """For a SQL dialect's tests: the SQL predicates select exactly what the rules accept.
 
-**Import this module from tests only.** It needs Hypothesis, a test dependency that
-mcp-tasks-sql does not install; no module of the SQL layer or of a backend imports it
-(``nox -s lint`` checks that with import-linter).
+**Import this module from tests only.** It needs Hypothesis and mcp-tasks-contract (its
+record strategies, :mod:`mcp_tasks_contract.records`), test dependencies that mcp-tasks-sql
+does not install; no module of the SQL layer or of a backend imports it (``nox -s lint``
+checks that with import-linter).
 
 :class:`~mcp_tasks_sql.statements.Predicates` re-state rules of :mod:`mcp_tasks.domain.rules`
 in SQL so that the database can select claim candidates, rows to reap and rows under the
@@ -46,10 +47,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mcp_tasks.domain import rules
-from mcp_tasks.domain.models import Claim, TaskRecord, WorkSpec
+from mcp_tasks.domain.models import Claim, TaskRecord
 from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks_contract.records import JOB, SPREAD_MS, task_records
 from mcp_tasks_sql.connection import Mode, execute, fetch_one
-from mcp_tasks_sql.schema import ACTIVE, TERMINAL_STATUSES
 from mcp_tasks_sql.statements import Predicates, compile_statement, predicates
 from mcp_tasks_sql.store import values_of
 
@@ -82,11 +83,6 @@ RULES: Final[Mapping[str, Callable[[TaskRecord, int, int], bool]]] = {
     ),
     "waiting_unclaimed": lambda record, now, _retention: rules.waits_unclaimed(record, now),
 }
-
-#: How far from their edges the generated instants and durations stray (one hour).
-SPREAD_MS: Final = 3_600_000
-
-_JOB: Final = WorkSpec("job")
 
 
 @dataclass(frozen=True)
@@ -126,55 +122,15 @@ def _describe(record: TaskRecord, case: PredicateCase) -> str:
     )
 
 
-def _near(edge: int) -> st.SearchStrategy[int]:
-    """An instant on ``edge``, one millisecond either side, or anywhere within the spread."""
-    return st.one_of(
-        st.just(edge),
-        st.sampled_from((edge - 1, edge + 1)),
-        st.integers(edge - SPREAD_MS, edge + SPREAD_MS),
-    )
-
-
-def _maybe(strategy: st.SearchStrategy[int]) -> st.SearchStrategy[int | None]:
-    return st.none() | strategy
-
-
-@st.composite
-def _records(draw: st.DrawFn, now: int, retention: int) -> TaskRecord:
-    """A record whose every selection column is ``None`` or sits on, beside or away from its
-    edge: ``now`` (``now - retention`` for the last update, which only reaping reads).
-
-    ``ttl_ms`` and ``expires_at`` vary independently (the store always sets both or
-    neither), so the predicates are checked on every row, not only on rows a store writes.
-    Active statuses and work come twice as often as terminal statuses and no work: the
-    claim predicate has the most conditions, and a row must pass all but one of them for a
-    wrong edge in that one to show.
-    """
-    last_updated_at = draw(_near(now - retention))
-    claim_expires_at = draw(_maybe(_near(now)))
-    return TaskRecord(
-        task_id="",  # each batch numbers its records
-        owner=draw(st.sampled_from((None, "alice", "bob"))),
-        status=draw(st.sampled_from((*ACTIVE, *ACTIVE, *TERMINAL_STATUSES))),
-        revision=draw(st.integers(0, 3)),
-        created_at=last_updated_at - draw(st.integers(0, SPREAD_MS)),
-        last_updated_at=last_updated_at,
-        ttl_ms=draw(_maybe(st.integers(1, SPREAD_MS))),
-        expires_at=draw(_maybe(_near(now))),
-        work=draw(st.sampled_from((_JOB, _JOB, None))),
-        retry_at=draw(_maybe(_near(now))),
-        generation=0 if claim_expires_at is None else 1,
-        claim=None if claim_expires_at is None else Claim("worker", "token", claim_expires_at),
-    )
-
-
 @st.composite
 def predicate_cases(draw: st.DrawFn, max_records: int = 10) -> PredicateCase:
     """Batches of 1 to ``max_records`` records around a ``now`` beyond 32 bits and a
     retention that is 0, 1 ms, an hour or anything up to ``2**40`` ms."""
     now = draw(st.integers(2**31, 2**43))
     retention = draw(st.sampled_from((0, 1, SPREAD_MS)) | st.integers(0, 2**40))
-    records = draw(st.lists(_records(now, retention), min_size=1, max_size=max_records))
+    records = draw(
+        st.lists(task_records(now, retention, as_stored=False), min_size=1, max_size=max_records)
+    )
     return PredicateCase(now, retention, tuple(_numbered(records)))
 
 
@@ -186,7 +142,7 @@ def _edge_case() -> PredicateCase:
     """Every edge the predicates decide on, each on and beside it: run first, every time."""
     now, retention = 1_700_000_000_000, SPREAD_MS
     working, terminal = TaskStatus.WORKING, TaskStatus.COMPLETED
-    base = TaskRecord("", None, working, 0, now - 10, now - 10, None, None, work=_JOB)
+    base = TaskRecord("", None, working, 0, now - 10, now - 10, None, None, work=JOB)
     at_retention = now - retention
 
     def claim(expires_at: int) -> Claim:

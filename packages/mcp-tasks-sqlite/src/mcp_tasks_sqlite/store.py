@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from mcp_tasks.domain.models import NewTask, TaskRecord
-    from mcp_tasks.stores.diagnosis import DiagnosisRow
+    from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks_sql import CompiledSQL, Row, Statements, Transaction
 
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)

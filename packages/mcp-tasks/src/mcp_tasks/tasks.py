@@ -26,6 +26,7 @@ from mcp_tasks.adapters.sdk import (
 )
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import MCPTasksError
+from mcp_tasks.domain.models import DEFAULT_TTL_MS
 from mcp_tasks.engine import (
     TaskEngine,
     ToolCall,
@@ -38,6 +39,7 @@ from mcp_tasks.engine.listen_slots import (
     DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
     ListenSlots,
 )
+from mcp_tasks.engine.wire import DEFAULT_POLL_INTERVAL_MS
 from mcp_tasks.runtime.context import TaskContext, current_task_context
 from mcp_tasks.runtime.control import Deferred, TaskControl, defer, defer_slot
 from mcp_tasks.runtime.gauges import gauge_interval, store_gauges
@@ -154,8 +156,8 @@ class Tasks:
         store: Store | str | None = None,
         *,
         close_store: bool | None = None,
-        default_ttl_ms: int | None = 3_600_000,
-        default_poll_interval_ms: int = 2_000,
+        default_ttl_ms: int | None = DEFAULT_TTL_MS,
+        default_poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
         require_name_header: bool = False,
         notifier: Notifier | None = STORE_NOTIFIER,
         worker_id: str | None = None,

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import ANY_OWNER, Tasks, current_task_context
 from mcp_tasks.adapters import fastmcp as fastmcp_adapter
-from mcp_tasks.adapters.listen import TaskListenMiddleware
+from mcp_tasks.adapters.listen_middleware import TaskListenMiddleware
 from mcp_tasks.client import TASKS_EXTENSION, TaskHandle, TaskState, start_tool, tasks_client
 from mcp_tasks.stores.memory import MemoryTaskStore
 from mcp_tasks.testing import RawClient, running

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mcp_tasks import LocalNotifier, Notifier, TaskContext, Tasks, current_task_context
 from mcp_tasks.client import TaskHandle, TasksClientExtension, start_tool, tasks_client
-from mcp_tasks.engine.listen import MAX_LISTEN_TASK_IDS
+from mcp_tasks.engine.task_watch import MAX_LISTEN_TASK_IDS
 from mcp_tasks.testing import (
     MessageStream,
     RawClient,

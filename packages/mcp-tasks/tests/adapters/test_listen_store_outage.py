@@ -16,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks import MemoryTaskStore, StoreUnavailable, TaskContext, Tasks
 from mcp_tasks.domain.rules import ANY_OWNER
-from mcp_tasks.engine import listen as engine_listen
+from mcp_tasks.engine import task_watch
 from mcp_tasks.testing import RawClient, running_asgi
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ async def test_a_stream_rides_out_a_store_outage_and_sends_the_change_once_it_is
     """The task is cancelled while the store fails the stream's reads: the stream goes on,
     sends ``cancelled`` once the store is back, and ends; the log has one WARNING and one
     INFO for the outage, and no ERROR."""
-    monkeypatch.setattr(engine_listen, "POLL_FALLBACK_S", 0.2)
+    monkeypatch.setattr(task_watch, "POLL_FALLBACK_S", 0.2)
     caplog.set_level(logging.INFO)
     store = AwayForCallers()
     async with (

@@ -13,7 +13,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks import MemoryTaskStore, TaskContext, Tasks
 from mcp_tasks.domain.rules import ANY_OWNER
-from mcp_tasks.engine import listen as engine_listen
+from mcp_tasks.engine import task_watch
 from mcp_tasks.testing import RawClient, running_asgi
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ async def test_a_change_between_the_read_and_the_wait_is_pushed(
     """The task is cancelled right after the listen has read it (still input_required):
     the stream sends input_required, then cancelled, and ends. The re-read fallback is an
     hour here, so only the change's own signal can deliver it."""
-    monkeypatch.setattr(engine_listen, "POLL_FALLBACK_S", 3600.0)
+    monkeypatch.setattr(task_watch, "POLL_FALLBACK_S", 3600.0)
     store = ChangedRightAfterARead()
     tasks = Tasks(store=store)
     mcp: MCPServer[Any] = MCPServer(

@@ -11,12 +11,12 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from mcp_tasks import RequestView, Tasks
-from mcp_tasks.engine.listen import watch_tasks
 from mcp_tasks.engine.listen_slots import (
     DEFAULT_MAX_LISTEN_STREAMS,
     DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
     ListenSlots,
 )
+from mcp_tasks.engine.task_watch import watch_tasks
 
 pytestmark = pytest.mark.anyio
 

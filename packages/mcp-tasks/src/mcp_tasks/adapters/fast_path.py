@@ -61,8 +61,8 @@ from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.routing import Match, Route
 
-from mcp_tasks.adapters.listen import TaskListenMiddleware
-from mcp_tasks.adapters.request import TaskMethodParams, request_view
+from mcp_tasks.adapters.listen_middleware import TaskListenMiddleware
+from mcp_tasks.adapters.tasks_methods import TaskMethodParams, request_view
 from mcp_tasks.engine import TASK_METHODS
 from mcp_tasks.telemetry import tracing
 

@@ -34,8 +34,13 @@ from pydantic import BaseModel
 from pydantic.experimental.arguments_schema import generate_arguments_schema
 from pydantic_core import ArgsKwargs, SchemaValidator, to_json
 
-from mcp_tasks.adapters.listen import serve_task_notifications
-from mcp_tasks.adapters.request import http_headers, request_view, tasks_method_bindings, view_of
+from mcp_tasks.adapters.listen_middleware import serve_task_notifications
+from mcp_tasks.adapters.tasks_methods import (
+    http_headers,
+    request_view,
+    tasks_method_bindings,
+    view_of,
+)
 from mcp_tasks.domain.errors import MCPTasksError
 from mcp_tasks.engine import (
     EXTENSION_ID,

@@ -15,8 +15,8 @@ from mcp.server.extension import Extension, MethodBinding, compose_tool_call_han
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolRequestParams, CallToolResult, TextContent
 
-from mcp_tasks.adapters.listen import serve_task_notifications
-from mcp_tasks.adapters.request import (
+from mcp_tasks.adapters.listen_middleware import serve_task_notifications
+from mcp_tasks.adapters.tasks_methods import (
     TaskMethodParams,
     tasks_method_bindings,
     tasks_method_handler,

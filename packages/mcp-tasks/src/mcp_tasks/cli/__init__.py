@@ -7,6 +7,11 @@ code docs/cli.md gives; `--debug` prints the traceback first.
 Only the module of the command being run is imported (the others are listed by name and
 summary), so `--help` and usage errors answer at once and a client command never loads the
 server side.
+
+The developer commands `contract` and `stress` belong to the contract distribution
+(`mcp-tasks-contract`), which adds them through the entry-point group
+:data:`COMMANDS_GROUP` (:mod:`mcp_tasks.cli.kit` says what such a command may use);
+without it they are listed all the same, and running one says how to install it (exit 2).
 """
 
 from __future__ import annotations
@@ -15,12 +20,21 @@ import argparse
 import importlib
 import sys
 import traceback
-from typing import TYPE_CHECKING, NoReturn, cast
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Final, NoReturn, cast
 
 from mcp_tasks.cli._errors import EXIT_INTERRUPTED, EXIT_USAGE, explain
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+#: The entry-point group of commands other distributions add: the command's name, the
+#: module that defines its parser (``add_parsers``) and runs it.
+COMMANDS_GROUP: Final = "mcp_tasks.commands"
+#: The module of a command listed below that another distribution adds (:data:`COMMANDS_GROUP`).
+PLUGGED: Final = "<entry point>"
+#: How to install the commands listed below as :data:`PLUGGED`.
+PLUGGED_INSTALL: Final = "pip install mcp-tasks-contract"
 
 # Every command: the module that defines its parser and runs it, and its one-line summary
 # for `mcp-tasks --help` (the module's own parser repeats it; a test keeps them equal).
@@ -45,11 +59,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "cancel": ("mcp_tasks.cli.task", "cancel a task (tasks/cancel) and print what it is then"),
     "contract": (
-        "mcp_tasks.cli.contract",
+        PLUGGED,
         "run the Store contract suite against a store URL or module:factory",
     ),
     "stress": (
-        "mcp_tasks.cli.stress",
+        PLUGGED,
         "run a deterministic concurrent workload on a store; check exact invariants",
     ),
     "migrate": (
@@ -85,6 +99,16 @@ def chosen_command(argv: Sequence[str]) -> str | None:
     return word if word in COMMANDS else None
 
 
+def command_module(command: str) -> str | None:
+    """The module of `command`: the core's own, or the one the installed distribution that
+    adds it names (:data:`COMMANDS_GROUP`); `None` when that distribution is not installed."""
+    module = COMMANDS[command][0]
+    if module != PLUGGED:
+        return module
+    found = entry_points(group=COMMANDS_GROUP, name=command)
+    return next((entry.value for entry in found), None)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser, with the full grammar of `command` (every command's when `None`); the
     others are listed by name and summary only, their modules left unimported."""
@@ -98,12 +122,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "argparse._SubParsersAction[argparse.ArgumentParser]",
         parser.add_subparsers(dest="command", metavar="COMMAND", required=True),
     )
-    loaded = COMMANDS[command][0] if command else None
+    loaded = command_module(command) if command else None
     for name, (module, summary) in COMMANDS.items():
-        if module == loaded and name not in commands.choices:
+        if name in commands.choices:
+            continue  # its module added it with the command before it
+        if loaded is not None and (module == loaded or name == command):
             # It adds all its commands, in this table's order (they are adjacent here).
-            importlib.import_module(module).add_parsers(commands)
-        elif module != loaded:
+            importlib.import_module(loaded).add_parsers(commands)
+        else:
             commands.add_parser(name, help=summary, description=summary)
     for sub in commands.choices.values():
         # Also after the command (`mcp-tasks reap --debug`); unset, the global flag stands.
@@ -114,7 +140,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `mcp-tasks` console script; returns the exit code."""
     words = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(chosen_command(words)).parse_args(words)
+    command = chosen_command(words)
+    if command is not None and command_module(command) is None:
+        print(
+            f"mcp-tasks {command}: a developer command of the contract distribution, which "
+            f"is not installed: {PLUGGED_INSTALL}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    args = build_parser(command).parse_args(words)
     try:
         code: int = args.handler(args)
     except KeyboardInterrupt:

@@ -20,7 +20,7 @@ from mcp_tasks.stores.opening import describe_store
 from mcp_tasks.stores.protocol import STORE_OPERATIONS
 
 if TYPE_CHECKING:
-    from mcp_tasks.stores.diagnosis import DiagnosisRow
+    from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks.stores.protocol import Store
 
 # Capabilities a Store may add beyond the protocol, found by attribute name: what the
@@ -40,7 +40,7 @@ OPTIONAL_CAPABILITIES = {
     ),
 }
 
-#: How doctor prints each level (mcp_tasks.stores.diagnosis.LEVELS); a level it does not
+#: How doctor prints each level (mcp_tasks.stores.doctor_rows.LEVELS); a level it does not
 #: know counts as a failure.
 SHOWN_LEVELS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 

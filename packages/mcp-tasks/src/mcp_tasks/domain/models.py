@@ -186,13 +186,17 @@ class RevisionConflict(MCPTasksError):
         self.current = current
 
 
+#: The TTL of a task whose tool and request name none: an hour.
+DEFAULT_TTL_MS: Final = 3_600_000
+
+
 @dataclass(frozen=True, slots=True)
 class NewTask:
     """What ``Store.create`` takes. The engine mints ``task_id`` (:mod:`mcp_tasks.domain.ids`)."""
 
     task_id: str
     owner: str | None = None
-    ttl_ms: int | None = 3_600_000
+    ttl_ms: int | None = DEFAULT_TTL_MS
     poll_interval_ms: int | None = None
     status_message: str | None = None
     work: WorkSpec | None = None

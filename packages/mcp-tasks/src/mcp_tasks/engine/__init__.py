@@ -16,7 +16,7 @@ from mcp_tasks.engine.core import (
 )
 from mcp_tasks.engine.errors import to_jsonrpc_error
 from mcp_tasks.engine.policy import Policy, TaskMode
-from mcp_tasks.engine.request import RequestView
+from mcp_tasks.engine.request_view import RequestView
 from mcp_tasks.engine.wire import EXTENSION_ID
 
 __all__ = [

@@ -25,6 +25,7 @@ from mcp_tasks.domain.errors import (
 )
 from mcp_tasks.domain.ids import new_task_id, redact
 from mcp_tasks.domain.models import (
+    DEFAULT_TTL_MS,
     Complete,
     Fail,
     NewTask,
@@ -38,7 +39,12 @@ from mcp_tasks.domain.retries import retry_delays
 from mcp_tasks.engine import errors
 from mcp_tasks.engine.listen_slots import ListenSlots
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
-from mcp_tasks.engine.wire import ACK, create_task_result, get_task_result
+from mcp_tasks.engine.wire import (
+    ACK,
+    DEFAULT_POLL_INTERVAL_MS,
+    create_task_result,
+    get_task_result,
+)
 from mcp_tasks.runtime.context import (
     AnswerRefused,
     InlineTaskContext,
@@ -71,7 +77,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
     from mcp_tasks.domain.jsonsafe import JSONObject
-    from mcp_tasks.engine.request import RequestView
+    from mcp_tasks.engine.request_view import RequestView
     from mcp_tasks.runtime.context import RunningTaskContext
     from mcp_tasks.runtime.notifier import Notifier
     from mcp_tasks.stores.protocol import Store
@@ -229,8 +235,8 @@ class TaskEngine:
         runner: Runner,
         notifier: Notifier,
         *,
-        default_ttl_ms: int | None = 3_600_000,
-        default_poll_interval_ms: int = 2_000,
+        default_ttl_ms: int | None = DEFAULT_TTL_MS,
+        default_poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
         require_name_header: bool = False,
         clock: Clock = system_clock,
         listen_slots: ListenSlots | None = None,

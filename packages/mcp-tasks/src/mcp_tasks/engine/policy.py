@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from enum import StrEnum
 from typing import Any, TypeAlias
 
-from mcp_tasks.engine.request import RequestView
+from mcp_tasks.engine.request_view import RequestView
 
 
 class TaskMode(StrEnum):

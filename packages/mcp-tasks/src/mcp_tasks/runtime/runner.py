@@ -777,8 +777,3 @@ class Runner:
                     removed,
                     extra={"reaped": removed, "store": self._backend},
                 )
-
-
-def complete_from(result: Mapping[str, Any]) -> Complete:
-    """A ``Complete`` change for a tool result mapping."""
-    return Complete(dict(result))

@@ -32,8 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from mcp_tasks.cli._errors import UsageError
-from mcp_tasks.cli._stores import resolve_store_url, using_store
+from mcp_tasks.cli.kit import UsageError, resolve_store_url, using_store
 from mcp_tasks.domain.errors import MCPTasksError, StaleLease, StoreUnavailable, TaskNotFound
 from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.models import (

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from pymongo.asynchronous.database import AsyncDatabase
 
-    from mcp_tasks.stores.diagnosis import DiagnosisRow
+    from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks_mongodb.codec import Document
 
 __all__ = ["diagnose"]

@@ -43,7 +43,7 @@ from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from mcp_tasks.engine import errors
-from mcp_tasks.engine.listen import TASKS_NOTIFICATION, requested_task_ids, watch_tasks
+from mcp_tasks.engine.task_watch import TASKS_NOTIFICATION, requested_task_ids, watch_tasks
 from mcp_tasks.telemetry import METHOD, STATUS, SpanScope
 
 if TYPE_CHECKING:
@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from mcp_types import RequestId
 
     from mcp_tasks.engine import TaskEngine
-    from mcp_tasks.engine.listen import TaskWatch
-    from mcp_tasks.engine.request import RequestView
+    from mcp_tasks.engine.request_view import RequestView
+    from mcp_tasks.engine.task_watch import TaskWatch
 
     ViewOf = Callable[[ServerRequestContext[Any, Any]], RequestView]
 

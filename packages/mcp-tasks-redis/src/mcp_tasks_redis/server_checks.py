@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from mcp_tasks.stores.diagnosis import clock_skew_row
+from mcp_tasks.stores.doctor_rows import clock_skew_row
 from mcp_tasks.stores.kit import DriverErrors
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from mcp_tasks.stores.diagnosis import DiagnosisRow as Row
+    from mcp_tasks.stores.doctor_rows import DiagnosisRow as Row
 
 #: What a crash can lose with the append-only file on, per ``appendfsync``.
 APPENDFSYNC_LOSS = {

@@ -17,11 +17,12 @@ import anyio
 import pytest
 
 from mcp_tasks import drop_namespace, namespaced_url
-from mcp_tasks.cli import main, stress
+from mcp_tasks.cli import main
 from mcp_tasks.domain.errors import StoreUnavailable, TaskNotFound
 from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.stores.opening import NamespacesNotSupported, mask_password, store_from_url
+from mcp_tasks_contract.cli import stress
 from mcp_tasks_contract.servers import postgres_url, redis_url, unavailable
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject
     from mcp_tasks.domain.models import TaskRecord
     from mcp_tasks.engine.core import TaskEngine
-    from mcp_tasks.engine.request import RequestView
+    from mcp_tasks.engine.request_view import RequestView
     from mcp_tasks.runtime.notifier import Subscription
 
 #: The most task ids one listen request may name (the spec sets no limit).
