@@ -36,7 +36,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_tasks import Tasks, drop_namespace, namespaced_url
 from mcp_tasks.stores.opening import store_from_url
 from mcp_tasks.testing import RawClient, running_asgi
-from mcp_tasks_contract.servers import POSTGRES_URL_ENV, embedded_postgres
+from mcp_tasks_postgres.provision import POSTGRES_URL_ENV, embedded_postgres
 
 
 class Body:

@@ -31,7 +31,8 @@ from mcp_tasks import (
     store_from_url,
 )
 from mcp_tasks.stores.opening import backend_for
-from mcp_tasks_contract.servers import embedded_mongodb, embedded_postgres, mongodb_store_url
+from mcp_tasks_mongodb.provision import embedded_mongodb, mongodb_store_url
+from mcp_tasks_postgres.provision import embedded_postgres
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence

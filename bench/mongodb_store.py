@@ -40,8 +40,8 @@ from mcp_tasks import (
     namespaced_url,
     new_task_id,
 )
-from mcp_tasks_contract.servers import MONGODB_URL_ENV, embedded_mongodb
 from mcp_tasks_mongodb import MongoTaskStore
+from mcp_tasks_mongodb.provision import MONGODB_URL_ENV, embedded_mongodb
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

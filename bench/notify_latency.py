@@ -48,13 +48,9 @@ import httpx2 as httpx
 from mcp_tasks import drop_namespace, namespaced_url
 from mcp_tasks.runtime.notifier import signal_key
 from mcp_tasks.testing import RawClient
-from mcp_tasks_contract.servers import (
-    MONGODB_URL_ENV,
-    POSTGRES_URL_ENV,
-    REDIS_URL_ENV,
-    embedded_mongodb,
-    embedded_postgres,
-)
+from mcp_tasks_mongodb.provision import MONGODB_URL_ENV, embedded_mongodb
+from mcp_tasks_postgres.provision import POSTGRES_URL_ENV, embedded_postgres
+from mcp_tasks_redis.provision import REDIS_URL_ENV
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

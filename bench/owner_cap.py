@@ -39,7 +39,7 @@ from mcp_tasks import (
     new_task_id,
     store_from_url,
 )
-from mcp_tasks_contract.servers import embedded_mongodb
+from mcp_tasks_mongodb.provision import embedded_mongodb
 
 if TYPE_CHECKING:
     from mcp_tasks import Store

@@ -42,8 +42,8 @@ from mcp_tasks import (
     namespaced_url,
     new_task_id,
 )
-from mcp_tasks_contract.servers import REDIS_URL_ENV
 from mcp_tasks_redis import RedisTaskStore
+from mcp_tasks_redis.provision import REDIS_URL_ENV
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -39,8 +39,8 @@ from mcp_tasks import (
     namespaced_url,
     new_task_id,
 )
-from mcp_tasks_contract.servers import POSTGRES_URL_ENV, embedded_postgres
 from mcp_tasks_postgres import PostgresTaskStore
+from mcp_tasks_postgres.provision import POSTGRES_URL_ENV, embedded_postgres
 from mcp_tasks_sqlite import SQLiteTaskStore
 
 if TYPE_CHECKING:

@@ -136,7 +136,7 @@ def stores(stack: ExitStack) -> dict[str, str]:
     )
     if importlib.util.find_spec("mcp_tasks_mongodb") is not None:
         from mcp_tasks import namespaced_url  # noqa: PLC0415 (the backend is installed)
-        from mcp_tasks_contract.servers import embedded_mongodb  # noqa: PLC0415
+        from mcp_tasks_mongodb.provision import embedded_mongodb  # noqa: PLC0415
 
         mongodb = mongodb or stack.enter_context(embedded_mongodb())
         if mongodb:

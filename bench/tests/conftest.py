@@ -1,6 +1,22 @@
-"""The database servers of the suite's CPU-accounting tests (``mcp_tasks_contract.servers``:
-the environment's, else an embedded one; a missing one skips locally and fails in CI)."""
+"""The database servers of the suite's CPU-accounting tests (each backend's own test
+server, ``store_servers``: the environment's, else an embedded one; a missing one skips
+locally and fails in CI)."""
 
-from mcp_tasks_contract.servers import postgres_url, redis_url
+from __future__ import annotations
 
-__all__ = ["postgres_url", "redis_url"]
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from mcp_tasks_contract import StoreServers
+
+
+@pytest.fixture(scope="session")
+def postgres_url(store_servers: StoreServers) -> str:
+    return store_servers.url("postgresql")
+
+
+@pytest.fixture(scope="session")
+def redis_url(store_servers: StoreServers) -> str:
+    return store_servers.url("redis")

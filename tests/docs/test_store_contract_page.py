@@ -12,7 +12,9 @@
 * "Writing a store backend": the page's backend object, in a package ``my_store`` whose
   store is the glue's (the page's minimal store behind the page's constructor), registered
   by the page's entry-point table in a ``.dist-info`` of its own, opens, namespaces and drops
-  ``mystore://`` URLs through ``store_from_url``, in a process of its own.
+  ``mystore://`` URLs through ``store_from_url``, in a process of its own; it is the
+  scheme's test-server provisioner, which gives ``MCP_TASKS_TEST_MYSTORE_URL`` and without
+  it refuses with the page's reason.
 """
 
 from __future__ import annotations
@@ -87,6 +89,11 @@ PAGE.explain(
     "class TestMyStore(StoreContract):",
     "a template for the reader's store (`Offers(notifier=True)` needs one with a "
     "cross-process notifier); the same recipe runs on the minimal store above",
+)
+PAGE.explain(
+    "def mystore_url(store_servers: StoreServers) -> str:",
+    "a conftest for the reader's tests; the in-repo backends' conftests are these lines, "
+    "run by their own tests",
 )
 CLI_FAILURE = PAGE.take("reproduce: mcp-tasks contract mypkg.testing:open_store")
 
@@ -182,9 +189,13 @@ class MyTaskStore(DictTaskStore):
 
 #: What the check runs, in a process whose path holds my_store and its .dist-info.
 OPEN_BY_URL = """
+import os
+
 import anyio
 
 from mcp_tasks import NewTask, drop_namespace, namespaced_url, store_from_url
+from mcp_tasks.stores.provisioning import NoTestServer, provisioner_for
+from my_store import backend
 from my_store.store import DATABASES, MyTaskStore
 
 
@@ -202,7 +213,23 @@ async def main():
     print("opened, namespaced and dropped")
 
 
+def provisioned():
+    assert provisioner_for("mystore") is backend
+    os.environ.pop("MCP_TASKS_TEST_MYSTORE_URL", None)
+    try:
+        with backend.test_server():
+            raise AssertionError("a server without MCP_TASKS_TEST_MYSTORE_URL")
+    except NoTestServer as problem:
+        reason = "set MCP_TASKS_TEST_MYSTORE_URL=mystore://host/db"
+        assert str(problem) == f"No mystore server for the tests: {reason}", problem
+    os.environ["MCP_TASKS_TEST_MYSTORE_URL"] = "mystore://tests/db"
+    with backend.test_server() as url:
+        assert backend.test_store_url(url) == "mystore://tests/db", url
+    print("provisioned")
+
+
 anyio.run(main)
+provisioned()
 """
 
 
@@ -230,7 +257,7 @@ def test_the_backend_opens_its_scheme_through_its_entry_point(tmp_path: Path) ->
         check=False,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert completed.stdout == "opened, namespaced and dropped\n"
+    assert completed.stdout == "opened, namespaced and dropped\nprovisioned\n"
 
 
 SEED = re.compile(r"--hypothesis-seed=\d+")

@@ -9,8 +9,9 @@ another process (and the client's own ``tasks/cancel`` when a session closes rig
 ``handoff()``, docs/client.md), ``notifications/tasks`` on ``subscriptions/listen``, an
 unknown id.
 
-Node and npm missing: skipped locally, a failure when ``CI`` is set. Postgres comes from
-``mcp_tasks_contract.servers`` (a fresh schema per run, dropped afterwards).
+Node and npm missing: skipped locally, a failure when ``CI`` is set. Postgres is the server
+the ``store_servers`` fixture asks the Postgres backend for (a fresh schema per run, dropped
+afterwards).
 """
 
 from __future__ import annotations
@@ -30,12 +31,9 @@ import anyio
 import pytest
 
 from mcp_tasks import drop_namespace, namespaced_url
-from mcp_tasks_contract.servers import postgres_url
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, else skip/fail in CI
 
 HERE = Path(__file__).resolve().parent
 FIXTURE_SERVER = HERE.parents[1] / "conformance" / "server.py"
@@ -78,7 +76,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'tasks.db'}"
         return
-    url = namespaced_url(request.getfixturevalue("postgres_url"), "mcpt_ts_" + secrets.token_hex(6))
+    server = request.getfixturevalue("store_servers").url("postgresql")
+    url = namespaced_url(server, "mcpt_ts_" + secrets.token_hex(6))
     try:
         yield url
     finally:

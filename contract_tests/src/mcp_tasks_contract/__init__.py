@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from mcp_tasks_contract.handles import StoreFactory, StoreHandles, new_namespace
     from mcp_tasks_contract.offers import Offers
     from mcp_tasks_contract.rules import RULES
+    from mcp_tasks_contract.store_servers import StoreServers
     from mcp_tasks_contract.suite import StoreContract
     from mcp_tasks_contract.suite.stats import StatsContract
     from mcp_tasks_contract.urls import UrlStoreFactory
@@ -26,6 +27,7 @@ __all__ = [
     "StoreContract",
     "StoreFactory",
     "StoreHandles",
+    "StoreServers",
     "UrlStoreFactory",
     "new_namespace",
 ]
@@ -38,6 +40,7 @@ _HOMES = {
     "StoreContract": "mcp_tasks_contract.suite",
     "StoreFactory": "mcp_tasks_contract.handles",
     "StoreHandles": "mcp_tasks_contract.handles",
+    "StoreServers": "mcp_tasks_contract.store_servers",
     "UrlStoreFactory": "mcp_tasks_contract.urls",
     "new_namespace": "mcp_tasks_contract.handles",
 }

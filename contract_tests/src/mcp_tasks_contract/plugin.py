@@ -1,5 +1,5 @@
-"""The pytest plugin (entry point ``pytest11``): the ``rule`` marker, and a run that names
-the rules it broke.
+"""The pytest plugin (entry point ``pytest11``): the ``rule`` marker, the ``store_servers``
+fixture (:mod:`mcp_tasks_contract.store_servers`), and a run that names the rules it broke.
 
 Loaded by pytest itself, so a store author needs no pytest configuration, even with
 ``--strict-markers``. It also asks pytest to rewrite the suite's asserts, which must
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final, cast
 import pytest
 
 from mcp_tasks_contract.offers import BEHAVIOURS, Offers
+from mcp_tasks_contract.store_servers import store_servers
 from mcp_tasks_contract.verdicts import RuleBroken, Verdicts, explain, rerun_command
 from mcp_tasks_contract.versions import (
     CONTRACT_VERSION,
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from collections.abc import Generator
 
 pytest.register_assert_rewrite("mcp_tasks_contract.suite", "mcp_tasks_contract.population")
+
+__all__ = ["store_servers"]  # a fixture of every test session that loads the plugin
 
 #: The user property a contract test's report carries: the rule ids of its marker.
 RULES_KEY: Final = "contract_rules"

@@ -7,13 +7,9 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from mcp_tasks_contract.servers import postgres_url, redis_url
-
 if TYPE_CHECKING:
     from pathlib import Path
 
-# the session fixtures: env URL, embedded server, or skip/fail in CI
-__all__ = ["postgres_url", "redis_url"]
 
 BROKEN_STORE = """
 from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore

@@ -1,8 +1,8 @@
 """`mcp-tasks stress`: the workload's invariants hold on real stores; the report is JSON.
 
 Each store runs the whole workload: memory, a SQLite file and a fresh Postgres schema
-(dropped afterwards; the server comes from ``mcp_tasks_contract.servers``: a missing one
-skips locally and fails when ``CI`` is set).
+(dropped afterwards; the servers are the ones their backends provision, ``store_servers``: a
+missing one skips locally and fails when ``CI`` is set).
 """
 
 from __future__ import annotations
@@ -23,14 +23,12 @@ from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.stores.opening import NamespacesNotSupported, mask_password, store_from_url
 from mcp_tasks_contract.cli import stress
-from mcp_tasks_contract.servers import postgres_url, redis_url, unavailable
+from mcp_tasks_contract.store_servers import unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-# the session fixtures: env URL, embedded server, else skip/fail in CI
-__all__ = ["postgres_url", "redis_url"]
 
 TASKS, CONCURRENCY, LEASE_MS = 60, 8, 300
 CONTENDED = TASKS // stress.CAS_EVERY  # 3 tasks, each CAS_ROUNDS rounds of CONCURRENCY writers

@@ -1,6 +1,6 @@
 """Fixtures for the MongoDB store's own tests: a real server (``mongodb_url``: the
 environment's ``MCP_TASKS_TEST_MONGODB_URL``, else the embedded SecantusDB server; see
-:mod:`mcp_tasks_contract.servers`) and a fresh collection prefix per test, dropped
+:mod:`mcp_tasks_mongodb.provision`) and a fresh collection prefix per test, dropped
 afterwards."""
 
 from __future__ import annotations
@@ -11,17 +11,28 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from mcp_tasks_contract import UrlStoreFactory, new_namespace
-from mcp_tasks_contract.servers import mongodb_url
 from mcp_tasks_mongodb import MongoTaskStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from mcp_tasks import StoreOptions
+    from mcp_tasks_contract import StoreServers
 
     OpenStore = Callable[..., Awaitable[MongoTaskStore]]
 
-__all__ = ["mongodb_url"]
+
+@pytest.fixture(scope="session")
+def mongodb_url(store_servers: StoreServers) -> str:
+    """The session's MongoDB server, as :mod:`mcp_tasks_mongodb.provision` finds it."""
+    return store_servers.url("mongodb")
+
+
+@pytest.fixture(scope="session")
+def mongodb_store_url(store_servers: StoreServers) -> str:
+    """The URL stores are opened on at ``mongodb_url`` (a longer bound on the embedded
+    server: :func:`mcp_tasks_mongodb.provision.mongodb_store_url` says why); never PyMongo's."""
+    return store_servers.store_url("mongodb")
 
 
 @pytest.fixture

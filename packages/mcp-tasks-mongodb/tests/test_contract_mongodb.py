@@ -9,7 +9,6 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mcp_tasks_contract import Offers, StatsContract, StoreContract, UrlStoreFactory
-from mcp_tasks_contract.servers import mongodb_store_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,10 +22,10 @@ class TestMongoStore(StoreContract, StatsContract):
     offers = Offers(namespaces=True, notifier=True)
 
     @pytest.fixture
-    async def store(self, mongodb_url: str) -> AsyncIterator[UrlStoreFactory]:
+    async def store(self, mongodb_store_url: str) -> AsyncIterator[UrlStoreFactory]:
         # The contract's subject is not the store's bound: on the slow embedded server a
         # longer one (mongodb_store_url says why).
-        async with UrlStoreFactory(mongodb_store_url(mongodb_url)) as stores:
+        async with UrlStoreFactory(mongodb_store_url) as stores:
             yield stores
 
     @pytest.fixture

@@ -11,8 +11,9 @@ import anyio
 import pytest
 
 from mcp_tasks import NewTask, StoreOptions, StoreUnavailable, new_task_id
-from mcp_tasks_contract.servers import own_mongodb, unavailable
+from mcp_tasks_contract.store_servers import unavailable
 from mcp_tasks_mongodb import MongoTaskStore
+from mcp_tasks_mongodb.provision import own_mongodb
 
 pytestmark = pytest.mark.anyio
 

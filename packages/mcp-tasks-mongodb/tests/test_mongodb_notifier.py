@@ -28,9 +28,10 @@ from mcp_tasks_contract.notifiers import (
     check_signal_crosses_handles,
     check_task_control_reaches_handles,
 )
-from mcp_tasks_contract.servers import embedded_mongodb, unavailable
+from mcp_tasks_contract.store_servers import unavailable
 from mcp_tasks_mongodb import MongoTaskStore
 from mcp_tasks_mongodb.notify import MongoRelay, offers_change_streams
+from mcp_tasks_mongodb.provision import embedded_mongodb
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -16,9 +16,10 @@ from pymongo.errors import AutoReconnect, NetworkTimeout
 from pymongo.monitoring import ServerHeartbeatFailedEvent, ServerHeartbeatSucceededEvent
 
 from mcp_tasks import ANY_OWNER, NewTask, StoreOptions, StoreUnavailable, new_task_id
-from mcp_tasks_contract.servers import own_mongodb, unavailable
+from mcp_tasks_contract.store_servers import unavailable
 from mcp_tasks_mongodb import MongoTaskStore
 from mcp_tasks_mongodb.driver import Refusals
+from mcp_tasks_mongodb.provision import own_mongodb
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

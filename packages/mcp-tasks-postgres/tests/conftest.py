@@ -1,5 +1,5 @@
 """Fixtures for the Postgres store's own tests: a real server (``postgres_url``: the
-environment's, else an embedded one; see :mod:`mcp_tasks_contract.servers`) and a fresh
+environment's, else an embedded one; see :mod:`mcp_tasks_postgres.provision`) and a fresh
 schema per test, dropped afterwards."""
 
 from __future__ import annotations
@@ -9,17 +9,21 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from mcp_tasks_contract import UrlStoreFactory, new_namespace
-from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_postgres import PostgresTaskStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from mcp_tasks import StoreOptions
+    from mcp_tasks_contract import StoreServers
 
     OpenStore = Callable[..., Awaitable[PostgresTaskStore]]
 
-__all__ = ["postgres_url"]
+
+@pytest.fixture(scope="session")
+def postgres_url(store_servers: StoreServers) -> str:
+    """The session's PostgreSQL server, as :mod:`mcp_tasks_postgres.provision` finds it."""
+    return store_servers.url("postgresql")
 
 
 @pytest.fixture

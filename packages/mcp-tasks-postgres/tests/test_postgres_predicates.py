@@ -13,14 +13,11 @@ import secrets
 import pytest
 from sqlalchemy.dialects.postgresql.asyncpg import PGDialect_asyncpg
 
-from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_postgres.store import PostgresDialect
 from mcp_tasks_sql import task_tables
 from mcp_tasks_sql.testing import check_predicates
 
 pytestmark = pytest.mark.anyio
-
-__all__ = ["postgres_url"]  # the session fixture, defined here so this file stands alone
 
 
 @pytest.fixture

@@ -12,8 +12,9 @@ import pytest
 
 from mcp_tasks import StoreOptions, StoreUnavailable
 from mcp_tasks_contract.population import assert_survived, populate, snapshot
-from mcp_tasks_contract.servers import EmbeddedPostgres, unavailable
+from mcp_tasks_contract.store_servers import unavailable
 from mcp_tasks_postgres import PostgresTaskStore
+from mcp_tasks_postgres.provision import EmbeddedPostgres
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -1,5 +1,5 @@
 """Fixtures for the Redis store's own tests: a real server (``redis_url``: the
-environment's ``MCP_TASKS_TEST_REDIS_URL``; see :mod:`mcp_tasks_contract.servers`) and a
+environment's ``MCP_TASKS_TEST_REDIS_URL``; see :mod:`mcp_tasks_redis.provision`) and a
 fresh key prefix per test, dropped afterwards."""
 
 from __future__ import annotations
@@ -9,17 +9,21 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from mcp_tasks_contract import UrlStoreFactory, new_namespace
-from mcp_tasks_contract.servers import redis_url
 from mcp_tasks_redis import RedisTaskStore
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from mcp_tasks import StoreOptions
+    from mcp_tasks_contract import StoreServers
 
     OpenStore = Callable[..., Awaitable[RedisTaskStore]]
 
-__all__ = ["redis_url"]
+
+@pytest.fixture(scope="session")
+def redis_url(store_servers: StoreServers) -> str:
+    """The session's Redis server, as :mod:`mcp_tasks_redis.provision` finds it."""
+    return store_servers.url("redis")
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from resend_scenarios import SCENARIOS, DroppingProxy, run_dropped, run_twice
 
 from mcp_tasks import NewTask, drop_namespace, namespaced_url, new_task_id, store_from_url
 from mcp_tasks_contract import Offers, StatsContract, StoreContract, UrlStoreFactory
-from mcp_tasks_contract.servers import unavailable
+from mcp_tasks_contract.store_servers import unavailable
 from mcp_tasks_redis import RedisTaskStore
 
 if TYPE_CHECKING:

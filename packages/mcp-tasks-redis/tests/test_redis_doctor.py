@@ -18,7 +18,8 @@ from redis.asyncio import Redis
 from mcp_tasks import NewTask, StoreUnavailable, drop_namespace, namespaced_url, new_task_id
 from mcp_tasks.cli import main
 from mcp_tasks_contract import new_namespace
-from mcp_tasks_contract.servers import RedisProcess, own_redis
+from mcp_tasks_contract.store_servers import provided
+from mcp_tasks_redis.provision import RedisProcess, own_redis
 from mcp_tasks_redis.server_checks import diagnose
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(scope="module")
 def aof_server() -> Iterator[RedisProcess]:
     """A server with the append-only file on (fsync every second, Redis's default)."""
-    with own_redis({"appendonly": "yes", "appendfsync": "everysec"}) as server:
+    with provided(own_redis({"appendonly": "yes", "appendfsync": "everysec"})) as server:
         yield server
 
 
@@ -145,7 +146,9 @@ async def test_an_evicting_policy_warns(aof_client: Redis) -> None:
 async def test_without_config_persistence_comes_from_info(appendonly: str) -> None:
     """Where CONFIG is disabled (managed Redis), INFO persistence still tells whether the
     AOF is on, and the row says what it cannot know; eviction comes from INFO anyway."""
-    with own_redis({"appendonly": appendonly, "rename-command": ("CONFIG", "")}) as server:
+    with provided(
+        own_redis({"appendonly": appendonly, "rename-command": ("CONFIG", "")})
+    ) as server:
         client = Redis.from_url(server.url)
         try:
             found = rows_by_name(await diagnose(client, new_namespace()))

@@ -26,8 +26,9 @@ from mcp_tasks import (
     store_from_url,
 )
 from mcp_tasks_contract.population import assert_survived, populate, snapshot
-from mcp_tasks_contract.servers import RedisProcess, own_redis
+from mcp_tasks_contract.store_servers import provided
 from mcp_tasks_redis import RedisTaskStore
+from mcp_tasks_redis.provision import RedisProcess, own_redis
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(scope="module")
 def own_server() -> Iterator[RedisProcess]:
     """A Redis server this module may stop and start (never the shared one)."""
-    with own_redis({"appendonly": "yes", "appendfsync": "always"}) as server:
+    with provided(own_redis({"appendonly": "yes", "appendfsync": "always"})) as server:
         yield server
 
 

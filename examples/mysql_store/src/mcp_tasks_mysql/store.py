@@ -8,6 +8,7 @@ from urllib.parse import unquote, urlsplit
 
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks_mysql.dialect import MySQLDialect
+from mcp_tasks_mysql.provision import MySQLTestServers
 from mcp_tasks_sql import SQLTaskStore
 
 if TYPE_CHECKING:
@@ -62,8 +63,9 @@ def dialect_for(url: str) -> MySQLDialect:
     )
 
 
-class MySQLStoreBackend:
-    """The ``mcp_tasks.stores`` entry point: opens, points at and drops a namespace."""
+class MySQLStoreBackend(MySQLTestServers):
+    """The ``mcp_tasks.stores`` entry point: opens, points at and drops a namespace, and
+    says where tests find a server (:mod:`mcp_tasks_mysql.provision`)."""
 
     def open(self, url: str, options: StoreOptions | None = None, /) -> MySQLTaskStore:
         return MySQLTaskStore(url, options)

@@ -54,6 +54,7 @@ from mcp_tasks_mongodb.driver import (
     driver_timeouts,
     server_now,
 )
+from mcp_tasks_mongodb.provision import MongoTestServers
 from mcp_tasks_mongodb.urls import DEFAULT_DATABASE, DEFAULT_PREFIX, check_names, parse
 
 if TYPE_CHECKING:
@@ -439,7 +440,7 @@ async def _drop(connect_url: str, database: str, prefix: str, options: StoreOpti
             await client.close()
 
 
-class MongoStoreBackend:
+class MongoStoreBackend(MongoTestServers):
     """Opens ``mongodb://[user:password@]host:27017/database`` (or ``mongodb+srv://``);
     the database (default ``mcp_tasks``) and ``?prefix=NAME`` (the collection prefix,
     default ``mcp_tasks``) are the namespace; ``?timeout_ms=`` is the store's bound on

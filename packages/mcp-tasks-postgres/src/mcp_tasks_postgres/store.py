@@ -36,6 +36,7 @@ from mcp_tasks.stores.kit import (
 )
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks_postgres import fast_create
+from mcp_tasks_postgres.provision import PostgresTestServers
 from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
@@ -482,7 +483,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     session advisory locks), and asyncpg still rolls back a transaction left open."""
 
 
-class PostgresStoreBackend:
+class PostgresStoreBackend(PostgresTestServers):
     """Opens ``postgresql://user@host/db`` (or ``postgres://``); ``?schema=name`` picks the
     schema, the namespace (default ``mcp_tasks``); ``?max_connections=N`` and
     ``?min_connections=N`` size the connection pool (default 10 and 1); ``?timeout_ms=`` is

@@ -93,6 +93,7 @@ from mcp_tasks.stores.kit import TIMEOUT_PARAM, CloseGuard, DriverErrors, option
 from mcp_tasks.stores.opening import mask_password, query_value, with_query
 from mcp_tasks.stores.stats import StoreStats, tally
 from mcp_tasks_redis import scripts
+from mcp_tasks_redis.provision import RedisTestServers
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -685,7 +686,7 @@ def driver_url(url: str) -> str:
     return f"{_DRIVER_SCHEMES.get(scheme.lower(), scheme)}://{rest}"
 
 
-class RedisStoreBackend:
+class RedisStoreBackend(RedisTestServers):
     """Opens ``redis://[user:password@]host:6379/0`` (or ``rediss://`` for TLS, or
     ``redis+unix:///path/redis.sock?db=0`` for a unix socket); ``?prefix=NAME`` picks the
     namespace, the hash tag of every key (default ``mcp_tasks``); ``?cluster=1`` reaches a

@@ -34,6 +34,7 @@ from mcp_tasks_sql import (
     task_tables,
 )
 from mcp_tasks_sql import statements as sql_statements
+from mcp_tasks_sqlite.provision import SQLiteTestServers
 from mcp_tasks_sqlite.store_time import StoreTime
 from mcp_tasks_sqlite.thread import ConnectionThread
 
@@ -351,7 +352,7 @@ class SQLiteTaskStore(SQLTaskStore):
         return self.dialect.path
 
 
-class SQLiteStoreBackend:
+class SQLiteStoreBackend(SQLiteTestServers):
     """Opens ``sqlite:///relative/tasks.db`` and ``sqlite:////absolute/tasks.db``
     (SQLAlchemy's form); ``?table_prefix=NAME_`` picks the namespace within the file,
     ``?timeout_ms=`` the store's bound on waiting (``StoreOptions.timeout_ms``)."""

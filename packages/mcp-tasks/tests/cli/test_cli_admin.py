@@ -12,12 +12,6 @@ from mcp_tasks.cli import admin, main
 from mcp_tasks.cli._stores import DEFAULT_STORE_URL, resolve_store_url
 from mcp_tasks.stores import opening
 from mcp_tasks.stores.opening import drop_namespace, with_query
-from mcp_tasks_contract.servers import postgres_url, redis_url
-
-__all__ = [
-    "postgres_url",
-    "redis_url",
-]  # the session fixture: env URL, embedded server, or skip/fail in CI
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -20,7 +20,6 @@ from mcp_tasks.cli import _stores, main
 from mcp_tasks.domain.clock import system_clock
 from mcp_tasks.stores.opening import with_query
 from mcp_tasks.stores.protocol import STORE_OPERATIONS
-from mcp_tasks_contract.servers import postgres_url
 from mcp_tasks_contract.suite.stats import OPTIONS, Population, populate
 from mcp_tasks_sqlite import SQLiteTaskStore
 
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 
     from mcp_tasks import Store
 
-__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, or skip/fail in CI
 
 CAPS = ["--max-rows", str(OPTIONS.max_rows), "--max-active-per-owner", "5"]
 

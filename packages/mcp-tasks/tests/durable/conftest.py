@@ -20,12 +20,10 @@ import anyio.abc
 import pytest
 
 from mcp_tasks import drop_namespace, namespaced_url
-from mcp_tasks_contract.servers import mongodb_store_url, mongodb_url, postgres_url, redis_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-__all__ = ["mongodb_url", "postgres_url", "redis_url"]
 
 HERE = Path(__file__).resolve().parent
 READY = re.compile(r"mcp-tasks: (serving on (?P<url>http://\S+)|worker .* running)")
@@ -193,11 +191,9 @@ async def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
     if request.param == "sqlite" and not OTHER_STORE:
         yield f"sqlite:///{tmp_path / 'tasks.db'}"
         return
-    server = OTHER_STORE or request.getfixturevalue(f"{request.param}_url")
-    if request.param == "mongodb" and not OTHER_STORE:
-        # What these tests prove is not the store's bound: on the slow embedded server a
-        # longer one (mongodb_store_url says why).
-        server = mongodb_store_url(server)
+    # What these tests prove is not the store's bound: the URL its backend opens tests'
+    # stores on (a longer bound on the slow embedded MongoDB server).
+    server = OTHER_STORE or request.getfixturevalue("store_servers").store_url(request.param)
     url = namespaced_url(server, "crash_" + secrets.token_hex(6))
     try:
         yield url

@@ -33,7 +33,7 @@ from mcp_tasks.stores.opening import (
     store_from_url,
     with_query,
 )
-from mcp_tasks_contract.servers import mongodb_store_url
+from mcp_tasks.stores.provisioning import provisioner_for
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -140,7 +140,8 @@ async def blip(request: pytest.FixtureRequest) -> AsyncIterator[Blip]:
     proxy = TcpProxy(parts.hostname, parts.port or 0)
     await proxy.start()
     namespace = "blip_" + secrets.token_hex(6)
-    direct = store_from_url(namespaced_url(mongodb_store_url(server), namespace))
+    on_server = provisioner_for(parts.scheme).test_store_url(server)
+    direct = store_from_url(namespaced_url(on_server, namespace))
     try:
         yield Blip(namespaced_url(through(server, proxy), namespace), direct, proxy)
     finally:

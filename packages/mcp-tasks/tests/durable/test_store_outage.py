@@ -25,7 +25,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp_tasks import Tasks
 from mcp_tasks.stores.opening import describe_store, with_query
 from mcp_tasks.testing import RawClient, running_asgi
-from mcp_tasks_contract.servers import embedded_postgres, own_mongodb, own_redis
+from mcp_tasks_contract.store_servers import provided
+from mcp_tasks_mongodb.provision import own_mongodb
+from mcp_tasks_postgres.provision import embedded_postgres
+from mcp_tasks_redis.provision import own_redis
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
@@ -63,7 +66,7 @@ class Load:
 @contextmanager
 def redis_outage() -> Iterator[Outage]:
     # appendfsync always: an acknowledged create is on disk before the reply.
-    with own_redis({"appendonly": "yes", "appendfsync": "always"}) as server:
+    with provided(own_redis({"appendonly": "yes", "appendfsync": "always"})) as server:
         yield Outage(server.url, server.kill, server.start)
 
 

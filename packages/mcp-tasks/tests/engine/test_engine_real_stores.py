@@ -25,7 +25,6 @@ from mcp_tasks import (
 )
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.testing import RawClient, running_asgi
-from mcp_tasks_contract.servers import postgres_url, redis_url
 from mcp_tasks_postgres import PostgresTaskStore
 from mcp_tasks_sqlite import SQLiteTaskStore
 
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 
     from mcp_tasks.stores.protocol import Store
 
-__all__ = ["postgres_url", "redis_url"]
 
 pytestmark = pytest.mark.anyio
 

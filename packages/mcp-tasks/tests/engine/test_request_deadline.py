@@ -29,12 +29,10 @@ from mcp_tasks import TaskContext, Tasks, drop_namespace, namespaced_url
 from mcp_tasks.stores.opening import with_query
 from mcp_tasks.testing import RawClient, running_asgi
 from mcp_tasks_contract.proxy import Outage, StoppableProxy, through
-from mcp_tasks_contract.servers import mongodb_url, postgres_url, redis_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
-__all__ = ["mongodb_url", "postgres_url", "redis_url"]
 
 pytestmark = pytest.mark.anyio
 

@@ -3,8 +3,8 @@ worker (a SEPARATE process) runs it and drives the task by id through `TaskContr
 shared Postgres store.
 
 Each run has its own Postgres schemas, one for the task store and one for procrastinate's
-tables, dropped afterwards (the server comes from ``mcp_tasks_contract.servers``: a missing
-one skips locally and fails when ``CI`` is set).
+tables, dropped afterwards (the server is the one ``mcp_tasks_postgres.provision`` finds: a
+missing one skips locally and fails when ``CI`` is set).
 """
 
 from __future__ import annotations
@@ -25,14 +25,12 @@ from mcp_tasks import drop_namespace, namespaced_url
 from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
 from mcp_tasks.testing import running
 from mcp_tasks_contract import new_namespace
-from mcp_tasks_contract.servers import postgres_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from mcp.client.session import ClientRequestContext
 
-__all__ = ["postgres_url"]  # the session fixture: env URL, embedded server, else skip/fail in CI
 
 pytestmark = pytest.mark.anyio
 

@@ -2,10 +2,10 @@
 write (fastmcp-tasks' client, the official SDK's ``Client``).
 
 ``store`` is the memory store, a SQLite file and a fresh Postgres schema (dropped afterwards;
-the server comes from ``mcp_tasks_contract.servers``: a missing one skips locally and fails
-when ``CI`` is set). ``serve`` builds an ``MCPServer`` with :func:`build_server`'s tools on
-``Tasks(store=store)`` and serves it with ``running_asgi``; ``serve_fastmcp`` builds the same
-tools as FastMCP task tools with our FastMCP extension (:func:`build_fastmcp_server`).
+the server is the one ``mcp_tasks_postgres.provision`` finds: a missing one skips locally
+and fails when ``CI`` is set). ``serve`` builds an ``MCPServer`` with :func:`build_server`'s
+tools on ``Tasks(store=store)`` and serves it with ``running_asgi``; ``serve_fastmcp`` builds
+the same tools as FastMCP task tools with our FastMCP extension (:func:`build_fastmcp_server`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp_tasks import TaskContext, Tasks, current_task_context, drop_namespace, namespaced_url
 from mcp_tasks.stores.opening import store_from_url
 from mcp_tasks.testing import running, running_asgi
-from mcp_tasks_contract.servers import postgres_url, redis_url
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -33,8 +32,6 @@ if TYPE_CHECKING:
 
     from mcp_tasks.stores.protocol import Store
 
-# the session fixtures: env URL, embedded server, else skip/fail in CI
-__all__ = ["postgres_url", "redis_url"]
 
 #: What ``confirm`` asks: one form field.
 NOTE_SCHEMA = {"type": "object", "properties": {"note": {"type": "string"}}}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Self
@@ -41,6 +42,7 @@ from mcp_tasks.stores.stats import StoreStats, tally
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
+    from contextlib import AbstractContextManager
 
     from mcp_tasks.domain.rules import OwnerArg
 
@@ -441,6 +443,13 @@ class MemoryStoreBackend:
         shared = self._named.pop(name, None)
         if shared is not None:
             shared.clear()
+
+    def test_server(self) -> AbstractContextManager[str]:
+        """Tests' stores live in this process (:mod:`mcp_tasks.stores.provisioning`)."""
+        return nullcontext("memory://")
+
+    def test_store_url(self, server_url: str, /) -> str:
+        return server_url
 
 
 def _name_of(url: str) -> str:
