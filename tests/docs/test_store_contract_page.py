@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 from markdown_blocks import REPO, PageBlocks, run_program
 from transcripts import argv, environment
 
-from mcp_tasks.runtime.notifier import NOTIFIER_ENTRY_POINT_GROUP
 from mcp_tasks.stores import protocol
 from mcp_tasks.stores.opening import ENTRY_POINT_GROUP
 
@@ -78,12 +77,16 @@ SIGNATURES = [
     )
 ]
 STORES_TABLE = PAGE.take('[project.entry-points."mcp_tasks.stores"]')
-NOTIFIERS_TABLE = PAGE.take('[project.entry-points."mcp_tasks.notifiers"]')
 BACKEND = PAGE.take("class MyStoreBackend:")
 PAGE.explain(
     "UNAVAILABLE = DriverErrors(mysql.connector.Error",
     "a sketch of a driver-backed store (its SQL left as `...`); examples/mysql_store is "
     "the whole store, run by nox -s mysql-example",
+)
+PAGE.explain(
+    "def offer_notifier(self) -> RelayNotifier:",
+    "a sketch of the notifier ability (MyRelay is the reader's); the in-repo stores' "
+    "offer_notifier, proved by the O-NOTIFIER part of the suite, are the whole thing",
 )
 PAGE.explain(
     "class TestMyStore(StoreContract):",
@@ -161,13 +164,9 @@ def test_each_operation_is_written_as_the_protocol_declares_it() -> None:
     )
 
 
-def test_the_entry_point_tables_name_the_groups_mcp_tasks_reads() -> None:
-    for block, group in (
-        (STORES_TABLE, ENTRY_POINT_GROUP),
-        (NOTIFIERS_TABLE, NOTIFIER_ENTRY_POINT_GROUP),
-    ):
-        table = tomllib.loads(block.text)["project"]["entry-points"]
-        assert list(table) == [group], block
+def test_the_entry_point_table_names_the_group_mcp_tasks_reads() -> None:
+    table = tomllib.loads(STORES_TABLE.text)["project"]["entry-points"]
+    assert list(table) == [ENTRY_POINT_GROUP], STORES_TABLE
 
 
 #: my_store/store.py: the page's minimal store behind the constructor and the

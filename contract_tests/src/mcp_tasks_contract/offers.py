@@ -30,8 +30,9 @@ class Offers:
     :func:`mcp_tasks.namespaced_url` can point at another and :func:`mcp_tasks.drop_namespace`
     can drop (``StoreBackend.namespaced`` and ``drop``)."""
     notifier: bool = False
-    """A cross-process notifier is registered under the store's URL scheme
-    (``mcp_tasks.notifiers`` entry points): ``notifier_for(handle)`` relays across handles."""
+    """The store offers a cross-process notifier
+    (:class:`~mcp_tasks.runtime.notifier.OffersNotifier`): ``notifier_for(handle)`` relays
+    across handles."""
     server_restart: bool = False
     """Acknowledged writes survive a restart of the store's server: override the
     ``store_server_restart`` fixture with a coroutine function that restarts it."""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from mcp_tasks import drop_namespace, namespaced_url, store_from_url
-from mcp_tasks.runtime.notifier import NOTIFIER_ENTRY_POINT_GROUP
+from mcp_tasks.runtime.notifier import OffersNotifier
 from mcp_tasks.stores.opening import NamespacesNotSupported, with_query
 from mcp_tasks_contract.offers import Offers
 
@@ -93,8 +92,8 @@ class UrlStoreFactory:
 
 def offers_of_url(url: str) -> Offers:
     """What the backend registered for ``url``'s scheme offers: namespaces when
-    :func:`mcp_tasks.namespaced_url` can point the URL at one, a notifier when one is
-    registered under the scheme (``mcp_tasks.notifiers`` entry points). A store opened by
+    :func:`mcp_tasks.namespaced_url` can point the URL at one, a notifier when its store
+    offers one (:class:`~mcp_tasks.runtime.notifier.OffersNotifier`). A store opened by
     URL keeps the real clock, and its server's restarts are the backend's own tests'."""
     try:
         namespaced_url(url, "mcpt_probe")
@@ -102,6 +101,6 @@ def offers_of_url(url: str) -> Offers:
         namespaces = False
     else:
         namespaces = True
-    scheme = urlsplit(url).scheme.lower()
-    notifier = bool(entry_points(group=NOTIFIER_ENTRY_POINT_GROUP, name=scheme))
+    # Opening does no I/O (StoreBackend.open): the handle holds nothing to close.
+    notifier = isinstance(store_from_url(url), OffersNotifier)
     return Offers(namespaces=namespaces, notifier=notifier)

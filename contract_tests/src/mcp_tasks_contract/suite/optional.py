@@ -14,6 +14,7 @@ from mcp_tasks import (
     namespaced_url,
     store_from_url,
 )
+from mcp_tasks.stores.abilities import Located
 from mcp_tasks_contract.notifiers import check_signal_crosses_handles
 from mcp_tasks_contract.offers import BEHAVIOURS
 from mcp_tasks_contract.population import assert_survived, populate, snapshot
@@ -54,14 +55,15 @@ class OptionalContract(ContractBase):
 
     @pytest.mark.rule("O-NAMESPACES")
     async def test_a_url_namespace_is_isolated_and_dropped(self, handles: StoreHandles) -> None:
-        """With ``offers.namespaces``, the handle's ``url`` pointed at another namespace
+        """With ``offers.namespaces``, the handle's location pointed at another namespace
         (``namespaced_url``) opens a store that shares nothing with the first; after
         ``drop_namespace`` its task is gone."""
         self.require("namespaces")
         store = await handles.open()
-        url = getattr(store, "url", None)
-        assert isinstance(url, str), "offers.namespaces is set but the handle has no url"
-        other_url = namespaced_url(url, handles.namespace + "_other")
+        assert isinstance(store, Located), (
+            "offers.namespaces is set but the handle has no location (stores.abilities.Located)"
+        )
+        other_url = namespaced_url(store.location.url, handles.namespace + "_other")
         other = store_from_url(other_url)
         try:
             task = await new_task(other)

@@ -27,6 +27,7 @@ from mcp_tasks import (
     TaskStatus,
     new_task_id,
 )
+from mcp_tasks.stores.abilities import StatsReader
 from mcp_tasks_contract.suite.base import (
     BOOM,
     ELICIT,
@@ -193,7 +194,5 @@ class StatsContract(ContractBase):
 
 async def stats_of(store: Store) -> StoreStats:
     """The store's optional ``stats()``, which this part needs."""
-    method = getattr(store, "stats", None)
-    assert callable(method), f"{type(store).__name__} offers no stats()"
-    result: StoreStats = await method()
-    return result
+    assert isinstance(store, StatsReader), f"{type(store).__name__} offers no stats()"
+    return await store.stats()

@@ -209,14 +209,9 @@ async def _follow(
             await stream.close()
 
 
-def notifier(store: object) -> RelayNotifier | None:
-    """The ``mcp_tasks.notifiers`` entry point: a signals-collection notifier for a MongoDB
-    store (read from its ``connect_url``, ``database`` and ``prefix``; ``None`` for anything
-    else)."""
-    connect_url = getattr(store, "connect_url", None)
-    database = getattr(store, "database", None)
-    prefix = getattr(store, "prefix", None)
-    timeout_ms = getattr(store, "options", StoreOptions()).timeout_ms
-    if isinstance(connect_url, str) and isinstance(database, str) and isinstance(prefix, str):
-        return RelayNotifier(MongoRelay(connect_url, database, prefix, timeout_ms=timeout_ms))
-    return None
+def relay_notifier(
+    connect_url: str, database: str, prefix: str, *, timeout_ms: int
+) -> RelayNotifier:
+    """A signals collection in namespace ``database``/``prefix`` of the MongoDB at
+    ``connect_url`` (what the MongoDB store offers as its notifier)."""
+    return RelayNotifier(MongoRelay(connect_url, database, prefix, timeout_ms=timeout_ms))

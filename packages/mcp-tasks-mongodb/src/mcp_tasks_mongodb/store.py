@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING, Self, TypeVar
-from urllib.parse import urlsplit
 
 from pymongo import AsyncMongoClient, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
@@ -40,8 +39,8 @@ from mcp_tasks.domain.errors import (
 from mcp_tasks.domain.ids import new_token
 from mcp_tasks.domain.jsonsafe import loads
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
-from mcp_tasks.stores.kit import CloseGuard, options_from_url
-from mcp_tasks.stores.opening import mask_password, with_query
+from mcp_tasks.stores.kit import CloseGuard
+from mcp_tasks.stores.location import with_query
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks.stores.stats import from_counts
 from mcp_tasks_mongodb import claims, create_lock, pipelines, server_checks
@@ -54,8 +53,16 @@ from mcp_tasks_mongodb.driver import (
     driver_timeouts,
     server_now,
 )
+from mcp_tasks_mongodb.notify import relay_notifier
 from mcp_tasks_mongodb.provision import MongoTestServers
-from mcp_tasks_mongodb.urls import DEFAULT_DATABASE, DEFAULT_PREFIX, check_names, parse
+from mcp_tasks_mongodb.urls import (
+    DEFAULT_DATABASE,
+    DEFAULT_PREFIX,
+    MongoLocation,
+    check_names,
+    locate,
+    shown,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -65,6 +72,7 @@ if TYPE_CHECKING:
 
     from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
+    from mcp_tasks.runtime.notifier import RelayNotifier
     from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks.stores.stats import StoreStats
     from mcp_tasks_mongodb.codec import Document
@@ -99,6 +107,7 @@ class MongoTaskStore(ReadModifyWrite):
         database: str = DEFAULT_DATABASE,
         prefix: str = DEFAULT_PREFIX,
         janitor_grace_ms: int = DEFAULT_JANITOR_GRACE_MS,
+        location: MongoLocation | None = None,
     ) -> None:
         check_names(url, database, prefix)
         if janitor_grace_ms < 0:
@@ -106,6 +115,7 @@ class MongoTaskStore(ReadModifyWrite):
         self.connect_url, self.database, self.prefix = url, database, prefix
         self.options = options or StoreOptions()
         self.janitor_grace_ms = janitor_grace_ms
+        self._location = location
         self._client: AsyncMongoClient[Document] | None = None
         self._refusals = Refusals()  # the client's heartbeats: a refused server fails sooner
         self._indexed = False
@@ -118,9 +128,20 @@ class MongoTaskStore(ReadModifyWrite):
     @property
     def url(self) -> str:
         """The URL that opens this store's namespace again (a password masked)."""
-        parts = urlsplit(self.connect_url)
-        url = parts._replace(path=f"/{self.database}").geturl()
-        return mask_password(with_query(url, prefix=self.prefix))
+        return shown(self.connect_url, self.database, self.prefix)
+
+    @property
+    def location(self) -> MongoLocation:
+        """Where the store is: the location it was opened at, else its :attr:`url`."""
+        if self._location is None:
+            self._location = locate(self.url)
+        return self._location
+
+    def offer_notifier(self) -> RelayNotifier:
+        """A signals collection in the namespace: it hears every process on it."""
+        return relay_notifier(
+            self.connect_url, self.database, self.prefix, timeout_ms=self.options.timeout_ms
+        )
 
     async def __aenter__(self) -> Self:
         return self
@@ -446,23 +467,29 @@ class MongoStoreBackend(MongoTestServers):
     default ``mcp_tasks``) are the namespace; ``?timeout_ms=`` is the store's bound on
     waiting (``StoreOptions.timeout_ms``); PyMongo reads every other option."""
 
-    def open(self, url: str, options: StoreOptions | None = None, /) -> MongoTaskStore:
-        url, options = options_from_url(url, options)
-        connect_url, database, prefix = parse(url)
-        return MongoTaskStore(connect_url, options, database=database, prefix=prefix)
+    def locate(self, url: str, /) -> MongoLocation:
+        return locate(url)
 
-    def namespaced(self, url: str, namespace: str, /) -> str:
-        parse(url)
-        return with_query(url, prefix=namespace)
+    def open(self, location: MongoLocation, options: StoreOptions, /) -> MongoTaskStore:
+        return MongoTaskStore(
+            location.connect_url,
+            options,
+            database=location.database,
+            prefix=location.prefix,
+            location=location,
+        )
 
-    async def drop(self, url: str, /) -> None:
-        url, options = options_from_url(url, None)
-        await _drop(*parse(url), options)
+    def namespaced(self, location: MongoLocation, namespace: str, /) -> MongoLocation:
+        return locate(with_query(location.url, prefix=namespace))
+
+    async def drop(self, location: MongoLocation, /) -> None:
+        await _drop(location.connect_url, location.database, location.prefix, location.options())
 
 
 def from_url(url: str, options: StoreOptions | None = None) -> MongoTaskStore:
     """The store ``url`` names (see :class:`MongoStoreBackend`)."""
-    return backend.open(url, options)
+    location = backend.locate(url)
+    return backend.open(location, location.options(options))
 
 
 #: The ``mongodb`` and ``mongodb+srv`` entry points of the ``mcp_tasks.stores`` group.

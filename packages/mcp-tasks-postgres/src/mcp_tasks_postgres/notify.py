@@ -116,14 +116,7 @@ async def _close(connection: asyncpg.Connection) -> None:
         connection.terminate()
 
 
-def notifier(store: object) -> RelayNotifier | None:
-    """The ``mcp_tasks.notifiers`` entry point: a LISTEN/NOTIFY notifier for a store on a
-    :class:`~mcp_tasks_postgres.PostgresDialect` (also one wrapped by a delegating
-    proxy); ``None`` for anything else."""
-    from mcp_tasks_postgres.store import PostgresDialect  # noqa: PLC0415 (store imports much)
-
-    dialect = getattr(store, "dialect", None)
-    if not isinstance(dialect, PostgresDialect):
-        return None
-    timeout_s = getattr(store, "options", StoreOptions()).timeout_ms / 1000
-    return RelayNotifier(PostgresRelay(dialect.connect_url, dialect.schema, timeout_s=timeout_s))
+def relay_notifier(connect_url: str, schema: str, *, timeout_s: float) -> RelayNotifier:
+    """LISTEN/NOTIFY on the database at ``connect_url``, for ``schema`` (what the Postgres
+    store offers as its notifier)."""
+    return RelayNotifier(PostgresRelay(connect_url, schema, timeout_s=timeout_s))

@@ -14,8 +14,8 @@ import logging
 import re
 import time
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 import asyncpg
 import sqlalchemy as sa
@@ -27,15 +27,10 @@ from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, MCPTasksError
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.stores.doctor_rows import clock_skew_row
-from mcp_tasks.stores.kit import (
-    TIMEOUT_PARAM,
-    CloseGuard,
-    DriverErrors,
-    detached,
-    options_from_url,
-)
-from mcp_tasks.stores.opening import mask_password, query_value, with_query
+from mcp_tasks.stores.kit import CloseGuard, DriverErrors, detached
+from mcp_tasks.stores.location import StoreLocation, mask_password, query_value, with_query
 from mcp_tasks_postgres import fast_create
+from mcp_tasks_postgres.notify import relay_notifier
 from mcp_tasks_postgres.provision import PostgresTestServers
 from mcp_tasks_sql import (
     Mode,
@@ -54,6 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
     from mcp_tasks.domain.models import NewTask, TaskRecord
+    from mcp_tasks.runtime.notifier import RelayNotifier
     from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks_sql import CompiledSQL, Row, Statements, Transaction
 
@@ -428,6 +424,7 @@ class PostgresTaskStore(SQLTaskStore):
         schema: str = DEFAULT_SCHEMA,
         min_connections: int = 1,
         max_connections: int = 10,
+        location: StoreLocation | None = None,
     ) -> None:
         options = options or StoreOptions()
         dialect = PostgresDialect(
@@ -437,11 +434,17 @@ class PostgresTaskStore(SQLTaskStore):
             max_connections=max_connections,
             timeout_s=options.timeout_ms / 1000,
         )
-        super().__init__(dialect, options)
+        super().__init__(dialect, options, location=location)
 
     @property
     def schema(self) -> str:
         return self.dialect.schema
+
+    def offer_notifier(self) -> RelayNotifier:
+        """LISTEN/NOTIFY on the schema's channel: it hears every process on the schema."""
+        return relay_notifier(
+            self.dialect.connect_url, self.schema, timeout_s=self.options.timeout_ms / 1000
+        )
 
 
 def _durability_row(fsync: str, synchronous_commit: str) -> DiagnosisRow:
@@ -489,61 +492,75 @@ class PostgresStoreBackend(PostgresTestServers):
     ``?min_connections=N`` size the connection pool (default 10 and 1); ``?timeout_ms=`` is
     the store's bound on waiting (``StoreOptions.timeout_ms``)."""
 
-    def open(self, url: str, options: StoreOptions | None = None, /) -> PostgresTaskStore:
-        url, options = options_from_url(url, options)
-        connect_url, schema = _parse(url)
-        low, high = _pool_sizes(url)
-        return PostgresTaskStore(
-            connect_url, options, schema=schema, min_connections=low, max_connections=high
+    def locate(self, url: str, /) -> PostgresLocation:
+        location = StoreLocation.read(url)
+        if location.scheme not in {"postgresql", "postgres"}:
+            raise ValueError("A Postgres store URL looks like postgresql://user@host/db")
+        schema = location.value("schema") or DEFAULT_SCHEMA
+        # Without our parameters: asyncpg would send any other one to the server as a
+        # setting.
+        connect_url = location.stripped("schema", "min_connections", "max_connections")
+        # ?min_connections= and ?max_connections=: whole numbers, 0 <= min <= max and
+        # max >= 1 (defaults 1 and 10).
+        sizes = {"min_connections": 1, "max_connections": 10}
+        for key, default in list(sizes.items()):
+            text = location.value(key)
+            if text is not None and not (text.isascii() and text.isdigit()):
+                raise ValueError(f"A Postgres store's ?{key}= is a whole number")
+            sizes[key] = default if text is None else int(text)
+        low, high = sizes["min_connections"], sizes["max_connections"]
+        if high < 1:
+            raise ValueError("A Postgres store's ?max_connections= is at least 1")
+        if low > high:
+            raise ValueError(
+                "A Postgres store's ?min_connections= is at most its ?max_connections="
+            )
+        return location.specialised(
+            PostgresLocation,
+            namespace=schema,
+            masked=mask_password(with_query(connect_url, schema=schema)),
+            connect_url=connect_url,
+            schema=schema,
+            min_connections=low,
+            max_connections=high,
         )
 
-    def namespaced(self, url: str, namespace: str, /) -> str:
-        _parse(url)
-        return with_query(url, schema=namespace.lower())
+    def open(self, location: PostgresLocation, options: StoreOptions, /) -> PostgresTaskStore:
+        return PostgresTaskStore(
+            location.connect_url,
+            options,
+            schema=location.schema,
+            min_connections=location.min_connections,
+            max_connections=location.max_connections,
+            location=location,
+        )
 
-    async def drop(self, url: str, /) -> None:
-        connect_url, schema = _parse(url)
-        dialect = PostgresDialect(connect_url, schema=schema, max_connections=1)
+    def namespaced(self, location: PostgresLocation, namespace: str, /) -> PostgresLocation:
+        return self.locate(with_query(location.url, schema=namespace.lower()))
+
+    async def drop(self, location: PostgresLocation, /) -> None:
+        dialect = PostgresDialect(location.connect_url, schema=location.schema, max_connections=1)
         try:
             await dialect.drop()
         finally:
             await dialect.close()
 
 
-def _parse(url: str) -> tuple[str, str]:
-    """The URL asyncpg connects to (without our parameters: asyncpg would send any other
-    one to the server as a setting) and the schema."""
-    if urlsplit(url).scheme.lower() not in {"postgresql", "postgres"}:
-        raise ValueError("A Postgres store URL looks like postgresql://user@host/db")
-    connect_url = with_query(
-        url, schema=None, min_connections=None, max_connections=None, **{TIMEOUT_PARAM: None}
-    )
-    return connect_url, query_value(url, "schema") or DEFAULT_SCHEMA
+@dataclass(frozen=True, kw_only=True, repr=False)
+class PostgresLocation(StoreLocation):
+    """A ``postgresql://`` URL read: what asyncpg connects to, the schema (the
+    namespace) and the pool's sizes."""
 
-
-def _pool_sizes(url: str) -> tuple[int, int]:
-    """``?min_connections=`` and ``?max_connections=``: whole numbers, 0 <= min <= max and
-    max >= 1 (defaults 1 and 10)."""
-    sizes = []
-    for key, default in (("min_connections", 1), ("max_connections", 10)):
-        text = query_value(url, key)
-        if text is None:
-            sizes.append(default)
-        elif text.isascii() and text.isdigit():
-            sizes.append(int(text))
-        else:
-            raise ValueError(f"A Postgres store's ?{key}= is a whole number")
-    low, high = sizes
-    if high < 1:
-        raise ValueError("A Postgres store's ?max_connections= is at least 1")
-    if low > high:
-        raise ValueError("A Postgres store's ?min_connections= is at most its ?max_connections=")
-    return low, high
+    connect_url: str
+    schema: str
+    min_connections: int
+    max_connections: int
 
 
 def from_url(url: str, options: StoreOptions | None = None) -> PostgresTaskStore:
     """The store ``url`` names (see :class:`PostgresStoreBackend`)."""
-    return backend.open(url, options)
+    location = backend.locate(url)
+    return backend.open(location, location.options(options))
 
 
 #: The ``postgresql`` and ``postgres`` entry points of the ``mcp_tasks.stores`` group.

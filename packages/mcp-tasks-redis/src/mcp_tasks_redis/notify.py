@@ -18,7 +18,6 @@ from redis.asyncio import Redis
 
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.runtime.notifier import RelayNotifier
-from mcp_tasks_redis.store import driver_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -35,6 +34,15 @@ HEALTH_CHECK_S = 5.0
 def channel_of(prefix: str) -> str:
     """The pub/sub channel of the namespace ``prefix``."""
     return "{" + prefix + "}:changes"
+
+
+_DRIVER_SCHEMES = {"redis+unix": "unix"}
+
+
+def driver_url(url: str) -> str:
+    """``url`` as redis-py reads it (``redis+unix://`` is its ``unix://``)."""
+    scheme, rest = url.split("://", 1)
+    return f"{_DRIVER_SCHEMES.get(scheme.lower(), scheme)}://{rest}"
 
 
 class RedisRelay:
@@ -109,12 +117,7 @@ class RedisRelay:
             await client.aclose()
 
 
-def notifier(store: object) -> RelayNotifier | None:
-    """The ``mcp_tasks.notifiers`` entry point: a pub/sub notifier for a Redis store
-    (read from its ``connect_url`` and ``prefix``; ``None`` for anything else)."""
-    connect_url = getattr(store, "connect_url", None)
-    prefix = getattr(store, "prefix", None)
-    if not isinstance(connect_url, str) or not isinstance(prefix, str):
-        return None
-    timeout_s = getattr(store, "options", StoreOptions()).timeout_ms / 1000
+def relay_notifier(connect_url: str, prefix: str, *, timeout_s: float) -> RelayNotifier:
+    """Pub/sub on namespace ``prefix`` of the Redis at ``connect_url`` (what the Redis
+    store offers as its notifier)."""
     return RelayNotifier(RedisRelay(connect_url, prefix, timeout_s=timeout_s))

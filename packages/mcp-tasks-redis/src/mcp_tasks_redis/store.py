@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
@@ -89,10 +89,11 @@ from mcp_tasks.domain.models import (
 )
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.domain.states import TaskStatus
-from mcp_tasks.stores.kit import TIMEOUT_PARAM, CloseGuard, DriverErrors, options_from_url, within
-from mcp_tasks.stores.opening import mask_password, query_value, with_query
+from mcp_tasks.stores.kit import CloseGuard, DriverErrors, within
+from mcp_tasks.stores.location import StoreLocation, mask_password, query_value, with_query
 from mcp_tasks.stores.stats import StoreStats, tally
 from mcp_tasks_redis import scripts
+from mcp_tasks_redis.notify import driver_url, relay_notifier
 from mcp_tasks_redis.provision import RedisTestServers
 
 if TYPE_CHECKING:
@@ -103,12 +104,12 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject
     from mcp_tasks.domain.models import Lease, NewTask, StatusChange
     from mcp_tasks.domain.rules import OwnerArg
+    from mcp_tasks.runtime.notifier import RelayNotifier
 
 DEFAULT_PREFIX = "mcp_tasks"
 SCHEMES = ("redis", "rediss", "redis+unix")
 _MASK = "***"
 #: redis-py's name of a scheme, where it differs from the store URL's.
-_DRIVER_SCHEMES = {"redis+unix": "unix"}
 _PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError, TimeoutError)
 #: The driver failures that surface as StoreUnavailable (the driver error as cause).
@@ -318,6 +319,7 @@ class RedisTaskStore:
         prefix: str = DEFAULT_PREFIX,
         max_connections: int | None = None,
         cluster: bool = False,
+        location: RedisLocation | None = None,
     ) -> None:
         if not _PREFIX.fullmatch(prefix):
             raise ValueError("prefix must be letters, digits, '_', '.' or '-'")
@@ -329,6 +331,7 @@ class RedisTaskStore:
             raise ValueError("A Redis Cluster is reached over TCP: redis:// or rediss://")
         self.connect_url, self.prefix, self.cluster = url, prefix, cluster
         self.options = options or StoreOptions()
+        self._location = location
         self._max_connections = max_connections
         tag = "{" + prefix + "}"
         self._task_prefix = f"{tag}:t:"
@@ -347,14 +350,20 @@ class RedisTaskStore:
     def url(self) -> str:
         """The URL that opens this store's namespace again (a password masked, also one
         given as ``?password=``, redis-py's form for unix sockets)."""
-        url = with_query(self.connect_url, prefix=self.prefix)
-        if self.cluster:
-            url = with_query(url, cluster="1")
-        if query_value(url, "password") is not None:
-            masked = {"password": _MASK, "prefix": None}
-            url = with_query(url, **masked)
-            url = with_query(url, prefix=self.prefix).replace("password=%2A%2A%2A", "password=***")
-        return mask_password(url)
+        return _shown(self.connect_url, self.prefix, self.cluster)
+
+    @property
+    def location(self) -> RedisLocation:
+        """Where the store is: the location it was opened at, else its :attr:`url`."""
+        if self._location is None:
+            self._location = RedisStoreBackend().locate(self.url)
+        return self._location
+
+    def offer_notifier(self) -> RelayNotifier:
+        """Pub/sub on the namespace's channel: it hears every process on the namespace."""
+        return relay_notifier(
+            self.connect_url, self.prefix, timeout_s=self.options.timeout_ms / 1000
+        )
 
     async def __aenter__(self) -> Self:
         return self
@@ -680,12 +689,6 @@ def _node_url(url: str, host: str, port: object) -> str:
     )
 
 
-def driver_url(url: str) -> str:
-    """``url`` as redis-py reads it (``redis+unix://`` is its ``unix://``)."""
-    scheme, rest = url.split("://", 1)
-    return f"{_DRIVER_SCHEMES.get(scheme.lower(), scheme)}://{rest}"
-
-
 class RedisStoreBackend(RedisTestServers):
     """Opens ``redis://[user:password@]host:6379/0`` (or ``rediss://`` for TLS, or
     ``redis+unix:///path/redis.sock?db=0`` for a unix socket); ``?prefix=NAME`` picks the
@@ -693,37 +696,71 @@ class RedisStoreBackend(RedisTestServers):
     Redis Cluster through any of its nodes; ``?timeout_ms=`` is the store's bound on waiting
     (``StoreOptions.timeout_ms``)."""
 
-    def open(self, url: str, options: StoreOptions | None = None, /) -> RedisTaskStore:
-        url, options = options_from_url(url, options)
-        connect_url, prefix, cluster = _parse(url)
-        return RedisTaskStore(connect_url, options, prefix=prefix, cluster=cluster)
+    def locate(self, url: str, /) -> RedisLocation:
+        location = StoreLocation.read(url)
+        if location.scheme not in SCHEMES:
+            raise ValueError("A Redis store URL looks like redis://host:6379/0?prefix=NAME")
+        prefix = location.value("prefix") or DEFAULT_PREFIX
+        if not _PREFIX.fullmatch(prefix):
+            raise ValueError("A Redis store's ?prefix= is letters, digits, '_', '.' or '-'")
+        cluster = location.value("cluster")
+        if cluster not in (None, "0", "1", "true", "false"):
+            raise ValueError("A Redis store's ?cluster= is 1 or 0")
+        connect_url = location.stripped("prefix", "cluster")
+        is_cluster = cluster in ("1", "true")
+        return location.specialised(
+            RedisLocation,
+            namespace=prefix,
+            masked=_shown(connect_url, prefix, is_cluster),
+            password=location.password or location.value("password"),
+            connect_url=connect_url,
+            prefix=prefix,
+            cluster=is_cluster,
+        )
 
-    def namespaced(self, url: str, namespace: str, /) -> str:
-        _parse(url)
-        return with_query(url, prefix=namespace)
+    def open(self, location: RedisLocation, options: StoreOptions, /) -> RedisTaskStore:
+        return RedisTaskStore(
+            location.connect_url,
+            options,
+            prefix=location.prefix,
+            cluster=location.cluster,
+            location=location,
+        )
 
-    async def drop(self, url: str, /) -> None:
-        await _drop(*_parse(url))
+    def namespaced(self, location: RedisLocation, namespace: str, /) -> RedisLocation:
+        return self.locate(with_query(location.url, prefix=namespace))
+
+    async def drop(self, location: RedisLocation, /) -> None:
+        await _drop(location.connect_url, location.prefix, location.cluster)
 
 
-def _parse(url: str) -> tuple[str, str, bool]:
-    """The URL redis-py connects to (without ``prefix`` and ``cluster``), the prefix, and
-    whether it is a cluster's."""
-    if urlsplit(url).scheme.lower() not in SCHEMES:
-        raise ValueError("A Redis store URL looks like redis://host:6379/0?prefix=NAME")
-    prefix = query_value(url, "prefix") or DEFAULT_PREFIX
-    if not _PREFIX.fullmatch(prefix):
-        raise ValueError("A Redis store's ?prefix= is letters, digits, '_', '.' or '-'")
-    cluster = query_value(url, "cluster")
-    if cluster not in (None, "0", "1", "true", "false"):
-        raise ValueError("A Redis store's ?cluster= is 1 or 0")
-    connect_url = with_query(url, prefix=None, cluster=None, **{TIMEOUT_PARAM: None})
-    return connect_url, prefix, cluster in ("1", "true")
+@dataclass(frozen=True, kw_only=True, repr=False)
+class RedisLocation(StoreLocation):
+    """A ``redis://`` URL read: what redis-py connects to, the key prefix (the namespace)
+    and whether it is a cluster's."""
+
+    connect_url: str
+    prefix: str
+    cluster: bool
+
+
+def _shown(connect_url: str, prefix: str, cluster: bool) -> str:
+    """The URL that opens namespace ``prefix`` again, password masked (also one given as
+    ``?password=``, redis-py's form for unix sockets)."""
+    url = with_query(connect_url, prefix=prefix)
+    if cluster:
+        url = with_query(url, cluster="1")
+    if query_value(url, "password") is not None:
+        masked = {"password": _MASK, "prefix": None}
+        url = with_query(url, **masked)
+        url = with_query(url, prefix=prefix).replace("password=%2A%2A%2A", "password=***")
+    return mask_password(url)
 
 
 def from_url(url: str, options: StoreOptions | None = None) -> RedisTaskStore:
     """The store ``url`` names (see :class:`RedisStoreBackend`)."""
-    return backend.open(url, options)
+    location = backend.locate(url)
+    return backend.open(location, location.options(options))
 
 
 #: The ``redis``, ``rediss`` and ``redis+unix`` entry points of the ``mcp_tasks.stores`` group.

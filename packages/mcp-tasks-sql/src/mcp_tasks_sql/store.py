@@ -21,6 +21,7 @@ from mcp_tasks.domain.errors import (
 )
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
 from mcp_tasks.stores.kit import CloseGuard, within
+from mcp_tasks.stores.location import StoreLocation
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
 from mcp_tasks.stores.stats import BUSIEST_OWNERS, from_counts
 from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
@@ -125,9 +126,16 @@ class SQLTaskStore(ReadModifyWrite):
 
     options: StoreOptions
 
-    def __init__(self, dialect: SQLDialect, options: StoreOptions | None = None) -> None:
+    def __init__(
+        self,
+        dialect: SQLDialect,
+        options: StoreOptions | None = None,
+        *,
+        location: StoreLocation | None = None,
+    ) -> None:
         self.dialect = dialect
         self.options = options or StoreOptions()
+        self._location = location
         self._sql = dialect.statements
         self._decode = RowDecoder()
         self._with_now = dialect.with_now
@@ -152,6 +160,13 @@ class SQLTaskStore(ReadModifyWrite):
     def url(self) -> str:
         """The URL that opens this store's namespace again (a password masked)."""
         return self.dialect.url
+
+    @property
+    def location(self) -> StoreLocation:
+        """Where the store is: the location it was opened at, else its dialect's URL."""
+        if self._location is None:
+            self._location = StoreLocation.read(self.dialect.url)
+        return self._location
 
     async def __aenter__(self) -> Self:
         return self

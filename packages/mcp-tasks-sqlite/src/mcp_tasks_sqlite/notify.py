@@ -59,7 +59,7 @@ class SQLiteRelay:
     """Watches one SQLite file for commits by any connection.
 
     With ``watching`` (the notifier's :meth:`~mcp_tasks.runtime.notifier.LocalNotifier.watched`,
-    bound by :func:`notifier`) and ``versions`` (:func:`row_versions` of the namespace's
+    bound by :func:`relay_notifier`) and ``versions`` (:func:`row_versions` of the namespace's
     tables), a change wakes the subscribers of the tasks that changed; without them, or
     while a subscriber takes every task, every subscriber."""
 
@@ -240,17 +240,11 @@ def _data_version(connection: sqlite3.Connection) -> int | None:
     return int(row[0]) if row is not None else 0
 
 
-def notifier(store: object) -> RelayNotifier | None:
-    """The ``mcp_tasks.notifiers`` entry point: a data-version watcher for a store on a
-    :class:`~mcp_tasks_sqlite.SQLiteDialect` (also one wrapped by a delegating proxy);
-    ``None`` for anything else."""
-    from mcp_tasks_sqlite.store import SQLiteDialect  # noqa: PLC0415 (store imports much)
-
-    dialect = getattr(store, "dialect", None)
-    if not isinstance(dialect, SQLiteDialect):
-        return None
-    tables = task_tables(prefix=dialect.table_prefix)
-    relay = SQLiteRelay(dialect.path, versions=row_versions(tables))
+def relay_notifier(path: Path, table_prefix: str) -> RelayNotifier:
+    """A data-version watcher on the file ``path`` and its tables of ``table_prefix``
+    (what the SQLite store offers as its notifier)."""
+    tables = task_tables(prefix=table_prefix)
+    relay = SQLiteRelay(path, versions=row_versions(tables))
     relayed = RelayNotifier(relay)
     relay.watching = relayed.watched
     return relayed

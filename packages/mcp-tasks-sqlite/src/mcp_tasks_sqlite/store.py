@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,8 +24,8 @@ from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import StoreUnavailable
 from mcp_tasks.domain.models import StoreOptions
-from mcp_tasks.stores.kit import CloseGuard, DriverErrors, options_from_url
-from mcp_tasks.stores.opening import query_value, with_query
+from mcp_tasks.stores.kit import CloseGuard, DriverErrors
+from mcp_tasks.stores.location import StoreLocation, with_query
 from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
@@ -34,6 +35,7 @@ from mcp_tasks_sql import (
     task_tables,
 )
 from mcp_tasks_sql import statements as sql_statements
+from mcp_tasks_sqlite.notify import relay_notifier
 from mcp_tasks_sqlite.provision import SQLiteTestServers
 from mcp_tasks_sqlite.store_time import StoreTime
 from mcp_tasks_sqlite.thread import ConnectionThread
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from mcp_tasks.domain.models import NewTask, TaskRecord
+    from mcp_tasks.runtime.notifier import RelayNotifier
     from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks_sql import CompiledSQL, Row, Statements, Transaction
 
@@ -59,6 +62,11 @@ class _StoreNow:
 
 
 STORE_NOW: Any = _StoreNow()
+
+
+def _shown(path: str, table_prefix: str) -> str:
+    """The URL that opens the store in file ``path`` (absolute) with ``table_prefix``."""
+    return with_query("sqlite:///" + quote(path), **{PREFIX_PARAM: table_prefix or None})
 
 
 class SQLiteDialect:
@@ -107,8 +115,7 @@ class SQLiteDialect:
 
     @property
     def url(self) -> str:
-        url = "sqlite:///" + quote(str(self.path))
-        return with_query(url, **{PREFIX_PARAM: self.table_prefix or None})
+        return _shown(str(self.path), self.table_prefix)
 
     @property
     def statements(self) -> Statements:
@@ -339,17 +346,30 @@ class SQLiteTaskStore(SQLTaskStore):
         clock: Clock | None = None,
         table_prefix: str = "",
         busy_timeout_s: float | None = None,
+        location: StoreLocation | None = None,
     ) -> None:
         options = options or StoreOptions()
         # How long a write waits for another connection's lock: the store's bound unless
         # given here.
         busy = options.timeout_ms / 1000 if busy_timeout_s is None else busy_timeout_s
         dialect = SQLiteDialect(path, clock=clock, table_prefix=table_prefix, busy_timeout_s=busy)
-        super().__init__(dialect, options)
+        super().__init__(dialect, options, location=location)
 
     @property
     def path(self) -> Path:
         return self.dialect.path
+
+    def offer_notifier(self) -> RelayNotifier:
+        """A watcher of the file's data version: it hears every process on the file."""
+        return relay_notifier(self.dialect.path, self.dialect.table_prefix)
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class SQLiteLocation(StoreLocation):
+    """A ``sqlite:///`` URL read: the file and the table prefix (the namespace)."""
+
+    path: str
+    table_prefix: str
 
 
 class SQLiteStoreBackend(SQLiteTestServers):
@@ -357,39 +377,47 @@ class SQLiteStoreBackend(SQLiteTestServers):
     (SQLAlchemy's form); ``?table_prefix=NAME_`` picks the namespace within the file,
     ``?timeout_ms=`` the store's bound on waiting (``StoreOptions.timeout_ms``)."""
 
-    def open(self, url: str, options: StoreOptions | None = None, /) -> SQLiteTaskStore:
-        url, options = options_from_url(url, options)
-        path, prefix = _parse(url)
-        return SQLiteTaskStore(path, options, table_prefix=prefix)
+    def locate(self, url: str, /) -> SQLiteLocation:
+        location = StoreLocation.read(url)
+        parts = urlsplit(url)
+        if location.scheme != "sqlite" or parts.netloc or len(parts.path) < 2:
+            raise ValueError("A SQLite store URL looks like sqlite:///path/to/tasks.db")
+        prefix = location.value(PREFIX_PARAM) or ""
+        if not all(c.isascii() and (c.isalnum() or c == "_") for c in prefix):
+            raise ValueError(f"{PREFIX_PARAM} is letters, digits and '_'")
+        # The third slash separates the empty host. Resolved now: a relative path names a
+        # file in the directory the URL was read in.
+        path = os.path.abspath(unquote(parts.path)[1:])
+        return location.specialised(
+            SQLiteLocation,
+            namespace=prefix,
+            masked=_shown(path, prefix),
+            path=path,
+            table_prefix=prefix,
+        )
 
-    def namespaced(self, url: str, namespace: str, /) -> str:
-        _parse(url)
-        return with_query(url, **{PREFIX_PARAM: f"{namespace}_"})
+    def open(self, location: SQLiteLocation, options: StoreOptions, /) -> SQLiteTaskStore:
+        return SQLiteTaskStore(
+            location.path, options, table_prefix=location.table_prefix, location=location
+        )
 
-    async def drop(self, url: str, /) -> None:
-        path, prefix = _parse(url)
-        if not await anyio.Path(path).exists():
+    def namespaced(self, location: SQLiteLocation, namespace: str, /) -> SQLiteLocation:
+        return self.locate(with_query(location.url, **{PREFIX_PARAM: f"{namespace}_"}))
+
+    async def drop(self, location: SQLiteLocation, /) -> None:
+        if not await anyio.Path(location.path).exists():
             return  # nothing to drop; opening would create the file
-        dialect = SQLiteDialect(path, table_prefix=prefix)
+        dialect = SQLiteDialect(location.path, table_prefix=location.table_prefix)
         try:
             await dialect.drop()
         finally:
             await dialect.close()
 
 
-def _parse(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    if parts.scheme.lower() != "sqlite" or parts.netloc or len(parts.path) < 2:
-        raise ValueError("A SQLite store URL looks like sqlite:///path/to/tasks.db")
-    prefix = query_value(url, PREFIX_PARAM) or ""
-    if not all(c.isascii() and (c.isalnum() or c == "_") for c in prefix):
-        raise ValueError(f"{PREFIX_PARAM} is letters, digits and '_'")
-    return unquote(parts.path)[1:], prefix  # the third slash separates the empty host
-
-
 def from_url(url: str, options: StoreOptions | None = None) -> SQLiteTaskStore:
     """The store ``url`` names (see :class:`SQLiteStoreBackend`)."""
-    return backend.open(url, options)
+    location = backend.locate(url)
+    return backend.open(location, location.options(options))
 
 
 #: The ``sqlite`` entry point of the ``mcp_tasks.stores`` group.

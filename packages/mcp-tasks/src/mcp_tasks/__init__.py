@@ -65,12 +65,14 @@ if TYPE_CHECKING:
         LocalNotifier,
         Notifier,
         NullNotifier,
+        OffersNotifier,
         Relay,
         RelayNotifier,
         Subscription,
         notifier_for,
     )
     from mcp_tasks.runtime.runner import Runner
+    from mcp_tasks.stores.location import StoreLocation
     from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore
     from mcp_tasks.stores.opening import (
         NamespacesNotSupported,
@@ -115,6 +117,7 @@ __all__ = [
     "NotJSONSafe",
     "Notifier",
     "NullNotifier",
+    "OffersNotifier",
     "Outcome",
     "OwnerTaskLimitReached",
     "Progress",
@@ -130,6 +133,7 @@ __all__ = [
     "StatusChange",
     "Store",
     "StoreBackend",
+    "StoreLocation",
     "StoreNotInstalled",
     "StoreNotMigrated",
     "StoreOptions",
@@ -199,6 +203,7 @@ _EXPORTS: dict[str, str] = {
     "POLL_FALLBACK_S": "mcp_tasks.runtime.notifier",
     "Progress": "mcp_tasks.domain.models",
     "Relay": "mcp_tasks.runtime.notifier",
+    "OffersNotifier": "mcp_tasks.runtime.notifier",
     "RelayNotifier": "mcp_tasks.runtime.notifier",
     "RequestView": "mcp_tasks.engine",
     "RequireInput": "mcp_tasks.domain.models",
@@ -211,6 +216,7 @@ _EXPORTS: dict[str, str] = {
     "StatusChange": "mcp_tasks.domain.models",
     "Store": "mcp_tasks.stores.protocol",
     "StoreBackend": "mcp_tasks.stores.opening",
+    "StoreLocation": "mcp_tasks.stores.location",
     "StoreNotInstalled": "mcp_tasks.stores.opening",
     "StoreOptions": "mcp_tasks.domain.models",
     "StorePinned": "mcp_tasks.tasks",

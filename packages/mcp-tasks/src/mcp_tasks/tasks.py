@@ -52,6 +52,7 @@ from mcp_tasks.runtime.runner import (
     Runner,
 )
 from mcp_tasks.stores.memory import MemoryTaskStore
+from mcp_tasks.stores.observed import observed
 from mcp_tasks.stores.opening import URL_ENV, describe_store, store_from_url
 
 if TYPE_CHECKING:
@@ -182,6 +183,9 @@ class Tasks:
             self.store: Store = store_from_url(store)
         else:
             self.store = store if store is not None else MemoryTaskStore()
+        #: The store observed (each operation a span), once: the engine, the runner and
+        #: ``control()`` all serve from this one.
+        self.observed_store = observed(self.store)
         self.close_store = isinstance(store, str) if close_store is None else close_store
         #: Whether an adapter serves this Tasks (extension(), install(), tool(), …).
         self.attached = False
@@ -190,7 +194,7 @@ class Tasks:
         #: The notifier every part uses, guarded: its failures are logged, never raised.
         self.notifier = GuardedNotifier(self._chosen_notifier(notifier))
         self.runner = Runner(
-            self.store,
+            self.observed_store,
             self.notifier,
             worker_id=worker_id,
             lease_ms=lease_ms,
@@ -201,7 +205,7 @@ class Tasks:
             run_tasks=run_tasks,
         )
         self.engine = TaskEngine(
-            self.store,
+            self.observed_store,
             self.runner,
             self.notifier,
             default_ttl_ms=default_ttl_ms,
@@ -241,10 +245,12 @@ class Tasks:
             raise StorePinned(f"The app pins its task store to {self.store_description}")
         if self.runner.running:
             raise RuntimeError("use_store() must be called before the Tasks starts running")
-        new = store_from_url(store) if isinstance(store, str) else store
-        self.store = self.runner.store = self.engine.store = new
+        self.store = store_from_url(store) if isinstance(store, str) else store
+        self.observed_store = observed(self.store)
+        self.runner.serve_from(self.observed_store)
+        self.engine.serve_from(self.observed_store)
         if not self._notifier_chosen:  # the old store's notifier would watch the old store
-            self.notifier.inner = notifier_for(new)
+            self.notifier.guard(notifier_for(self.store))
         self.close_store = isinstance(store, str) if close_store is None else close_store
         self.store_pinned = True
 
@@ -355,7 +361,7 @@ class Tasks:
 
     def control(self) -> TaskControl:
         """A :class:`TaskControl` on this Store that also wakes this node's waiters."""
-        return TaskControl(self.store, self.notifier)
+        return TaskControl(self.observed_store, self.notifier)
 
     # --- tools --------------------------------------------------------------------
 

@@ -30,6 +30,9 @@ async def test_an_unpinned_tasks_serves_from_the_store_handed_to_it() -> None:
     assert isinstance(tasks.runner.store, ObservedStore)
     assert isinstance(tasks.engine.store, ObservedStore)
     assert tasks.store is tasks.runner.store.inner is tasks.engine.store.inner
+    # One observed store, the same for the engine, the runner and control().
+    assert tasks.runner.store is tasks.engine.store is tasks.observed_store
+    assert tasks.control().store is tasks.observed_store
     assert tasks.store_description == "memory://handoff"
     created = await tasks.store.create(NewTask(task_id=new_task_id()))
     assert await tasks.engine.store.get(created.task_id, ANY_OWNER) == created

@@ -13,10 +13,10 @@ from __future__ import annotations
 import errno
 import re
 import socket
-from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
+from mcp_tasks.stores.abilities import InFile, Located
+from mcp_tasks.stores.observed import unobserved
 from mcp_tasks.stores.opening import (
     InvalidStoreURL,
     StoreNotInstalled,
@@ -126,7 +126,8 @@ def _cause_text(error: StoreUnavailable, store: Store) -> str:
         text = root.strerror.lower() if root.errno != errno.ENOENT else "no such file"
     else:
         text = str(root) or type(root).__name__
-    password = urlsplit(getattr(store, "url", "") or "").password
+    store = unobserved(store)
+    password = store.location.password if isinstance(store, Located) else None
     text = _readable(" ".join(text.split()))  # one line, whatever the driver wrote
     return text.replace(password, "***") if password else text
 
@@ -157,9 +158,10 @@ def _readable(text: str) -> str:
 
 
 def _store_hint(store: Store, cause: str) -> str:
-    path = getattr(store, "path", None)
-    if isinstance(path, Path) and not path.parent.exists():
-        return f"the folder {path.parent} does not exist; create it or point the URL elsewhere"
+    store = unobserved(store)
+    if isinstance(store, InFile) and not store.path.parent.exists():
+        folder = store.path.parent
+        return f"the folder {folder} does not exist; create it or point the URL elsewhere"
     if cause in {"connection refused", "unknown host", "timed out"}:
         return "is the database server running, and are the host and port right?"
     return "check the URL and the store's server; `mcp-tasks doctor --store URL` probes it"

@@ -15,7 +15,8 @@ from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable, TaskNotFoun
 from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.models import NewTask
 from mcp_tasks.domain.rules import ANY_OWNER
-from mcp_tasks.runtime.notifier import LocalNotifier, notifier_for
+from mcp_tasks.runtime.notifier import OffersNotifier
+from mcp_tasks.stores.abilities import Diagnoses, Migrates
 from mcp_tasks.stores.opening import describe_store
 from mcp_tasks.stores.protocol import STORE_OPERATIONS
 
@@ -25,6 +26,13 @@ if TYPE_CHECKING:
 
 # Capabilities a Store may add beyond the protocol, found by attribute name: what the
 # store is with it, and without it (a "no" line must not describe the "yes").
+#: The typed ability (``mcp_tasks.stores.abilities``) behind each optional capability.
+CAPABILITY_ABILITIES: dict[str, type] = {
+    "migrate": Migrates,
+    "notifier": OffersNotifier,
+    "diagnose": Diagnoses,
+}
+
 OPTIONAL_CAPABILITIES = {
     "migrate": (
         "has a schema, created by `mcp-tasks migrate` (or on first use)",
@@ -98,11 +106,10 @@ def migrate(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with using_store(args.store) as store:
             name = describe_store(store)
-            method = getattr(store, "migrate", None)
-            if method is None:
+            if not isinstance(store, Migrates):
                 print(f"{name}: nothing to migrate (this store keeps no schema)")
                 return 0
-            reported = await _maybe_await(method())
+            reported = await _maybe_await(store.migrate())
             # The SQL stores say whether they created the schema; a store of a user's may not.
             created = reported if isinstance(reported, bool) else None
             if created is None:
@@ -162,7 +169,7 @@ async def probe(store: Store) -> list[DiagnosisRow]:
         )
     except MCPTasksError as error:
         rows.append(("write", "fail", f"{type(error).__name__}: {error.__cause__ or error}"))
-    missing = [op for op in STORE_OPERATIONS if not callable(getattr(store, op, None))]
+    missing = [op for op in STORE_OPERATIONS if not _defines(store, op)]
     rows.append(
         (
             "operations",
@@ -175,14 +182,18 @@ async def probe(store: Store) -> list[DiagnosisRow]:
     return rows + await diagnosis(store)
 
 
+def _defines(store: Store, operation: str) -> bool:
+    """Whether ``store``'s class (or a base) defines ``operation`` as a method."""
+    return any(callable(vars(kind).get(operation)) for kind in type(store).__mro__)
+
+
 async def diagnosis(store: Store) -> list[DiagnosisRow]:
     """The store's own ``diagnose()`` rows (none without the method). A diagnose that
     raises is one failed row: doctor reports, it does not crash on a store's bug."""
-    method = getattr(store, "diagnose", None)
-    if method is None:
+    if not isinstance(store, Diagnoses):
         return []
     try:
-        reported = await _maybe_await(method())
+        reported = await _maybe_await(store.diagnose())
         return [(str(name), str(level), str(detail)) for name, level, detail in reported]
     except StoreUnavailable as error:
         return [("diagnose", "fail", f"unreachable: {error.__cause__ or error}")]
@@ -200,10 +211,9 @@ def doctor(args: argparse.Namespace) -> int:
         try:
             # Migrate first, on purpose: a SQL store creates its schema on first use anyway,
             # and so the report can say exactly whether this run created it.
-            method = getattr(store, "migrate", None)
-            if method is not None:
+            if isinstance(store, Migrates):
                 with suppress(StoreUnavailable):  # unreachable: the read row says why
-                    reported = await _maybe_await(method())
+                    reported = await _maybe_await(store.migrate())
                     created = reported if isinstance(reported, bool) else None
             rows = await probe(store)
         finally:
@@ -216,17 +226,14 @@ def doctor(args: argparse.Namespace) -> int:
             print(f"  {SHOWN_LEVELS.get(level, 'FAIL')} {name.ljust(width)}  {detail}")
         print("capabilities:")
         for name, (with_it, without_it) in OPTIONAL_CAPABILITIES.items():
-            if name == "notifier":  # offered by the backend's mcp_tasks.notifiers entry
-                present = type(notifier_for(store)) is not LocalNotifier
-            else:
-                present = getattr(store, name, None) is not None
+            present = isinstance(store, CAPABILITY_ABILITIES[name])
             shown = f"yes  {with_it}" if present else f"no   {without_it}"
             print(f"  {name.ljust(width)}  {shown}")
         print("changed:")
         wrote = any(name == "write" for name, _, _ in rows)
         if created:
             print("  created the schema (as `mcp-tasks migrate` would)")
-        elif created is None and getattr(store, "migrate", None) is not None and wrote:
+        elif created is None and isinstance(store, Migrates) and wrote:
             print("  the schema, if it was missing (this store does not say)")
         if wrote:
             print(

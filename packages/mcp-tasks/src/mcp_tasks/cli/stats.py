@@ -8,7 +8,7 @@ import json
 import math
 import os
 import sys
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -17,6 +17,7 @@ from mcp_tasks.cli._stores import using_store
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS, UNCLAIMED_AFTER_MS
 from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks.stores.abilities import StatsReader
 from mcp_tasks.stores.opening import describe_store
 
 if TYPE_CHECKING:
@@ -125,15 +126,14 @@ def stats(args: argparse.Namespace) -> int:
 
 def reader(store: Store) -> Callable[[], Awaitable[StoreStats]]:
     """The store's ``stats`` method, or the one-line "not offered" error (exit 7)."""
-    method = getattr(store, "stats", None)
-    if not callable(method):
+    if not isinstance(store, StatsReader):
         raise CLIError(
             f"the store {describe_store(store)} ({type(store).__name__}) does not offer stats",
             hint="stats is an optional Store method, `async stats() -> StoreStats` "
             "(docs/store-contract.md, 'Required and optional behaviour')",
             code=EXIT_NOT_OFFERED,
         )
-    return cast("Callable[[], Awaitable[StoreStats]]", method)
+    return store.stats
 
 
 async def redraw(read: Callable[[], Awaitable[StoreStats]], name: str, seconds: float) -> None:

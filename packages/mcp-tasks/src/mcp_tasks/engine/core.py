@@ -241,7 +241,7 @@ class TaskEngine:
         clock: Clock = system_clock,
         listen_slots: ListenSlots | None = None,
     ) -> None:
-        self.store = store
+        self.serve_from(store)
         #: Bounds on open task listen streams (per process, per principal).
         self.listen_slots = listen_slots or ListenSlots()
         self.runner = runner
@@ -273,8 +273,9 @@ class TaskEngine:
         """The store, observed (:mod:`mcp_tasks.stores.observed`): each operation a span."""
         return self._store
 
-    @store.setter
-    def store(self, store: Store) -> None:
+    def serve_from(self, store: Store) -> None:
+        """Serve from ``store`` (observed unless it is already; ``Tasks`` hands the one it
+        observed): before the app starts (``Tasks.use_store``)."""
         self._store = observed(store)
         #: The store failing requests, per kind (a SQLite file locked by another process
         #: fails writes while reads go on): each said once, naming the store in use, and

@@ -17,7 +17,7 @@ import logging
 import math
 import time
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final
 
 import anyio
 from opentelemetry import metrics
@@ -26,7 +26,8 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from mcp_tasks.domain.errors import InvalidArgument, MCPTasksError, StoreUnavailable
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.runtime.logs import Outage
-from mcp_tasks.stores.observed import backend_name
+from mcp_tasks.stores.abilities import Configured, StatsReader
+from mcp_tasks.stores.observed import backend_name, unobserved
 from mcp_tasks.stores.opening import describe_store
 from mcp_tasks.telemetry import DB_SYSTEM, SCOPE, STATUS, Untraced
 
@@ -76,9 +77,8 @@ class StoreReading:
         #: Set by a collection (an exporter's thread), cleared by the next reading.
         self.wanted = False
         self._read = read
-        options = getattr(store, "options", None)
-        timeout_ms = getattr(options, "timeout_ms", StoreOptions().timeout_ms)
-        self._timeout_s = timeout_ms / 1000
+        options = store.options if isinstance(store, Configured) else StoreOptions()
+        self._timeout_s = options.timeout_ms / 1000
         self._outage = Outage(logger, "reading the store's stats for gauges", describe_store(store))
 
     async def refresh(self) -> None:
@@ -161,11 +161,11 @@ class StoreGauges:
     async def watching(self, store: Store, interval_s: float) -> AsyncIterator[StoreReading | None]:
         """Export ``store``'s gauges while the block runs, read at most once per
         ``interval_s``; a store without ``stats()`` exports none (``None``)."""
-        read = getattr(store, "stats", None)
-        if not callable(read):
+        store = unobserved(store)
+        if not isinstance(store, StatsReader):
             yield None
             return
-        reading = StoreReading(store, cast("Callable[[], Awaitable[StoreStats]]", read))
+        reading = StoreReading(store, store.stats)
         self._watched.append(reading)
         try:
             async with anyio.create_task_group() as group:

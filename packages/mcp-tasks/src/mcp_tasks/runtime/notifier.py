@@ -3,8 +3,8 @@
 One concept, several reaches. :class:`LocalNotifier` delivers within one process;
 :class:`RelayNotifier` adds a :class:`Relay` (Postgres ``LISTEN/NOTIFY``, Redis pub/sub, a
 MongoDB change stream, a SQLite file's data version) so a signal published on one process
-wakes every process on the same store. A durable store's backend offers its relay through the
-``mcp_tasks.notifiers`` entry points (:func:`notifier_for`). Signals are best effort: every
+wakes every process on the same store. A durable store offers its relay itself
+(:class:`OffersNotifier`, asked by :func:`notifier_for`). Signals are best effort: every
 waiter also re-reads the store at :data:`POLL_FALLBACK_S` at the latest.
 """
 
@@ -15,14 +15,13 @@ import logging
 import math
 import os
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, runtime_checkable
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar, runtime_checkable
 
 import anyio
 import anyio.abc
 
 from mcp_tasks.runtime.logs import Outage
+from mcp_tasks.stores.observed import unobserved
 from mcp_tasks.stores.opening import describe_store
 
 if TYPE_CHECKING:
@@ -59,9 +58,6 @@ POLL_FALLBACK_S: Final = _poll_fallback_s()
 #: A pseudo task id: "claimable work may exist" (a task created for a worker, a lease
 #: released). Its control character means no task can have it.
 WORK_SIGNAL: Final = "\x00work"
-
-#: The entry-point group where a store backend offers its cross-process notifier.
-NOTIFIER_ENTRY_POINT_GROUP: Final = "mcp_tasks.notifiers"
 
 
 def signal_key(task_id: str) -> str:
@@ -326,18 +322,19 @@ class GuardedNotifier:
     (its holder falls back to polling)."""
 
     def __init__(self, inner: Notifier) -> None:
-        self.inner = inner
+        self.guard(inner)
 
     def __repr__(self) -> str:
         return f"GuardedNotifier({self.inner!r})"
 
     @property
     def inner(self) -> Notifier:
-        """The notifier guarded (``Tasks.use_store`` gives it the new store's)."""
+        """The notifier guarded."""
         return self._inner
 
-    @inner.setter
-    def inner(self, inner: Notifier) -> None:
+    def guard(self, inner: Notifier) -> None:
+        """Guard ``inner`` from now on (``Tasks.use_store`` gives it the new store's,
+        before anything runs)."""
         self._inner = inner
         self._publishing = publishing_outage(inner)
 
@@ -399,24 +396,32 @@ async def _guarded(
         logger.warning("the notifier failed to clean up", exc_info=True)
 
 
+@runtime_checkable
+class OffersNotifier(Protocol):
+    """A store that offers a notifier reaching every process on it (a store ability, as
+    those of :mod:`mcp_tasks.stores.abilities`): Postgres ``LISTEN/NOTIFY``, Redis
+    pub/sub, a MongoDB change stream, a SQLite file's data version."""
+
+    def offer_notifier(self) -> Notifier | None:
+        """A new notifier on this store's namespace (``None``: none after all). Building
+        it does no I/O: it connects when it runs."""
+        ...
+
+
 def notifier_for(store: Store) -> Notifier:
-    """The default notifier for ``store``: the cross-process notifier its backend offers in
-    the ``mcp_tasks.notifiers`` entry points (keyed by the store URL's scheme; the entry is
-    ``factory(store) -> Notifier | None``), else a :class:`LocalNotifier`."""
-    url = getattr(store, "url", None)
-    scheme = urlsplit(url).scheme.lower() if isinstance(url, str) else ""
-    if scheme:
-        for entry in entry_points(group=NOTIFIER_ENTRY_POINT_GROUP, name=scheme):
-            try:
-                factory: Any = entry.load()
-                offered = factory(store)
-            except Exception:
-                logger.warning("the %s:// notifier could not be built", scheme, exc_info=True)
-                continue
-            if isinstance(offered, RelayNotifier) and offered.store_name == repr(offered.relay):
-                offered.store_name = describe_store(store)
-            if isinstance(offered, Notifier):
-                return offered
+    """The default notifier for ``store``: the cross-process one it offers
+    (:class:`OffersNotifier`), else a :class:`LocalNotifier`."""
+    store = unobserved(store)
+    if isinstance(store, OffersNotifier):
+        try:
+            offered = store.offer_notifier()
+        except Exception:
+            logger.warning("the store's notifier could not be built", exc_info=True)
+            offered = None
+        if isinstance(offered, RelayNotifier) and offered.store_name == repr(offered.relay):
+            offered.store_name = describe_store(store)
+        if offered is not None:
+            return offered
     return LocalNotifier()
 
 

@@ -215,7 +215,6 @@ class Runner:
             raise InvalidArgument("recovery_interval_s must be positive or None")
         if isinstance(max_adopted, bool) or not isinstance(max_adopted, int) or max_adopted < 1:
             raise InvalidArgument("max_adopted must be a positive integer")
-        self.store = store
         self.notifier = notifier
         self.worker_id = worker_id or f"inproc-{secrets.token_hex(4)}"
         self.lease_ms = lease_ms
@@ -238,6 +237,7 @@ class Runner:
         self.not_rerun: set[str] = set()
         self._group: anyio.abc.TaskGroup | None = None
         self._depth = 0
+        self.serve_from(store)
         self._adopted = 0
 
     def __repr__(self) -> str:
@@ -248,12 +248,13 @@ class Runner:
         """The store, observed (:mod:`mcp_tasks.stores.observed`): each operation a span."""
         return self._store
 
-    @store.setter
-    def store(self, store: Store) -> None:
+    def serve_from(self, store: Store) -> None:
+        """Run tasks from ``store`` (observed unless it is already; ``Tasks`` hands the one
+        it observed): before the runner starts (``Tasks.use_store``)."""
         self._store = observed(store)
         self._backend = backend_name(store)
         #: Shared by every running body's watch: one store outage is one story in the log,
-        #: naming the store in use (``Tasks.use_store`` replaces the one built with).
+        #: naming the store in use.
         self._watch_outage = Outage(logger, "keeping running tasks' leases", describe_store(store))
 
     @property

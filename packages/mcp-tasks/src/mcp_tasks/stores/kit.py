@@ -34,8 +34,9 @@ subclasses a listed type; anything else (a bug, a cancellation) passes through t
 A :class:`DriverErrors` holds no state of a call: one object serves every operation of
 every handle, nested and concurrent alike.
 
-The bound on waiting: a backend reads its URL with :func:`options_from_url` (which takes
-``?timeout_ms=`` out of the URL and into the options), sets its driver's own timeouts
+The bound on waiting: the core reads ``?timeout_ms=`` once, into the
+:class:`~mcp_tasks.stores.location.StoreLocation` and the options a backend's ``open`` is
+given; the backend sets its driver's own timeouts
 (connect, socket or command, pool acquire, lock wait) from ``options.timeout_ms``, and
 wraps each operation in :func:`within` where the driver has no overall bound of its own
 (a driver that retries, a transaction of several statements)::
@@ -56,7 +57,6 @@ driver deadline of its own (a timeout the driver takes per call) is set from wha
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -65,8 +65,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import anyio
 
 from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
-from mcp_tasks.domain.models import StoreOptions
-from mcp_tasks.stores.opening import query_value, with_query
+from mcp_tasks.stores.location import TIMEOUT_PARAM
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterator
@@ -78,16 +77,12 @@ __all__ = [
     "CloseGuard",
     "DriverErrors",
     "detached",
-    "options_from_url",
     "request_bound",
     "rest_of_request",
     "within",
 ]
 
 R = TypeVar("R")
-
-#: The store URL query parameter that sets ``StoreOptions.timeout_ms``.
-TIMEOUT_PARAM: Final = "timeout_ms"
 
 #: The message of the ``StoreUnavailable`` a closed handle raises.
 CLOSED_MESSAGE: Final = "The store is closed"
@@ -161,24 +156,6 @@ class CloseGuard:
         StoreUnavailable: the handle is closed."""
         if self._closed:
             raise StoreUnavailable(CLOSED_MESSAGE)
-
-
-def options_from_url(url: str, options: StoreOptions | None) -> tuple[str, StoreOptions]:
-    """``url`` without ``?timeout_ms=``, and ``options`` (default ``StoreOptions()``) with
-    that value as its ``timeout_ms``: the URL, being what the operator wrote, wins.
-
-    Raises:
-        ValueError: ``?timeout_ms=`` is not a positive whole number of milliseconds.
-    """
-    options = options or StoreOptions()
-    text = query_value(url, TIMEOUT_PARAM)
-    if text is None:
-        return url, options
-    if not (text.isascii() and text.isdigit()) or int(text) == 0:
-        raise ValueError(f"?{TIMEOUT_PARAM}= is a positive whole number of milliseconds")
-    return with_query(url, **{TIMEOUT_PARAM: None}), dataclasses.replace(
-        options, timeout_ms=int(text)
-    )
 
 
 class _Request:

@@ -15,6 +15,7 @@ records to hand them.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections import Counter
 from contextlib import nullcontext
@@ -37,7 +38,8 @@ from mcp_tasks.domain.models import (
     Transition,
 )
 from mcp_tasks.domain.rules import ClaimLane
-from mcp_tasks.stores.kit import CloseGuard, options_from_url
+from mcp_tasks.stores.kit import CloseGuard
+from mcp_tasks.stores.location import StoreLocation
 from mcp_tasks.stores.stats import StoreStats, tally
 
 if TYPE_CHECKING:
@@ -287,6 +289,11 @@ class MemoryTaskStore:
         """``memory://NAME`` for a named (shared) backend; ``memory://`` for a private one."""
         return f"memory://{self._backend.name or ''}"
 
+    @property
+    def location(self) -> StoreLocation:
+        """Where the store is: ``memory://NAME`` (the name its namespace), or ``memory://``."""
+        return StoreLocation(url=self.url, scheme="memory", namespace=self._backend.name)
+
     async def __aenter__(self) -> Self:
         return self
 
@@ -426,21 +433,26 @@ class MemoryStoreBackend:
     def __init__(self) -> None:
         self._named: dict[str, MemoryBackend] = {}
 
-    def open(self, url: str, options: StoreOptions | None = None, /) -> MemoryTaskStore:
-        url, options = options_from_url(url, options)
-        name = _name_of(url)
+    def locate(self, url: str, /) -> StoreLocation:
+        location = StoreLocation.read(url)
+        parts = urlsplit(url)
+        if location.scheme != "memory" or parts.path not in ("", "/") or location.query:
+            raise ValueError("A memory store URL looks like memory:// or memory://NAME")
+        name = parts.netloc
+        return dataclasses.replace(location, namespace=name or None, masked=f"memory://{name}")
+
+    def open(self, location: StoreLocation, options: StoreOptions, /) -> MemoryTaskStore:
+        name = location.namespace
         if not name:
             return MemoryTaskStore(options)
         shared = self._named.setdefault(name, MemoryBackend(name=name))
         return MemoryTaskStore(options, backend=shared)
 
-    def namespaced(self, url: str, namespace: str, /) -> str:
-        _name_of(url)
-        return f"memory://{namespace}"
+    def namespaced(self, location: StoreLocation, namespace: str, /) -> StoreLocation:
+        return self.locate(f"memory://{namespace}")
 
-    async def drop(self, url: str, /) -> None:
-        name = _name_of(url)
-        shared = self._named.pop(name, None)
+    async def drop(self, location: StoreLocation, /) -> None:
+        shared = self._named.pop(location.namespace or "", None)
         if shared is not None:
             shared.clear()
 
@@ -450,13 +462,6 @@ class MemoryStoreBackend:
 
     def test_store_url(self, server_url: str, /) -> str:
         return server_url
-
-
-def _name_of(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme.lower() != "memory" or parts.path not in ("", "/") or parts.query:
-        raise ValueError("A memory store URL looks like memory:// or memory://NAME")
-    return parts.netloc
 
 
 #: The ``memory`` entry point of the ``mcp_tasks.stores`` group.

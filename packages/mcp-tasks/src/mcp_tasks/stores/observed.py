@@ -12,12 +12,12 @@ in ``mcp_tasks.store.errors``.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Final
 
 from opentelemetry.trace import SpanKind, StatusCode
 
 from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
+from mcp_tasks.stores.abilities import Located
 from mcp_tasks.stores.protocol import STORE_OPERATIONS
 from mcp_tasks.telemetry import (
     DB_OPERATION,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.rules import OwnerArg, WorkTypes
     from mcp_tasks.stores.protocol import Store
 
-__all__ = ["ObservedStore", "backend_name", "observed"]
+__all__ = ["ObservedStore", "backend_name", "observed", "unobserved"]
 
 #: URL schemes named as the database semantic conventions name their systems.
 _SYSTEMS: Final = {
@@ -57,11 +57,11 @@ _SYSTEMS: Final = {
 
 def backend_name(store: Store) -> str:
     """The store's backend as ``db.system.name`` names it (``postgresql``, ``sqlite``,
-    ``redis``, ``mongodb``, ``memory``): its URL's scheme, else its class's name."""
-    url = getattr(store, "url", None)
-    scheme = urlsplit(url).scheme.lower() if isinstance(url, str) else ""
-    if not scheme:
+    ``redis``, ``mongodb``, ``memory``): its location's scheme, else its class's name."""
+    store = unobserved(store)
+    if not isinstance(store, Located):
         return type(store).__name__
+    scheme = store.location.scheme
     return _SYSTEMS.get(scheme, scheme)
 
 
@@ -111,8 +111,9 @@ class _Operation:
 
 class ObservedStore:
     """A :class:`~mcp_tasks.stores.protocol.Store` that observes each operation of the
-    store it wraps (:attr:`inner`) and delegates everything else to it (``url``,
-    ``diagnose()``, any optional method), unchanged."""
+    store it wraps (:attr:`inner`). It offers the ten operations only: what else the
+    store offers (:mod:`mcp_tasks.stores.abilities`) is asked of :attr:`inner`
+    (:func:`unobserved`)."""
 
     def __init__(self, inner: Store) -> None:
         self.inner = inner
@@ -128,9 +129,6 @@ class ObservedStore:
 
     def __repr__(self) -> str:
         return repr(self.inner)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
     def _observe(self, operation: str) -> _Operation:
         return _Operation(*self._operations[operation])
@@ -204,3 +202,9 @@ class ObservedStore:
 def observed(store: Store) -> Store:
     """``store`` observed: wrapped in an :class:`ObservedStore`, unless it is one already."""
     return store if isinstance(store, ObservedStore) else ObservedStore(store)
+
+
+def unobserved(store: Store) -> Store:
+    """The store an :class:`ObservedStore` wraps (``store`` itself when not observed): the
+    one to ask what it offers beyond the ten operations."""
+    return store.inner if isinstance(store, ObservedStore) else store

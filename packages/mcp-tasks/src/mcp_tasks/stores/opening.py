@@ -12,14 +12,44 @@ from __future__ import annotations
 import difflib
 import os
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from urllib.parse import urlsplit
 
 from mcp_tasks.domain.errors import MCPTasksError
+from mcp_tasks.stores.abilities import Located
+from mcp_tasks.stores.location import StoreLocation, mask_password, query_value, with_query
+from mcp_tasks.stores.observed import unobserved
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.models import StoreOptions
     from mcp_tasks.stores.protocol import Store
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "URL_ENV",
+    "InvalidStoreURL",
+    "Namespaced",
+    "NamespacesNotSupported",
+    "StoreBackend",
+    "StoreFactory",
+    "StoreLocation",
+    "StoreNotInstalled",
+    "UnknownStoreScheme",
+    "backend_for",
+    "closest_scheme",
+    "describe_store",
+    "drop_namespace",
+    "installed_schemes",
+    "locate",
+    "mask_password",
+    "namespaced_url",
+    "query_value",
+    "store_from_url",
+    "with_query",
+]
+
+#: A backend's own kind of :class:`StoreLocation`.
+L = TypeVar("L", bound=StoreLocation)
 
 ENTRY_POINT_GROUP = "mcp_tasks.stores"
 URL_ENV = "MCP_TASKS_STORE_URL"
@@ -38,23 +68,44 @@ KNOWN_EXTRAS: dict[str, str] = {
 
 
 @runtime_checkable
-class StoreBackend(Protocol):
-    """What a ``mcp_tasks.stores`` entry point names: how one kind of store is opened.
+class StoreBackend(Protocol[L]):
+    """What a ``mcp_tasks.stores`` entry point names: one kind of store, described once.
 
-    ``namespaced`` and ``drop`` are what tests and ``mcp-tasks contract`` need; a backend
-    without namespaces may raise :class:`NamespacesNotSupported` from both.
+    ``locate`` reads a URL of the backend's schemes once, into a :class:`StoreLocation`
+    (or a subclass of its own with typed fields) that the rest of the code carries;
+    ``open`` opens the store there. What a store offers beyond the ten operations (stats,
+    migrate, diagnose, a cross-process notifier) the store says itself, as typed
+    abilities (:mod:`mcp_tasks.stores.abilities`). A backend with namespaces is also a
+    :class:`Namespaced` one (what tests and ``mcp-tasks contract`` need).
     """
 
-    def open(self, url: str, options: StoreOptions | None = None, /) -> Store:
-        """The store ``url`` names. Connects lazily: opening never does I/O."""
+    def locate(self, url: str, /) -> L:
+        """``url`` read: start from :meth:`StoreLocation.read`, then the backend's own
+        parts (its namespace, its parameters).
+
+        Raises:
+            ValueError: the URL is not one this backend can read (the message says the
+                form it expects).
+        """
         ...
 
-    def namespaced(self, url: str, namespace: str, /) -> str:
-        """``url`` pointed at ``namespace`` (letters, digits and ``_``) of the same backend."""
+    def open(self, location: L, options: StoreOptions, /) -> Store:
+        """The store at ``location``, with ``options`` (what the URL sets included).
+        Connects lazily: opening never does I/O."""
         ...
 
-    async def drop(self, url: str, /) -> None:
-        """Delete the namespace ``url`` names with every task in it; a missing one is fine."""
+
+@runtime_checkable
+class Namespaced(Protocol[L]):
+    """A backend whose URLs name a namespace (a schema, a key prefix, a table prefix)."""
+
+    def namespaced(self, location: L, namespace: str, /) -> L:
+        """``location`` pointed at ``namespace`` (letters, digits and ``_``)."""
+        ...
+
+    async def drop(self, location: L, /) -> None:
+        """Delete the namespace ``location`` names with every task in it; a missing one
+        is fine."""
         ...
 
 
@@ -99,22 +150,20 @@ class NamespacesNotSupported(MCPTasksError):
 
 
 class _FactoryBackend:
-    """A :class:`StoreBackend` around a plain factory entry point."""
+    """A :class:`StoreBackend` around a plain factory entry point: it reads only what
+    every URL shares, and hands the factory the URL as written."""
 
     def __init__(self, factory: StoreFactory) -> None:
         self._factory = factory
 
-    def open(self, url: str, options: StoreOptions | None = None, /) -> Store:
-        return self._factory(url, options)
+    def locate(self, url: str, /) -> StoreLocation:
+        return StoreLocation.read(url)
 
-    def namespaced(self, url: str, namespace: str, /) -> str:
-        raise NamespacesNotSupported
-
-    async def drop(self, url: str, /) -> None:
-        raise NamespacesNotSupported
+    def open(self, location: StoreLocation, options: StoreOptions, /) -> Store:
+        return self._factory(location.url, options)
 
 
-def backend_for(url: str) -> StoreBackend:
+def backend_for(url: str) -> StoreBackend[Any]:
     """The installed backend for ``url``'s scheme.
 
     Raises:
@@ -172,6 +221,9 @@ def closest_scheme(scheme: str, candidates: list[str]) -> str | None:
 def store_from_url(url: str | None = None, options: StoreOptions | None = None) -> Store:
     """The Store for ``url`` (or ``$MCP_TASKS_STORE_URL``), e.g. ``sqlite:///tasks.db``.
 
+    The URL is read once, by its backend (:meth:`StoreBackend.locate`); the store keeps
+    that :class:`StoreLocation`.
+
     Raises:
         UnknownStoreScheme: no URL, or no installed backend for its scheme.
         InvalidStoreURL: the backend cannot read the URL (a ``ValueError``; the message
@@ -180,9 +232,29 @@ def store_from_url(url: str | None = None, options: StoreOptions | None = None) 
     url = url or os.environ.get(URL_ENV)
     if not url:
         raise UnknownStoreScheme(f"No store URL given and {URL_ENV} is not set")
+    backend, location = _located(url)
+    try:
+        return backend.open(location, location.options(options))
+    except InvalidStoreURL:
+        raise
+    except ValueError as error:
+        raise InvalidStoreURL(f"{location.masked}: {error}") from error
+
+
+def locate(url: str) -> StoreLocation:
+    """``url`` read by its backend (as :func:`store_from_url` reads it), without opening
+    a store.
+
+    Raises:
+        UnknownStoreScheme, InvalidStoreURL: as :func:`store_from_url` says.
+    """
+    return _located(url)[1]
+
+
+def _located(url: str) -> tuple[StoreBackend[Any], StoreLocation]:
     backend = backend_for(url)
     try:
-        return backend.open(url, options)
+        return backend, backend.locate(url)
     except InvalidStoreURL:
         raise
     except ValueError as error:
@@ -190,7 +262,7 @@ def store_from_url(url: str | None = None, options: StoreOptions | None = None) 
 
 
 def namespaced_url(url: str, namespace: str) -> str:
-    """``url`` pointed at ``namespace`` of the same backend (see :class:`StoreBackend`).
+    """``url`` pointed at ``namespace`` of the same backend (see :class:`Namespaced`).
 
     Raises:
         ValueError: ``namespace`` is not letters, digits and ``_``.
@@ -200,51 +272,30 @@ def namespaced_url(url: str, namespace: str) -> str:
     """
     if not namespace or not all(c.isascii() and (c.isalnum() or c == "_") for c in namespace):
         raise ValueError("A namespace is letters, digits and '_'")
-    backend = backend_for(url)
+    backend, location = _located(url)
+    if not isinstance(backend, Namespaced):
+        raise NamespacesNotSupported
     try:
-        return backend.namespaced(url, namespace)
-    except (InvalidStoreURL, NamespacesNotSupported):
-        raise
+        pointed: StoreLocation = backend.namespaced(location, namespace)
+        return pointed.url
     except ValueError as error:
-        raise InvalidStoreURL(f"{mask_password(url)}: {error}") from error
+        raise InvalidStoreURL(f"{location.masked}: {error}") from error
 
 
 async def drop_namespace(url: str) -> None:
-    """Delete the namespace ``url`` names, with every task in it."""
-    await backend_for(url).drop(url)
+    """Delete the namespace ``url`` names, with every task in it.
+
+    Raises:
+        NamespacesNotSupported: the backend has no namespaces.
+    """
+    backend, location = _located(url)
+    if not isinstance(backend, Namespaced):
+        raise NamespacesNotSupported
+    await backend.drop(location)
 
 
 def describe_store(store: Store) -> str:
-    """How to name ``store`` to a person: its URL (password masked) when it has one."""
-    url = getattr(store, "url", None)
-    return mask_password(url) if isinstance(url, str) else repr(store)
-
-
-def mask_password(url: str) -> str:
-    """The URL with its password (if any) replaced by ``***``: safe for logs and banners."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
-
-
-def with_query(url: str, **values: str | None) -> str:
-    """``url`` with query parameters set (``None`` removes one); for backends' URLs."""
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in values]
-    query += [(k, v) for k, v in values.items() if v is not None]
-    # Not urlunsplit: it turns sqlite:///tasks.db (an empty host) into sqlite:/tasks.db.
-    text = f"{parts.scheme}://{parts.netloc}{parts.path}"
-    if query:
-        text += "?" + urlencode(query)
-    return text + (f"#{parts.fragment}" if parts.fragment else "")
-
-
-def query_value(url: str, key: str) -> str | None:
-    """The last value of query parameter ``key`` in ``url``, if any."""
-    found = None
-    for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True):
-        if k == key:
-            found = v
-    return found
+    """How to name ``store`` to a person: where it is (password masked) when it was
+    opened from a URL, else its repr."""
+    store = unobserved(store)
+    return store.location.masked if isinstance(store, Located) else repr(store)

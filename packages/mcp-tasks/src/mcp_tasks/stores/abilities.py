@@ -1,0 +1,76 @@
+"""What a store may offer beyond the ten operations, as typed protocols.
+
+The core asks a store what it offers with ``isinstance`` against these runtime-checkable
+protocols (an :class:`~mcp_tasks.stores.observed.ObservedStore` is asked through its
+``inner`` store): a third-party store offers an ability by having its method, with no base
+class and nothing to register. Every ability is optional; a store without one is served as
+well, only the tool that needs it says it is missing (``mcp-tasks stats``, ``migrate``,
+``doctor``). The cross-process notifier a store may offer is
+:class:`~mcp_tasks.runtime.notifier.OffersNotifier` (it names a runtime type).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from mcp_tasks.domain.models import StoreOptions
+    from mcp_tasks.stores.doctor_rows import DiagnosisRow
+    from mcp_tasks.stores.location import StoreLocation
+    from mcp_tasks.stores.stats import StoreStats
+
+__all__ = ["Configured", "Diagnoses", "InFile", "Located", "Migrates", "StatsReader"]
+
+
+@runtime_checkable
+class Located(Protocol):
+    """A store opened from a URL: it knows where it is (for people: ``location.masked``;
+    for telemetry: ``location.scheme``)."""
+
+    @property
+    def location(self) -> StoreLocation: ...
+
+
+@runtime_checkable
+class InFile(Protocol):
+    """A store kept in one file on this machine (a missing folder is said plainly)."""
+
+    @property
+    def path(self) -> Path: ...
+
+
+@runtime_checkable
+class Configured(Protocol):
+    """A store that says its options (its bound on waiting bounds the core's own reads)."""
+
+    @property
+    def options(self) -> StoreOptions: ...
+
+
+@runtime_checkable
+class StatsReader(Protocol):
+    """A store that counts its tasks (``mcp-tasks stats``, the store gauges)."""
+
+    async def stats(self) -> StoreStats:
+        """Figures of the whole store; may scan every task."""
+        ...
+
+
+@runtime_checkable
+class Migrates(Protocol):
+    """A store whose schema can be made ahead of time (``mcp-tasks migrate``)."""
+
+    async def migrate(self) -> bool:
+        """Make the schema; whether anything was created (``False``: it was there)."""
+        ...
+
+
+@runtime_checkable
+class Diagnoses(Protocol):
+    """A store that checks its own backend (``mcp-tasks doctor``)."""
+
+    async def diagnose(self) -> list[DiagnosisRow]:
+        """One row per check: (name, ``ok`` | ``warn`` | ``fail``, detail)."""
+        ...
