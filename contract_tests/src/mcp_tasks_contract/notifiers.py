@@ -1,11 +1,13 @@
 """Checks for a backend's cross-process notifier: a change written through one store handle
 and published on its notifier wakes a subscriber on another handle's notifier (as two
 processes on one store would be), and so does a write of a ``TaskControl`` on a handle of
-its own (an external job system's worker)."""
+its own (an external job system's worker); a relay does not hear its own sends back."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+import anyio
 
 from mcp_tasks import NewTask, Notifier, RelayNotifier, TaskControl, new_task_id, notifier_for
 from mcp_tasks.runtime.notifier import signal_key
@@ -14,6 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from mcp_tasks import Store
+    from mcp_tasks.runtime.notifier import Relay
 
 #: A failure bound, not a speed check: a lost signal would only be seen at this point.
 SIGNAL_BOUND_S = 10.0
@@ -76,3 +79,35 @@ async def check_task_control_reaches_handles(
         assert await changes.wait(SIGNAL_BOUND_S), "TaskControl's write woke nothing"
         if keyed:
             assert changes.take_changed() == frozenset({signal_key(task_id)}), "no key came"
+
+
+async def check_relay_drops_its_own_echo(mine: Relay, other: Relay) -> None:
+    """Two relays on one namespace, as two processes hold: a key ``mine`` sends while it
+    listens does not come back to its own listener (its notifier woke its subscribers as it
+    sent), while the same key sent by ``other`` right after does, once, and so does a key
+    only ``other`` sent. Both relays are closed at the end.
+
+    Raises:
+        AssertionError: ``mine`` heard its own send, or not the other's within
+            :data:`SIGNAL_BOUND_S`.
+    """
+    heard: list[str | None] = []
+    listening = anyio.Event()
+    own, theirs = "own-" + new_task_id(), "theirs-" + new_task_id()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(mine.receive, heard.append, listening.set)
+            with anyio.fail_after(SIGNAL_BOUND_S):
+                await listening.wait()
+            await mine.send(own)
+            await other.send(theirs)
+            await mine.send(own)
+            await other.send(own)
+            with anyio.fail_after(SIGNAL_BOUND_S):
+                while own not in heard:  # noqa: ASYNC110 (deliver is a plain callback)
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    finally:
+        await mine.aclose()
+        await other.aclose()
+    assert heard == [theirs, own], "the relay heard its own send back"

@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from mcp_tasks_contract.notifiers import (
+    check_relay_drops_its_own_echo,
     check_signal_crosses_handles,
     check_task_control_reaches_handles,
 )
+from mcp_tasks_postgres.notify import PostgresRelay
 
 if TYPE_CHECKING:
     from conftest import OpenStore
@@ -27,3 +29,14 @@ async def test_a_task_control_write_wakes_another_handle(open_store: OpenStore) 
     """``TaskControl(store)`` on a handle of its own (an external worker's) publishes by
     default: its write wakes a subscriber on another handle's notifier (the key of the task)."""
     await check_task_control_reaches_handles(await open_store(), await open_store(), keyed=True)
+
+
+async def test_a_relay_drops_its_own_signals_and_hears_others(
+    postgres_url: str, namespace: str
+) -> None:
+    """What a relay sends while it listens comes back over LISTEN; it is dropped (the
+    notifier woke its own subscribers as it sent), while another process's signals on the
+    channel, the same key among them, are delivered."""
+    await check_relay_drops_its_own_echo(
+        PostgresRelay(postgres_url, namespace), PostgresRelay(postgres_url, namespace)
+    )

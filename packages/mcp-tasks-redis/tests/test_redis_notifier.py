@@ -15,6 +15,7 @@ from mcp_tasks.runtime.notifier import WORK_SIGNAL, signal_key
 from mcp_tasks_contract import new_namespace
 from mcp_tasks_contract.notifiers import (
     SIGNAL_BOUND_S,
+    check_relay_drops_its_own_echo,
     check_signal_crosses_handles,
     check_task_control_reaches_handles,
 )
@@ -114,3 +115,14 @@ async def test_a_quiet_link_is_checked_and_a_silent_one_found_dead(
         await sender.aclose()
         await proxy.close()
     assert heard == ["after-quiet"]
+
+
+async def test_a_relay_drops_its_own_signals_and_hears_others(
+    redis_url: str, namespace: str
+) -> None:
+    """What a relay publishes while it listens comes back over pub/sub; it is dropped (the
+    notifier woke its own subscribers as it sent), while another process's signals on the
+    channel, the same key among them, are delivered."""
+    await check_relay_drops_its_own_echo(
+        RedisRelay(redis_url, namespace), RedisRelay(redis_url, namespace)
+    )

@@ -3,7 +3,9 @@
 One channel per schema (``mcp_tasks_<schema>``). A signal is a digest of the task id
 (:func:`mcp_tasks.runtime.notifier.signal_key`), sent after the store's write committed,
 so a process woken by it reads the new state. One dedicated connection listens; sends go
-through a second one (a listening connection must stay free to receive).
+through a second one (a listening connection must stay free to receive). A signal this
+relay sent comes back to its own listener too; it is dropped there (Postgres names the
+sending backend), since the notifier woke its own subscribers as it sent.
 """
 
 from __future__ import annotations
@@ -80,7 +82,10 @@ class PostgresRelay:
         connection = await self._connect()
         lost = anyio.Event()
 
-        def on_notify(_conn: Any, _pid: int, _channel: str, payload: object) -> None:
+        def on_notify(_conn: Any, pid: int, _channel: str, payload: object) -> None:
+            sender = self._sender
+            if sender is not None and pid == sender.get_server_pid():
+                return  # this relay's own send: its notifier woke its subscribers already
             deliver(str(payload))
 
         connection.add_termination_listener(lambda _conn: lost.set())

@@ -6,6 +6,13 @@ signal is a digest of the task id (:func:`mcp_tasks.runtime.notifier.signal_key`
 published by the engine or runner after the store's write succeeded, never from the
 store's scripts. Pub/sub delivers to whoever listens now; a process that was not listening
 misses the signal and falls back to polling, as every waiter does.
+
+A signal this relay publishes while it listens comes back to it; its notifier woke its own
+subscribers as it sent, so the relay drops it. A message does not say who published it, so
+the relay counts the signals it sent per key and drops as many of that key as it hears
+(pub/sub keeps one connection's messages in order and loses none while the link lives; a
+link that fails clears the count). Another process's signal of the same key heard before
+the echo is dropped in its place, and the echo, coming after that write, is delivered.
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ class RedisRelay:
         self._health_check_s = health_check_s
         self.channel = channel_of(prefix)
         self._client: Redis | None = None
+        #: While listening: the signals sent and not heard back yet, by key.
+        self._echoes: dict[str, int] | None = None
 
     def __repr__(self) -> str:
         return f"RedisRelay(channel={self.channel!r})"
@@ -81,7 +90,17 @@ class RedisRelay:
         return self._client
 
     async def send(self, key: str) -> None:
-        await self._redis().publish(self.channel, key)
+        echoes = self._echoes
+        if echoes is None:  # not listening: nothing comes back
+            await self._redis().publish(self.channel, key)
+            return
+        echoes[key] = echoes.get(key, 0) + 1  # before the publish: its echo may come first
+        try:
+            await self._redis().publish(self.channel, key)
+        except BaseException:
+            # Not published, or not known to be: a stray echo only wakes a subscriber.
+            _heard(echoes, key)
+            raise
 
     async def receive(
         self, deliver: Callable[[str | None], None], ready: Callable[[], None]
@@ -92,6 +111,7 @@ class RedisRelay:
         try:
             await pubsub.subscribe(self.channel)
             await self._redis().ping()  # the sending connection, now, not on the first change
+            echoes = self._echoes = {}
             ready()
             pinged = False
             while True:
@@ -106,8 +126,11 @@ class RedisRelay:
                     continue
                 pinged = False
                 if message.get("type") == "message":
-                    deliver(str(message["data"]))
+                    key = str(message["data"])
+                    if not _heard(echoes, key):
+                        deliver(key)
         finally:
+            self._echoes = None
             with anyio.CancelScope(shield=True):  # runs when the notifier stops (cancelled)
                 await pubsub.aclose()
 
@@ -115,6 +138,18 @@ class RedisRelay:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
+
+
+def _heard(echoes: dict[str, int], key: str) -> bool:
+    """Count one signal of ``key`` as heard back; whether one was awaited."""
+    awaited = echoes.get(key, 0)
+    if not awaited:
+        return False
+    if awaited == 1:
+        del echoes[key]
+    else:
+        echoes[key] = awaited - 1
+    return True
 
 
 def relay_notifier(connect_url: str, prefix: str, *, timeout_s: float) -> RelayNotifier:

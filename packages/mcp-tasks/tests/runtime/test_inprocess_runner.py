@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcp_tasks import (
@@ -27,7 +28,7 @@ from mcp_tasks import (
 )
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.runtime.context import RunningTaskContext
-from mcp_tasks.runtime.notifier import LocalNotifier
+from mcp_tasks.runtime.notifier import POLL_FALLBACK_S, LocalNotifier
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.models import StatusChange
@@ -245,3 +246,108 @@ async def test_frequent_changes_do_not_postpone_lease_renewal() -> None:
             while not (await store.get("f", ANY_OWNER)).status.is_terminal:  # noqa: ASYNC110
                 await anyio.sleep(0.01)
     assert (await store.get("f", ANY_OWNER)).status is TaskStatus.COMPLETED
+
+
+class CountingGets(MemoryTaskStore):
+    """A memory store that counts ``get`` calls."""
+
+    gets = 0
+
+    async def get(self, task_id: str, owner: str | None) -> Any:
+        self.gets += 1
+        return await super().get(task_id, owner)
+
+
+async def test_a_body_s_own_progress_does_not_wake_its_watch() -> None:
+    """A body's own progress writes cannot have ended the task or taken it over, so they
+    cost its watch no read of the task: the watch reads only at its fallback check (one per
+    ``POLL_FALLBACK_S`` elapsed), however many reports the body writes, each followed by
+    turns of the event loop in which a woken watch would have read. Another party's change
+    still wakes it: a cancel stops the body."""
+    store = CountingGets()
+    tasks = Tasks(store=store, recovery_interval_s=None)
+    reports, stopped = 20, anyio.Event()
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        for step in range(reports):
+            await context.progress(step, reports)
+            for _ in range(5):
+                await anyio.lowlevel.checkpoint()
+        reported.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped.set()
+        return Complete({"content": []})
+
+    reported = anyio.Event()
+    async with tasks.running():
+        await store.create(NewTask(task_id="w", work=WORK))
+        started_at = anyio.current_time()
+        await tasks.runner.start("w", body)
+        with anyio.fail_after(10):
+            await reported.wait()
+        elapsed = anyio.current_time() - started_at
+        assert store.gets <= elapsed // POLL_FALLBACK_S, f"{store.gets} reads in {elapsed:.2f} s"
+        record = await store.get("w", ANY_OWNER)
+        assert record.claim is not None
+        await store.cancel("w", ANY_OWNER)
+        await tasks.notifier.publish("w")
+        with anyio.fail_after(10):
+            await stopped.wait()
+
+
+async def test_one_watch_keeps_every_body_s_lease_and_stops_only_the_cancelled_one() -> None:
+    """The runner watches all its bodies at once: with several running, each one's lease
+    is renewed before the store clock (manual) runs it out, twice over; a cancel stops its
+    own body alone, and the others go on to record their outcomes."""
+    clock = ManualClock()
+    store = MemoryTaskStore(clock=clock)
+    tasks = Tasks(store=store, lease_ms=600, recovery_interval_s=None)  # renewed every 200 ms
+    ids = [f"m{i}" for i in range(8)]
+    stopped: set[str] = set()
+    finish = anyio.Event()
+
+    async def body(context: RunningTaskContext) -> StatusChange:
+        try:
+            await finish.wait()
+        finally:
+            if context.cancelled:
+                stopped.add(context.task_id)
+        return Complete({"content": []})
+
+    async def lease_ends() -> list[int]:
+        ends = []
+        for task_id in ids:
+            claim = (await store.get(task_id, ANY_OWNER)).claim
+            assert claim is not None
+            ends.append(claim.expires_at)
+        return ends
+
+    async with tasks.running():
+        for task_id in ids:
+            await store.create(NewTask(task_id=task_id, work=WORK))
+            await tasks.runner.start(task_id, body)
+        for _ in range(2):
+            before = await lease_ends()
+            clock.advance(400)  # each lease is still live: 200 ms of it left
+            with anyio.fail_after(10):
+                while not all(  # noqa: ASYNC110
+                    after > was for after, was in zip(await lease_ends(), before, strict=True)
+                ):
+                    await anyio.sleep(0.005)
+        await store.cancel("m3", ANY_OWNER)
+        await tasks.notifier.publish("m3")
+        with anyio.fail_after(10):
+            while "m3" not in stopped:  # noqa: ASYNC110
+                await anyio.sleep(0.005)
+        finish.set()
+        with anyio.fail_after(10):
+            while not all(  # noqa: ASYNC110
+                [(await store.get(t, ANY_OWNER)).status.is_terminal for t in ids]
+            ):
+                await anyio.sleep(0.01)
+    assert stopped == {"m3"}
+    statuses = {t: (await store.get(t, ANY_OWNER)).status for t in ids}
+    assert statuses.pop("m3") is TaskStatus.CANCELLED
+    assert set(statuses.values()) == {TaskStatus.COMPLETED}

@@ -34,7 +34,7 @@ from mcp_tasks.telemetry import TOOL, instruments
 if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject, JSONValue
     from mcp_tasks.domain.models import TaskRecord
-    from mcp_tasks.runtime.notifier import Notifier
+    from mcp_tasks.runtime.notifier import Notifier, Subscription
     from mcp_tasks.stores.protocol import Store
 
 logger = logging.getLogger(__name__)
@@ -388,6 +388,9 @@ class RunningTaskContext(TaskContext):
         self.unsent_progress: Progress | None = None
         # One leased write at a time: a report sent late never lands after a newer write.
         self._writing = anyio.Lock()
+        #: The runner's watch of this run (its subscription to the task): not woken by this
+        #: run's own writes, which cannot have ended the task or taken it over.
+        self.watch: Subscription | None = None
 
     def __repr__(self) -> str:
         return "RunningTaskContext()"
@@ -435,7 +438,19 @@ class RunningTaskContext(TaskContext):
                 self.mark_cancelled()
                 raise TaskCancelled from None
             self.unsent_progress = None
-        await self._notifier.publish(self._task_id)
+        await self._publish()
+
+    async def _publish(self) -> None:
+        """Signal this run's own write (the watch is not woken by it)."""
+        watch = self.watch
+        if watch is None:
+            await self._notifier.publish(self._task_id)
+            return
+        watch.own_change()
+        try:
+            await self._notifier.publish(self._task_id)
+        finally:
+            watch.own_change(expected=False)
 
     async def send_unsent(self) -> None:
         """Write the progress report the store was away for (the runner's watch calls this
@@ -452,7 +467,7 @@ class RunningTaskContext(TaskContext):
             await self._store.put_status(self._task_id, change, lease=self.lease)
             if self.unsent_progress is change:
                 self.unsent_progress = None
-        await self._notifier.publish(self._task_id)
+        await self._publish()
 
     async def progress(
         self, progress: float, total: float | None = None, message: str | None = None

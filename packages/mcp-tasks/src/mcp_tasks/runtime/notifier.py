@@ -73,14 +73,35 @@ class Subscription:
         self._event = anyio.Event()
         self._changed: set[str] = set()
         self._everything = False
+        self._own = False
+        self._hook: Callable[[], None] | None = None
 
     def signal(self, key: str | None = None) -> None:
         """Mark the task with signal key ``key`` changed (``None``: any task may have)."""
+        if self._own and key is not None:  # the holder's own write (:meth:`own_change`)
+            self._own = False
+            return
         if key is None:
             self._everything = True
         else:
             self._changed.add(key)
         self._event.set()
+        if self._hook is not None:
+            self._hook()
+
+    def on_signal(self, hook: Callable[[], None] | None) -> None:
+        """Call ``hook`` at each signal as well (a holder that waits for many subscriptions
+        at once, such as the runner's watcher, rather than in :meth:`wait`)."""
+        self._hook = hook
+
+    def own_change(self, expected: bool = True) -> None:
+        """The next signal of a task is the holder's own (``expected=False``: no longer
+        awaited): dropped, as the holder knows what it wrote. Set just before the holder
+        publishes its write and cleared after: the notifiers here deliver to local
+        subscribers within the publish call, so no other party's signal can fall between;
+        one that did would be dropped in its place, and the holder's own, coming later,
+        wakes it as it would have."""
+        self._own = expected
 
     async def wait(self, timeout: float) -> bool:  # noqa: ASYNC109 (a bounded wait is the point)
         """Wait for a change, at most ``timeout`` seconds; ``True`` if one was signalled.

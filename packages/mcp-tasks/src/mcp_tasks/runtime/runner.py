@@ -43,7 +43,7 @@ from mcp_tasks.domain.models import (
     Transition,
     WorkSpec,
 )
-from mcp_tasks.domain.rules import ANY_OWNER, interrupted, lease_of
+from mcp_tasks.domain.rules import interrupted, lease_of
 from mcp_tasks.runtime.context import (
     STORE_RETRY_S,
     RetryRequested,
@@ -51,7 +51,8 @@ from mcp_tasks.runtime.context import (
     TaskCancelled,
 )
 from mcp_tasks.runtime.logs import Outage, cause_of, log_failure
-from mcp_tasks.runtime.notifier import POLL_FALLBACK_S, WORK_SIGNAL
+from mcp_tasks.runtime.notifier import WORK_SIGNAL
+from mcp_tasks.runtime.watcher import Watcher
 from mcp_tasks.stores.observed import backend_name, observed
 from mcp_tasks.stores.opening import describe_store
 from mcp_tasks.telemetry import (
@@ -70,7 +71,7 @@ from mcp_tasks.telemetry import (
 
 if TYPE_CHECKING:
     from mcp_tasks.domain.jsonsafe import JSONObject
-    from mcp_tasks.runtime.notifier import Notifier, Subscription
+    from mcp_tasks.runtime.notifier import Notifier
     from mcp_tasks.stores.protocol import Store
 
 logger = logging.getLogger(__name__)
@@ -102,8 +103,6 @@ DEFAULT_HEARTBEAT_MS: Final = 10_000
 DEFAULT_RECOVERY_INTERVAL_S: Final = 1.0
 DEFAULT_MAX_ADOPTED: Final = 64
 DEFAULT_REAP_INTERVAL_S: Final = 30.0
-#: How soon a failed lease renewal is tried again (at most a heartbeat).
-RENEW_RETRY_S: Final = 1.0
 #: The least time between two claims the notifier's work signal triggers.
 MIN_CLAIM_GAP_S: Final = 0.05
 
@@ -158,17 +157,6 @@ def work_input(work: WorkSpec | None) -> tuple[Mapping[str, Any], Mapping[str, A
         arguments if isinstance(arguments, Mapping) else {},
         answers if isinstance(answers, Mapping) else {},
     )
-
-
-class _Watch:
-    """What a body's run and its watch tell each other: the watch waits for a signal (not
-    in a store call), the body has ended (the watch ends when it wakes)."""
-
-    __slots__ = ("body_ended", "waiting")
-
-    def __init__(self) -> None:
-        self.waiting = False
-        self.body_ended = False
 
 
 class RunnerNotStarted(MCPTasksError):
@@ -239,6 +227,14 @@ class Runner:
         self._depth = 0
         self.serve_from(store)
         self._adopted = 0
+        #: One watch for every body running here (lease renewals, stops).
+        self._watcher = Watcher(
+            lambda: self.store,
+            lease_ms=lease_ms,
+            heartbeat_ms=heartbeat_ms,
+            outage=lambda: self._watch_outage,
+            lease_ran_out=self._lease_ran_out,
+        )
 
     def __repr__(self) -> str:
         return f"Runner(worker_id={self.worker_id!r}, running={self.running})"
@@ -297,6 +293,7 @@ class Runner:
             return
         async with anyio.create_task_group() as group:
             self._group = group
+            group.start_soon(self._watcher.run)
             if self.reap_interval_s is not None:
                 group.start_soon(self._reap_forever, self.reap_interval_s)
             if self.run_tasks and self.recovery_interval_s is not None:
@@ -543,17 +540,15 @@ class Runner:
         scope.__enter__()
         try:
             change: StatusChange | None = None
-            async with self.notifier.subscribe(task_id) as changes, anyio.create_task_group() as tg:
+            async with self.notifier.subscribe(task_id) as changes:
                 body_scope = anyio.CancelScope()
-                watch = _Watch()
-                tg.start_soon(self._watch, context, changes, body_scope, watch)
-                with body_scope:
-                    change = await self._outcome(context, body)
-                watch.body_ended = True
-                if watch.waiting:  # woken, it ends: cheaper than a cancel (which formats a repr)
-                    changes.signal()
-                else:  # in a store call, or not started yet
-                    tg.cancel_scope.cancel()
+                context.watch = changes
+                watched = self._watcher.watch(context, changes, body_scope)
+                try:
+                    with body_scope:
+                        change = await self._outcome(context, body)
+                finally:
+                    await self._watcher.unwatch(watched)
             if change is not None and not context.cancelled:
                 finished, outcome = await self._record(context, change)
             ended = context.cancelled or isinstance(change, (Complete, Fail))
@@ -690,75 +685,6 @@ class Runner:
             return Fail({"code": -32603, "message": "Internal error"})
         finally:
             context.unbind(token)
-
-    async def _watch(
-        self,
-        context: RunningTaskContext,
-        changes: Subscription,
-        body_scope: anyio.CancelScope,
-        watch: _Watch,
-    ) -> None:
-        """Renew the lease on the heartbeat; stop the body at once when the task is
-        terminal, gone or taken over by another worker: when signalled, and at the latest
-        every :data:`POLL_FALLBACK_S` (a signal lost or never sent). A failed renewal is tried
-        again after :data:`RENEW_RETRY_S` (or the heartbeat, if shorter), not back to back;
-        a store outage is said once (:class:`Outage`). A progress report the store was away
-        for is sent again at each check until it is taken. Once the lease has run out for
-        certain (the store was away longer than it), the body stops: the task is another's.
-        These store calls are measured, not traced: a long run would gather a span every
-        few seconds."""
-        with Untraced():
-            await self._watch_untraced(context, changes, body_scope, watch)
-
-    async def _watch_untraced(
-        self,
-        context: RunningTaskContext,
-        changes: Subscription,
-        body_scope: anyio.CancelScope,
-        watch: _Watch,
-    ) -> None:
-        renew_every = self.heartbeat_ms / 1000
-        task_id = context.task_id
-        renew_at = anyio.current_time() + renew_every
-        check_at = anyio.current_time() + POLL_FALLBACK_S
-        while True:
-            # Signals (progress, answers, a cancel) must not postpone the renewal.
-            next_due = min(renew_at, check_at, context.lease_lapses_at)
-            watch.waiting = True
-            changed = await changes.wait(max(0.0, next_due - anyio.current_time()))
-            watch.waiting = False
-            if watch.body_ended:
-                return
-            if anyio.current_time() >= context.lease_lapses_at:
-                self._lease_ran_out(context, "its body is stopped")
-                break
-            try:
-                if anyio.current_time() >= renew_at:
-                    lease = await self.store.renew(context.lease, lease_ms=self.lease_ms)
-                    context.renewed(lease, self.lease_ms)
-                    renew_at = anyio.current_time() + renew_every
-                    self._watch_outage.recovered()
-                if not changed and anyio.current_time() < check_at:
-                    continue
-                check_at = anyio.current_time() + POLL_FALLBACK_S
-                if context.unsent_progress is not None:
-                    await context.send_unsent()
-                record = await self.store.get(task_id, ANY_OWNER)
-                if not record.status.is_terminal and record.generation == context.lease.generation:
-                    self._watch_outage.recovered()
-                    continue
-            except (StaleLease, TaskNotFound):
-                pass
-            except MCPTasksError as exc:
-                self._watch_outage.failed(exc)
-                now = anyio.current_time()
-                if renew_at <= now:  # the renewal failed: try again soon, not back to back
-                    renew_at = now + min(renew_every, RENEW_RETRY_S)
-                continue
-            logger.debug("stopping the body of task %s", redact(task_id))
-            break
-        context.mark_cancelled()
-        body_scope.cancel()
 
     async def _reap_forever(self, interval_s: float) -> None:
         outage = Outage(logger, "reaping expired tasks", describe_store(self.store))
