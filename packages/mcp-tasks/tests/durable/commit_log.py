@@ -22,6 +22,15 @@ def log(kind: str, task_id: str, what: str) -> None:
         file.write(f"{kind} {os.getpid()} {task_id} {what}\n")
 
 
+def ran_before(task_id: str) -> bool:
+    """Whether a body run of ``task_id`` is logged already: a run that this one takes over."""
+    try:
+        with open(LOG, encoding="utf-8") as file:
+            return any(line.split()[::2] == ["run", task_id] for line in file)
+    except FileNotFoundError:  # nothing logged yet
+        return False
+
+
 class CommitLog:
     """A Store that delegates everything and logs each applied terminal write."""
 

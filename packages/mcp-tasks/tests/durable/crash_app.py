@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 import anyio
-from commit_log import CommitLog, log
+from commit_log import CommitLog, log, ran_before
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
@@ -50,10 +50,13 @@ anywhere = tasks.http_app(
 
 
 @tasks.tool(mcp, mode="required", poll_interval_ms=100)
-async def slow(seconds: float, ctx: TaskContext) -> str:
+async def slow(seconds: float, ctx: TaskContext, rerun_seconds: float | None = None) -> str:
     """Report that this run started (a ``run`` line, and a ``began`` line with the wall time
-    it began), sleep, answer which process finished."""
+    it began), sleep ``seconds`` (``rerun_seconds``, when given, if a run of this task is
+    logged already: a takeover), answer which process finished."""
     assert ctx.idempotency_key is not None
+    if rerun_seconds is not None and ran_before(ctx.idempotency_key):
+        seconds = rerun_seconds
     log("run", ctx.idempotency_key, f"attempt={ctx.attempt}")
     log("began", ctx.idempotency_key, f"{time.time():.6f}")
     await ctx.progress(0, seconds, f"running in {os.getpid()}")
