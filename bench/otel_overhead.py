@@ -160,7 +160,7 @@ _KEYWORD_HOOKS = frozenset({"carrier"})
 _TRAILING_COMMA = re.compile(rb"[ \t]*,[ \t]*")
 _LEADING_COMMA = re.compile(rb",\s*$")
 _SPAN_WRAPPERS = frozenset({"SpanScope", "Untraced"})
-_OBSERVED = re.compile(r"\bobserved\((\w+)\)")
+_OBSERVED = re.compile(r"\bobserved\(([\w.]+)\)")
 
 
 def _root(node: ast.expr) -> str | None:
