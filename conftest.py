@@ -5,6 +5,9 @@ this is the net under that: no test anywhere may quietly not run in CI. A skip d
 run; an xfail ran and failed, yet leaves the run green; an xpass (only a non-strict
 marker lets one through, ``xfail_strict`` fails the others already) passed while marked
 as failing. Each of them fails a CI run.
+
+Also the one home of the store-server fixtures every test folder uses: each backend's
+test server as it provisions it (``store_servers``, the contract plugin's fixture).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import pytest
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from mcp_tasks_contract import StoreServers
 
 #: The terminal reporter's outcome keys of tests that did not simply run and pass.
 NOT_CLEAN = ("skipped", "xfailed", "xpassed")
@@ -35,6 +40,25 @@ def root_log_handlers_restored() -> Iterator[None]:
         if type(handler) is logging.StreamHandler and handler not in before:
             root.removeHandler(handler)
     root.setLevel(level)
+
+
+@pytest.fixture(scope="session")
+def postgres_url(store_servers: StoreServers) -> str:
+    """The session's PostgreSQL server (``mcp_tasks_postgres.provision``)."""
+    return store_servers.url("postgresql")
+
+
+@pytest.fixture(scope="session")
+def redis_url(store_servers: StoreServers) -> str:
+    """The session's Redis server (``mcp_tasks_redis.provision``)."""
+    return store_servers.url("redis")
+
+
+@pytest.fixture(scope="session")
+def mongodb_url(store_servers: StoreServers) -> str:
+    """The session's MongoDB server (``mcp_tasks_mongodb.provision``); stores open on
+    ``store_servers.store_url("mongodb")``."""
+    return store_servers.url("mongodb")
 
 
 @pytest.hookimpl(trylast=True)

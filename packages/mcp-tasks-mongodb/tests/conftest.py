@@ -23,12 +23,6 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(scope="session")
-def mongodb_url(store_servers: StoreServers) -> str:
-    """The session's MongoDB server, as :mod:`mcp_tasks_mongodb.provision` finds it."""
-    return store_servers.url("mongodb")
-
-
-@pytest.fixture(scope="session")
 def mongodb_store_url(store_servers: StoreServers) -> str:
     """The URL stores are opened on at ``mongodb_url`` (a longer bound on the embedded
     server: :func:`mcp_tasks_mongodb.provision.mongodb_store_url` says why); never PyMongo's."""

@@ -15,15 +15,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from mcp_tasks import StoreOptions
-    from mcp_tasks_contract import StoreServers
 
     OpenStore = Callable[..., Awaitable[PostgresTaskStore]]
-
-
-@pytest.fixture(scope="session")
-def postgres_url(store_servers: StoreServers) -> str:
-    """The session's PostgreSQL server, as :mod:`mcp_tasks_postgres.provision` finds it."""
-    return store_servers.url("postgresql")
 
 
 @pytest.fixture

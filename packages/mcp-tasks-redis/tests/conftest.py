@@ -15,15 +15,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from mcp_tasks import StoreOptions
-    from mcp_tasks_contract import StoreServers
 
     OpenStore = Callable[..., Awaitable[RedisTaskStore]]
-
-
-@pytest.fixture(scope="session")
-def redis_url(store_servers: StoreServers) -> str:
-    """The session's Redis server, as :mod:`mcp_tasks_redis.provision` finds it."""
-    return store_servers.url("redis")
 
 
 @pytest.fixture

@@ -15,8 +15,6 @@ from mcp_tasks.testing import running
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from mcp_tasks_contract import StoreServers
-
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -29,22 +27,3 @@ async def demo_url() -> AsyncIterator[str]:
     server = demo_server(MemoryTaskStore(), step_seconds=0.05, log_level="WARNING")
     async with running(server) as url:
         yield url
-
-
-@pytest.fixture(scope="session")
-def postgres_url(store_servers: StoreServers) -> str:
-    """The session's PostgreSQL server (``mcp_tasks_postgres.provision``)."""
-    return store_servers.url("postgresql")
-
-
-@pytest.fixture(scope="session")
-def redis_url(store_servers: StoreServers) -> str:
-    """The session's Redis server (``mcp_tasks_redis.provision``)."""
-    return store_servers.url("redis")
-
-
-@pytest.fixture(scope="session")
-def mongodb_url(store_servers: StoreServers) -> str:
-    """The session's MongoDB server (``mcp_tasks_mongodb.provision``); stores open on
-    ``store_servers.store_url("mongodb")``."""
-    return store_servers.url("mongodb")
