@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from typing import TYPE_CHECKING
 
 import anyio
@@ -18,9 +19,11 @@ from mcp_tasks import (
     NewTask,
     Progress,
     StoreOptions,
+    StoreUnavailable,
     TaskLimitReached,
     TaskNotFound,
     new_task_id,
+    store_from_url,
 )
 
 if TYPE_CHECKING:
@@ -108,3 +111,47 @@ async def test_a_kept_connection_the_server_dropped_is_not_handed_out(
     with anyio.fail_after(60):
         for _ in range(4):
             assert (await store.get(task_id, ANY_OWNER)).task_id == task_id
+
+
+async def test_connects_cancelled_at_every_point_leave_no_failure_unread() -> None:
+    """Against a server that accepts and never answers, 40 calls are cancelled after 0 to
+    39 loop turns: before, during and just after asyncpg's TCP connect (cancelled there,
+    asyncpg leaves its SSL probe's failure unread, and the loop logs it). No failure is
+    left unread, the next call is still answered within the store's bound, and once the
+    connects have timed out and the store is closed, no connection to the server is open."""
+    loop = asyncio.get_running_loop()
+    unread: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: unread.append(context))
+    open_now = 0
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal open_now
+        open_now += 1
+        try:
+            await reader.read()  # until the client closes
+        finally:
+            open_now -= 1
+            writer.close()
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    store = store_from_url(f"postgresql://postgres@127.0.0.1:{port}/test?timeout_ms=300")
+    try:
+        for turns in range(40):
+            running = asyncio.ensure_future(store.get(new_task_id(), ANY_OWNER))
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StoreUnavailable):
+                await running
+        with anyio.fail_after(10), pytest.raises(StoreUnavailable):
+            await store.get(new_task_id(), ANY_OWNER)
+    finally:
+        await store.close()
+        server.close()
+    with anyio.fail_after(10):
+        while open_now:
+            await asyncio.sleep(0.05)
+    gc.collect()
+    await asyncio.sleep(0)
+    assert [context["message"] for context in unread] == []

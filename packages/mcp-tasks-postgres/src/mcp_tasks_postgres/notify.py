@@ -19,6 +19,7 @@ import asyncpg
 
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.runtime.notifier import RelayNotifier
+from mcp_tasks.stores.kit import detached
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,10 +54,16 @@ class PostgresRelay:
         return f"PostgresRelay(channel={self.channel!r})"
 
     async def _connect(self) -> asyncpg.Connection:
-        connection: asyncpg.Connection = await asyncpg.connect(
-            self._connect_url,
-            server_settings={"application_name": "mcp-tasks-notify"},
-            timeout=self._timeout_s,
+        # Detached, as the store's connects are: asyncpg cancelled just after its TCP
+        # connect leaves its SSL probe's failure unread. A connection that arrives after
+        # the caller left is closed.
+        connection: asyncpg.Connection = await detached(
+            asyncpg.connect(
+                self._connect_url,
+                server_settings={"application_name": "mcp-tasks-notify"},
+                timeout=self._timeout_s,
+            ),
+            abandoned=asyncpg.Connection.terminate,
         )
         return connection
 

@@ -27,7 +27,7 @@ from mcp_tasks.domain import rules
 from mcp_tasks.domain.errors import DuplicateTaskId, MCPTasksError
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.stores.doctor_rows import clock_skew_row
-from mcp_tasks.stores.kit import CloseGuard, DriverErrors, detached
+from mcp_tasks.stores.kit import CloseGuard, DriverErrors, detach, detached
 from mcp_tasks.stores.location import StoreLocation, mask_password, query_value, with_query
 from mcp_tasks_postgres import fast_create
 from mcp_tasks_postgres.notify import relay_notifier
@@ -157,9 +157,9 @@ class PostgresDialect:
             self._tables, self._dialect, sql_statements.predicates(self._tables, now).active
         )
         self._pool: asyncpg.Pool | None = None
+        self._opening: asyncio.Future[asyncpg.Pool] | None = None  # see _get_pool
         self._idle: list[PoolConnectionProxy] = []  # see _borrow
         self._waiting = 0  # sessions waiting in pool.acquire()
-        self._pool_lock = asyncio.Lock()
         self._guard = CloseGuard()
 
     @property
@@ -198,24 +198,42 @@ class PostgresDialect:
         return None
 
     async def _get_pool(self) -> asyncpg.Pool:
-        if self._pool is None:
-            async with self._pool_lock:
-                self._guard.check()
-                if self._pool is None:
-                    logging.getLogger("asyncpg.pool").addFilter(_QUIET_FLOOR_RETRIES)
-                    low, high = self._pool_sizes
-                    self._pool = await asyncpg.create_pool(
-                        self.connect_url,
-                        min_size=low,
-                        max_size=high,
-                        # a URL's own ?application_name= names the connections instead
-                        server_settings=None if _names_itself(self.connect_url) else _OURS,
-                        reset=_keep_session,
-                        # the store's bound on connecting and on each statement
-                        timeout=self._timeout_s,
-                        command_timeout=self._timeout_s,
-                    )
-        return self._pool
+        """The pool, opened once by whichever session needs it first; the sessions that
+        need it meanwhile wait for the same opening."""
+        pool = self._pool
+        if pool is None:
+            self._guard.check()
+            if self._opening is None:
+                self._opening = asyncio.ensure_future(self._open_pool())
+                self._opening.add_done_callback(_read_failure)
+            # Shielded: a session's bound stops its wait, never asyncpg's connect (asyncpg
+            # cancelled just after its TCP connect leaves its SSL probe's failure unread);
+            # the opening ends by its own timeout.
+            pool = await asyncio.shield(self._opening)
+        return pool
+
+    async def _open_pool(self) -> asyncpg.Pool:
+        try:
+            logging.getLogger("asyncpg.pool").addFilter(_QUIET_FLOOR_RETRIES)
+            low, high = self._pool_sizes
+            pool: asyncpg.Pool = await asyncpg.create_pool(
+                self.connect_url,
+                min_size=low,
+                max_size=high,
+                # a URL's own ?application_name= names the connections instead
+                server_settings=None if _names_itself(self.connect_url) else _OURS,
+                reset=_keep_session,
+                # the store's bound on connecting and on each statement
+                timeout=self._timeout_s,
+                command_timeout=self._timeout_s,
+            )
+        finally:
+            self._opening = None  # after a failure, the next session tries anew
+        if self._guard.closed:  # closed while connecting
+            pool.terminate()
+            self._guard.check()
+        self._pool = pool
+        return pool
 
     async def fetch_one(self, sql: CompiledSQL, values: Mapping[str, Any]) -> Row | None:
         """One statement on a lent connection (``get``): no context managers on the way."""
@@ -283,11 +301,14 @@ class PostgresDialect:
             await pool.release(conn)  # a no-op when asyncpg took it back already
         self._waiting += 1
         try:
-            conn = await pool.acquire(timeout=self._timeout_s)
+            # An acquire may connect: detached as the pool's opening is (_get_pool), and a
+            # connection it brings after the session stopped waiting goes back to the pool.
+            return await detached(
+                _acquire(pool, self._timeout_s),
+                abandoned=lambda late: detach(pool.release(late)),
+            )
         finally:
             self._waiting -= 1
-        assert isinstance(conn, PoolConnectionProxy)
-        return conn
 
     async def _give_back(self, pool: asyncpg.Pool, conn: PoolConnectionProxy) -> None:
         # While sessions wait in pool.acquire() (every connection lent), only the pool can
@@ -400,10 +421,10 @@ class PostgresDialect:
         return row is not None and row["n"] == 1
 
     async def close(self) -> None:
-        async with self._pool_lock:
-            self._guard.close()
-            pool, self._pool = self._pool, None
-            idle, self._idle = self._idle, []
+        # A pool still opening is closed by its opening (_open_pool), when it arrives.
+        self._guard.close()
+        pool, self._pool = self._pool, None
+        idle, self._idle = self._idle, []
         if pool is not None:
             with UNAVAILABLE:
                 for conn in idle:
@@ -470,6 +491,18 @@ def _usable(conn: PoolConnectionProxy) -> bool:
         return not conn.is_closed()
     except asyncpg.InterfaceError:  # detached: the pool has it back
         return False
+
+
+def _read_failure(opening: asyncio.Future[Any]) -> None:
+    """An opening's failure marked as seen: every session may have stopped waiting."""
+    if not opening.cancelled():
+        opening.exception()
+
+
+async def _acquire(pool: asyncpg.Pool, timeout_s: float) -> PoolConnectionProxy:
+    conn = await pool.acquire(timeout=timeout_s)
+    assert isinstance(conn, PoolConnectionProxy)
+    return conn
 
 
 async def _release(pool: asyncpg.Pool, conn: PoolConnectionProxy) -> None:

@@ -208,3 +208,33 @@ async def test_a_detached_call_is_given_up_once_the_server_is_gone() -> None:
     with anyio.move_on_after(0.05):
         await detached(anyio.sleep(5), gone=never)
     assert not never.cancelled()
+
+
+@pytest.mark.anyio
+async def test_a_detached_result_nobody_waits_for_is_handed_to_abandoned() -> None:
+    """A result that arrives after its caller stopped waiting goes to ``abandoned`` (a
+    connection to close or give back), once; a result its caller took, or a failure, never
+    does."""
+    handed: list[str] = []
+    with anyio.move_on_after(0.05):
+        await detached(_later("late connection", 0.2), abandoned=handed.append)
+    assert handed == []
+    with anyio.fail_after(5):
+        while not handed:
+            await anyio.sleep(0.01)
+    assert handed == ["late connection"]
+
+    assert await detached(_later("taken", 0), abandoned=handed.append) == "taken"
+    unread = unread_failures()
+    with anyio.move_on_after(0.05):
+        await detached(_later(None, 0.1), abandoned=handed.append)
+    await anyio.sleep(0.2)
+    assert handed == ["late connection"]
+    assert unread == []
+
+
+async def _later(result: str | None, delay_s: float) -> str:
+    await asyncio.sleep(delay_s)
+    if result is None:
+        raise ConnectionError("the driver's own timeout")
+    return result

@@ -60,6 +60,7 @@ import asyncio
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
@@ -68,7 +69,7 @@ from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
 from mcp_tasks.stores.location import TIMEOUT_PARAM
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine, Iterator
+    from collections.abc import Callable, Coroutine, Iterator
     from types import TracebackType
 
 __all__ = [
@@ -76,6 +77,7 @@ __all__ = [
     "TIMEOUT_PARAM",
     "CloseGuard",
     "DriverErrors",
+    "detach",
     "detached",
     "request_bound",
     "rest_of_request",
@@ -273,7 +275,10 @@ class _Bound:
 
 
 async def detached(
-    call: Coroutine[Any, Any, R], *, gone: asyncio.Future[BaseException] | None = None
+    call: Coroutine[Any, Any, R],
+    *,
+    gone: asyncio.Future[BaseException] | None = None,
+    abandoned: Callable[[R], object] | None = None,
 ) -> R:
     """``call``'s outcome, run in a task of its own that no cancellation reaches: a caller
     cancelled meanwhile (its bound, its request's end) stops waiting at once, and ``call``
@@ -284,20 +289,36 @@ async def detached(
     caller then stops waiting too and raises ``StoreUnavailable`` from that error, unless
     ``call`` ended first.
 
-    For a driver call that must not be cancelled (PyMongo's waits), or whose own shield
-    would leave a failure nobody reads (asyncpg's ``Pool.release``: a cancelled caller's
-    shield forgets the release, whose failure is then logged as never retrieved).
+    ``abandoned``: what to do with a result that nobody waits for any more (a connection
+    the caller stopped waiting for: close it, or keep it for the next caller).
+
+    For a driver call that must not be cancelled (PyMongo's waits; asyncpg's connects,
+    whose SSL probe fails unread when cancelled just after the TCP connect), or whose own
+    shield would leave a failure nobody reads (asyncpg's ``Pool.release``: a cancelled
+    caller's shield forgets the release, whose failure is then logged as never retrieved).
     asyncio's, as the drivers that need it are."""
+    task = detach(call)
+    try:
+        if gone is None:
+            return await asyncio.shield(task)
+        # Cancelling asyncio.wait stops the wait only: neither future is cancelled.
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        raise StoreUnavailable from gone.result()
+    except BaseException:
+        if abandoned is not None:
+            task.add_done_callback(partial(_hand_over, abandoned))
+        raise
+
+
+def detach(call: Coroutine[Any, Any, R]) -> asyncio.Future[R]:
+    """``call`` run in a task of its own that nobody needs to wait for: kept until it
+    ends, its failure then marked as seen."""
     task = asyncio.ensure_future(call)  # the context goes with it (a driver's deadline)
     _DETACHED.add(task)  # asyncio keeps only a weak reference to a task
     task.add_done_callback(_drop_outcome)
-    if gone is None:
-        return await asyncio.shield(task)
-    # Cancelling asyncio.wait stops the wait only: neither future is cancelled.
-    await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        return task.result()
-    raise StoreUnavailable from gone.result()
+    return task
 
 
 #: The detached calls still running.
@@ -309,3 +330,9 @@ def _drop_outcome(task: asyncio.Future[Any]) -> None:
     _DETACHED.discard(task)
     if not task.cancelled():
         task.exception()
+
+
+def _hand_over(abandoned: Callable[[R], object], task: asyncio.Future[R]) -> None:
+    """A detached call's result, nobody waiting for it, to ``abandoned``."""
+    if not task.cancelled() and task.exception() is None:
+        abandoned(task.result())
