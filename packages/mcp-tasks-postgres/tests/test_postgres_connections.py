@@ -123,6 +123,7 @@ async def test_connects_cancelled_at_every_point_leave_no_failure_unread() -> No
     unread: list[dict[str, object]] = []
     loop.set_exception_handler(lambda _loop, context: unread.append(context))
     open_now = 0
+    one_closed = asyncio.Event()
 
     async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal open_now
@@ -131,6 +132,7 @@ async def test_connects_cancelled_at_every_point_leave_no_failure_unread() -> No
             await reader.read()  # until the client closes
         finally:
             open_now -= 1
+            one_closed.set()
             writer.close()
 
     server = await asyncio.start_server(hold, "127.0.0.1", 0)
@@ -151,7 +153,8 @@ async def test_connects_cancelled_at_every_point_leave_no_failure_unread() -> No
         server.close()
     with anyio.fail_after(10):
         while open_now:
-            await asyncio.sleep(0.05)
+            one_closed.clear()
+            await one_closed.wait()
     gc.collect()
     await asyncio.sleep(0)
     assert [context["message"] for context in unread] == []

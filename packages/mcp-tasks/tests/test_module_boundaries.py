@@ -163,6 +163,10 @@ KNOWN_PRIVATE_SEAMS = frozenset(
         # group, as the SDK's own listen() does ("Pushes in the client"); without it the
         # watch polls, and tests/client/test_client_push.py (no tasks/get while pushed) fails.
         ("client.py", "_task_group"),
+        # A listen stream's token is checked again with the server's verifier, which an
+        # MCPServer keeps only as _token_verifier ("Listen streams and tokens");
+        # adapters.sdk.token_verifier_of raises a TypeError if it is not there.
+        ("sdk.py", "_token_verifier"),
     }
 )
 

@@ -37,6 +37,7 @@ from mcp_tasks.engine import (
 from mcp_tasks.engine.listen_slots import (
     DEFAULT_MAX_LISTEN_STREAMS,
     DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
+    DEFAULT_TOKEN_RECHECK_S,
     ListenSlots,
 )
 from mcp_tasks.engine.wire import DEFAULT_POLL_INTERVAL_MS
@@ -141,6 +142,9 @@ class Tasks:
     ``max_listen_streams`` (1,024) and ``max_listen_streams_per_owner`` (16) bound the task
     ``subscriptions/listen`` streams open in this process and per principal; past either,
     a listen is answered -32603 "Subscription limit reached" before anything is sent.
+    A stream opened with a token ends (its graceful result) when the token expires, and
+    when the server's token verifier, asked again every ``listen_token_recheck_s`` (30),
+    refuses it.
 
     ``store_gauges_s``: export gauges of the store's state (tasks by status, rows against
     the row cap) from its optional ``stats()``, read in the background at most once per
@@ -171,6 +175,7 @@ class Tasks:
         clock: Clock = system_clock,
         max_listen_streams: int = DEFAULT_MAX_LISTEN_STREAMS,
         max_listen_streams_per_owner: int = DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
+        listen_token_recheck_s: float = DEFAULT_TOKEN_RECHECK_S,
         store_gauges_s: float | None = None,
     ) -> None:
         #: Seconds between readings of the store's stats for its gauges (None: no gauges).
@@ -213,6 +218,7 @@ class Tasks:
             require_name_header=require_name_header,
             clock=clock,
             listen_slots=ListenSlots(max_listen_streams, max_listen_streams_per_owner),
+            listen_token_recheck_s=listen_token_recheck_s,
         )
 
         for found in _collectors:

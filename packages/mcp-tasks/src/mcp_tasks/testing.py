@@ -249,10 +249,25 @@ TEST_ISSUER = "https://auth.example"
 class StaticTokens:
     """A token verifier for tests: each of ``tokens`` is a valid bearer token whose principal
     is the token itself (one issuer, one client, the token as subject); any other token is
-    refused. ``StaticTokens("alice", "bob")``: two owners."""
+    refused. ``StaticTokens("alice", "bob")``: two owners.
 
-    def __init__(self, *tokens: str) -> None:
-        self.tokens = frozenset(tokens)
+    ``subjects`` gives a token another principal (``{"alice-2": "alice"}``: a second token
+    of alice's), ``expires_at`` an expiry (seconds since the epoch); :meth:`revoke` refuses
+    a token from then on."""
+
+    def __init__(
+        self,
+        *tokens: str,
+        subjects: Mapping[str, str] | None = None,
+        expires_at: Mapping[str, int] | None = None,
+    ) -> None:
+        self.tokens = set(tokens) | set(subjects or {})
+        self.subjects = dict(subjects or {})
+        self.expires_at = dict(expires_at or {})
+
+    def revoke(self, token: str) -> None:
+        """Refuse ``token`` from now on."""
+        self.tokens.discard(token)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         if token not in self.tokens:
@@ -261,13 +276,15 @@ class StaticTokens:
             token=token,
             client_id="test-client",
             scopes=[],
-            subject=token,
+            expires_at=self.expires_at.get(token),
+            subject=self.subjects.get(token, token),
             claims={"iss": TEST_ISSUER},
         )
 
 
-def static_auth(*tokens: str) -> dict[str, Any]:
+def static_auth(*tokens: str, verifier: StaticTokens | None = None) -> dict[str, Any]:
     """The ``MCPServer`` keyword arguments that make it require one of ``tokens``
-    (:class:`StaticTokens`): ``MCPServer(..., **static_auth("alice", "bob"))``."""
+    (:class:`StaticTokens`): ``MCPServer(..., **static_auth("alice", "bob"))``; or
+    ``verifier``'s tokens (expiring, revocable)."""
     settings = AuthSettings(issuer_url=TEST_ISSUER, resource_server_url=None)  # type: ignore[arg-type]
-    return {"auth": settings, "token_verifier": StaticTokens(*tokens)}
+    return {"auth": settings, "token_verifier": verifier or StaticTokens(*tokens)}

@@ -216,18 +216,23 @@ async def test_a_detached_result_nobody_waits_for_is_handed_to_abandoned() -> No
     connection to close or give back), once; a result its caller took, or a failure, never
     does."""
     handed: list[str] = []
+    arrived = anyio.Event()
+
+    def hand(late: str) -> None:
+        handed.append(late)
+        arrived.set()
+
     with anyio.move_on_after(0.05):
-        await detached(_later("late connection", 0.2), abandoned=handed.append)
+        await detached(_later("late connection", 0.2), abandoned=hand)
     assert handed == []
     with anyio.fail_after(5):
-        while not handed:
-            await anyio.sleep(0.01)
+        await arrived.wait()
     assert handed == ["late connection"]
 
-    assert await detached(_later("taken", 0), abandoned=handed.append) == "taken"
+    assert await detached(_later("taken", 0), abandoned=hand) == "taken"
     unread = unread_failures()
     with anyio.move_on_after(0.05):
-        await detached(_later(None, 0.1), abandoned=handed.append)
+        await detached(_later(None, 0.1), abandoned=hand)
     await anyio.sleep(0.2)
     assert handed == ["late connection"]
     assert unread == []

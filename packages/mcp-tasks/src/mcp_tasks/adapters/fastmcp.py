@@ -266,7 +266,9 @@ class FastMCPTasksExtension(ServerExtension):
         ref = self._server_ref
         server = ref() if ref is not None else None
         if server is not None:  # unbound (entered by hand): there is no listen to serve
-            serve_task_notifications(self._engine, sdk_server_of(server), view_of)
+            # FastMCP's auth provider is its token verifier (None: no auth).
+            verifier = server.auth
+            serve_task_notifications(self._engine, sdk_server_of(server), view_of, verifier)
         return _checked_then(server, _running_in_own_task(self._running))
 
     def methods(self) -> Sequence[MethodBinding]:

@@ -15,9 +15,10 @@ two ways:
   so they are not honoured and left out), sends the task notifications and ends the
   stream with its result.
 
-Either way each notification is stamped with the subscription id, and a request without
-``taskIds`` passes through untouched. See docs/architecture.md, "Status notifications: the
-SDK seam".
+Either way each notification is stamped with the subscription id, a request without
+``taskIds`` passes through untouched, and a stream opened with a token ends with its
+result when the token expires or is refused on a re-check (:mod:`.listen_authority`).
+See docs/architecture.md, "Status notifications: the SDK seam".
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.lowlevel.server import Server
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import (
@@ -42,13 +44,15 @@ from mcp_types import (
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
+from mcp_tasks.adapters.listen_authority import ListenAuthority
 from mcp_tasks.engine import errors
 from mcp_tasks.engine.task_watch import TASKS_NOTIFICATION, requested_task_ids, watch_tasks
 from mcp_tasks.telemetry import METHOD, STATUS, SpanScope
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
+    from mcp.server.auth.provider import TokenVerifier
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.session import ServerSession
     from mcp_types import RequestId
@@ -137,6 +141,23 @@ class _TaskStream:
                     related_request_id=self.subscription_id,
                 )
 
+    async def while_authorized(
+        self, serve: Awaitable[HandlerResult], authority: ListenAuthority
+    ) -> HandlerResult:
+        """``serve``'s result, or the graceful end as soon as ``authority`` lapses: the
+        client listens again with a fresh token."""
+        served: list[HandlerResult] = []
+        async with anyio.create_task_group() as tg:
+
+            async def serving() -> None:
+                served.append(await serve)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(serving)
+            await authority.lapsed()
+            tg.cancel_scope.cancel()
+        return served[0] if served else self.end()
+
     def end(self) -> HandlerResult:
         """The graceful end. It is ours to shape (the SDK's pipeline does not touch a
         middleware's own result), so it gets the ``serverInfo`` stamp the SDK adds to its
@@ -201,14 +222,21 @@ class TaskListenMiddleware:
 
     ``server`` is the low-level ``Server`` whose chain this is on, when there is one: a
     request it has no ``subscriptions/listen`` handler for is served by this middleware
-    alone. Without it (an ``MCPServer``) the SDK's handler is always there."""
+    alone. Without it (an ``MCPServer``) the SDK's handler is always there. ``verifier``:
+    the server's token verifier, when known."""
 
     def __init__(
-        self, engine: TaskEngine, request_view: ViewOf, server: Server[Any] | None = None
+        self,
+        engine: TaskEngine,
+        request_view: ViewOf,
+        server: Server[Any] | None = None,
+        verifier: TokenVerifier | None = None,
     ) -> None:
         self.engine = engine
         self._request_view = request_view
         self._server = server
+        #: The server's token verifier, when known: a stream's token is checked again with it.
+        self.verifier = verifier
 
     def __repr__(self) -> str:
         return "TaskListenMiddleware()"
@@ -237,11 +265,15 @@ class TaskListenMiddleware:
         alone = self._alone()
         if alone:
             _check_params(params)
+        token = get_access_token()
         async with watch_tasks(self.engine, view, task_ids) as watch:
             stream = _TaskStream(ctx, watch, self._server)
-            if alone:
-                return await stream.alone()
-            return await stream.beside(call_next, notifications)
+            serve = stream.alone() if alone else stream.beside(call_next, notifications)
+            if token is None:
+                return await serve
+            recheck_s = self.engine.listen_token_recheck_s
+            authority = ListenAuthority(token, self.verifier, recheck_s=recheck_s)
+            return await stream.while_authorized(serve, authority)
 
 
 def _check_params(params: Mapping[str, Any]) -> None:
@@ -253,13 +285,19 @@ def _check_params(params: Mapping[str, Any]) -> None:
         raise errors.invalid_params("Invalid subscriptions/listen params") from None
 
 
-def serve_task_notifications(engine: TaskEngine, server: object, request_view: ViewOf) -> bool:
+def serve_task_notifications(
+    engine: TaskEngine,
+    server: object,
+    request_view: ViewOf,
+    verifier: TokenVerifier | None = None,
+) -> bool:
     """Add the middleware to ``server`` (an SDK ``Server``, including FastMCP's low-level
-    one, or an ``MCPServer``) once; ``False`` when ``server`` has no middleware chain."""
+    one, or an ``MCPServer``) once, with the server's token ``verifier`` when it is known;
+    ``False`` when ``server`` has no middleware chain."""
     chain = getattr(server, "middleware", None)
     if not isinstance(chain, list):
         return False
     if not any(isinstance(m, TaskListenMiddleware) and m.engine is engine for m in chain):
         lowlevel = server if isinstance(server, Server) else None
-        chain.append(TaskListenMiddleware(engine, request_view, lowlevel))
+        chain.append(TaskListenMiddleware(engine, request_view, lowlevel, verifier))
     return True

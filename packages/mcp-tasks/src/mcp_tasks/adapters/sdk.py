@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcp.server.extension import Extension, MethodBinding, compose_tool_call_handler
 from mcp.shared.exceptions import MCPError
@@ -27,6 +27,7 @@ from mcp_tasks.engine import EXTENSION_ID, TASK_METHODS, ArgumentsCheck, ToolCal
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from mcp.server.auth.provider import TokenVerifier
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.lowlevel.server import Server
     from mcp.server.mcpserver import MCPServer
@@ -93,7 +94,28 @@ def serve_listen(engine: TaskEngine, server: object) -> bool:
 
     if not isinstance(server, (Server, MCPServer)):
         return False
-    return serve_task_notifications(engine, server, view_of)
+    verifier = token_verifier_of(server) if isinstance(server, MCPServer) else None
+    return serve_task_notifications(engine, server, view_of, verifier)
+
+
+def token_verifier_of(server: MCPServer[Any]) -> TokenVerifier | None:
+    """The token verifier an ``MCPServer`` checks bearer tokens with (``None`` without
+    auth), so that a listen stream's token is checked again while the stream runs.
+
+    Private seam: ``MCPServer`` keeps it as ``_token_verifier`` (its ``token_verifier``
+    argument, or the one it builds over an ``auth_server_provider``) and offers no public
+    accessor. This is the one place that reads it; if the SDK renames it, serving fails
+    loudly here. See docs/architecture.md, "Status notifications: the SDK seam"."""
+    verifier = getattr(server, "_token_verifier", _MISSING)
+    if verifier is _MISSING:
+        raise TypeError(
+            "MCPServer keeps no _token_verifier: this SDK version is not supported by "
+            "mcp-tasks' listen streams"
+        )
+    return cast("TokenVerifier | None", verifier)
+
+
+_MISSING = object()
 
 
 def install(engine: TaskEngine, server: Server[Any]) -> TasksExtension:

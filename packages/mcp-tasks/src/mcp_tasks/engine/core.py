@@ -37,7 +37,7 @@ from mcp_tasks.domain.models import (
 )
 from mcp_tasks.domain.retries import retry_delays
 from mcp_tasks.engine import errors
-from mcp_tasks.engine.listen_slots import ListenSlots
+from mcp_tasks.engine.listen_slots import DEFAULT_TOKEN_RECHECK_S, ListenSlots
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import (
     ACK,
@@ -240,10 +240,15 @@ class TaskEngine:
         require_name_header: bool = False,
         clock: Clock = system_clock,
         listen_slots: ListenSlots | None = None,
+        listen_token_recheck_s: float = DEFAULT_TOKEN_RECHECK_S,
     ) -> None:
         self.serve_from(store)
         #: Bounds on open task listen streams (per process, per principal).
         self.listen_slots = listen_slots or ListenSlots()
+        if not listen_token_recheck_s > 0:
+            raise ValueError("listen_token_recheck_s must be a positive number of seconds")
+        #: Seconds between checks of a listen stream's token with the server's verifier.
+        self.listen_token_recheck_s = listen_token_recheck_s
         self.runner = runner
         self._said_not_running = False
         self.notifier = notifier

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 DEFAULT_MAX_LISTEN_STREAMS: Final = 1024
 #: Open task listen streams per principal, at most; unauthenticated callers share one count.
 DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER: Final = 16
+#: Seconds between checks of a listen stream's token with the server's verifier: how long
+#: a revoked token's stream may run on.
+DEFAULT_TOKEN_RECHECK_S: Final = 30.0
 
 
 class ListenSlots:
