@@ -91,7 +91,7 @@ from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.kit import CloseGuard, DriverErrors, within
 from mcp_tasks.stores.location import StoreLocation, mask_password, query_value, with_query
-from mcp_tasks.stores.stats import StoreStats, tally
+from mcp_tasks.stores.stats import StoreCounts, StoreStats, counts_of, tally
 from mcp_tasks_redis import scripts
 from mcp_tasks_redis.notify import driver_url, relay_notifier
 from mcp_tasks_redis.provision import RedisTestServers
@@ -125,6 +125,8 @@ _SCRIPTS = {
     "renew": scripts.RENEW,
     "release": scripts.RELEASE,
     "reap": scripts.REAP,
+    "counts": scripts.COUNTS,
+    "file_statuses": scripts.FILE_STATUSES,
 }
 #: The kind of a worker's change, as the ``put`` script names it.
 _KINDS: dict[type, str] = {
@@ -574,6 +576,44 @@ class RedisTaskStore:
                     batch = []
             records += await self._counted(client, batch)
         return tally(records, now, self.options)
+
+    async def counts(self) -> StoreCounts:
+        """Rows and unexpired tasks per status (the store gauges), in one script that reads
+        no task: ``ZCARD`` of ``{p}:rows`` and a ``ZCOUNT`` of each status's set
+        (``{p}:rows:<status>``, by ``expires_at``), which every write keeps in the same
+        script as the task. O(log n) per status; exact at the server's now, a task past its
+        TTL leaving its status's count at that instant, with no write. A namespace written
+        before the status sets existed is counted by :meth:`stats` until
+        :meth:`migrate` has filed its tasks."""
+        found = await self._run("counts", self._keys("")[:2], [])
+        now, rows, counted = int(found[0]), int(found[1]), found[2]
+        if counted != b"1" and rows:
+            return counts_of(await self.stats())
+        by_status = {status: int(n) for status, n in zip(TaskStatus, found[3:], strict=True)}
+        return StoreCounts(now=now, rows=rows, by_status=by_status, max_rows=self.options.max_rows)
+
+    async def migrate(self) -> bool:
+        """File every task in its status's set (the counts, :meth:`counts`), once: a walk
+        of ``{p}:rows``, :data:`STATS_BATCH` tasks a script; writes meanwhile file their own
+        tasks. Whether anything was filed (``False``: the sets were complete)."""
+        found = await self._run("counts", self._keys("")[:2], [])
+        if found[2] == b"1":
+            return False
+        client = self._client()
+        with _UNAVAILABLE:
+            batch: list[str | int] = []
+            async for member, _ in client.zscan_iter(self._rows, count=STATS_BATCH):
+                batch.append(member.decode())
+                if len(batch) == STATS_BATCH:
+                    await self._file_statuses(batch)
+                    batch = []
+        await self._file_statuses(batch)
+        await self._run("file_statuses", self._keys("")[:2], [""])
+        return True
+
+    async def _file_statuses(self, task_ids: list[str | int]) -> None:
+        if task_ids:
+            await self._run("file_statuses", self._keys("")[:2], [self._task_prefix, *task_ids])
 
     async def _counted(
         self, client: Redis | RedisCluster, task_ids: list[bytes]
