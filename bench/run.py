@@ -22,7 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import memory, served, stores
+from bench import memory, scale, served, stores
 from bench.common import ROOT, find_backends, namespace_factory
 
 DURABLE = ("sqlite", "postgres", "redis", "mongodb")
@@ -36,14 +36,14 @@ def settings(quick: bool) -> dict[str, Any]:
             "wrk_seconds": 2, "wrk_rounds": 1, "wrk_connections": 50,
             "e2e_tasks": 60, "e2e_in_flight": 50, "e2e_tool_ms": 200, "e2e_poll_ms": 50,
             "store_ops": 300, "scale_small": 1_000, "scale_large": 5_000, "scale_ops": 300,
-            "scale_seed_budget_s": 20,
+            "scale_seed_budget_s": 20, "scale_expired": 300,
             "cap": 2_000, "memory_tasks": 10_000, "idle_seconds": 2,
         }  # fmt: skip
     return {
         "wrk_seconds": 8, "wrk_rounds": 2, "wrk_connections": 50,
         "e2e_tasks": 200, "e2e_in_flight": 50, "e2e_tool_ms": 200, "e2e_poll_ms": 50,
         "store_ops": 3_000, "scale_small": 1_000, "scale_large": 100_000, "scale_ops": 500,
-        "scale_seed_budget_s": 100,
+        "scale_seed_budget_s": 100, "scale_expired": 2_000,
         "cap": 10_000, "memory_tasks": 100_000, "idle_seconds": 10,
     }  # fmt: skip
 
@@ -280,6 +280,18 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
                 1.3,
                 absent(name),
             )
+        sized_up = results.get("scale_ops", {}).get(name, {})
+        if name in DURABLE:
+            for op in scale.OPERATIONS:
+                out[f"scale_ops.{name}.{op}_large_vs_small"] = goal(
+                    (
+                        sized_up.get("large", {}).get(f"{op}_us"),
+                        sized_up.get("small", {}).get(f"{op}_us"),
+                    ),
+                    "<=",
+                    1.3,
+                    absent(name),
+                )
         capped = results["near_cap"].get(name, {})
         out[f"cap.{name}.near_vs_far_creates"] = goal(
             (capped.get("near_creates_per_s"), capped.get("far_creates_per_s")),
@@ -361,6 +373,7 @@ def main() -> None:
                 )
 
         results["store_ops"], results["scale"], results["near_cap"] = {}, {}, {}
+        results["scale_ops"] = {}
         for backend in backends.available:
             fresh = namespace_factory(stack, directory, backend)
             sized = backend.sized(config)  # smaller on a slow server (bench/common.py)
@@ -380,6 +393,18 @@ def main() -> None:
                 )
             )
             results["near_cap"][backend.name] = asyncio.run(stores.near_cap(fresh(), sized["cap"]))
+            if backend.name in DURABLE:
+                print(f"4c. {backend.name}: every operation, small and large table", flush=True)
+                results["scale_ops"][backend.name] = asyncio.run(
+                    scale.section(
+                        fresh(),
+                        sized["scale_small"],
+                        sized["scale_large"],
+                        sized["scale_ops"],
+                        sized["scale_seed_budget_s"],
+                        sized["scale_expired"],
+                    )
+                )
         print("5. memory", flush=True)
         results["memory"] = memory.measure(config["memory_tasks"])
 
