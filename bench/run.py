@@ -20,10 +20,15 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import memory, scale, served, stores
 from bench.common import ROOT, find_backends, namespace_factory
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from bench.common import Backend
 
 DURABLE = ("sqlite", "postgres", "redis", "mongodb")
 ALL = ("memory", *DURABLE)
@@ -302,6 +307,43 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
     return out
 
 
+def store_sections(
+    backend: Backend, fresh: Callable[[], str], sized: dict[str, Any], results: dict[str, Any]
+) -> None:
+    """Sections 3 and 4 on one backend, each on a fresh namespace, into ``results``."""
+    print(f"3-4. {backend.name}: store operations, scale, row cap", flush=True)
+    results["store_ops"][backend.name] = asyncio.run(
+        stores.store_ops(backend, fresh, sized["store_ops"])
+    )
+    results["scale"][backend.name] = asyncio.run(
+        stores.scale(
+            fresh(),
+            sized["scale_small"],
+            sized["scale_large"],
+            sized["scale_ops"],
+            sized["scale_seed_budget_s"],
+        )
+    )
+    results["near_cap"][backend.name] = asyncio.run(stores.near_cap(fresh(), sized["cap"]))
+    if backend.name in DURABLE:
+        results["scale_ops"][backend.name] = scale_ops(backend.name, fresh(), sized)
+
+
+def scale_ops(name: str, url: str, sized: dict[str, Any]) -> dict[str, Any]:
+    """Section 4c on a durable store (``bench/scale.py``) at the run's sizes."""
+    print(f"4c. {name}: every operation, small and large table", flush=True)
+    return asyncio.run(
+        scale.section(
+            url,
+            sized["scale_small"],
+            sized["scale_large"],
+            sized["scale_ops"],
+            sized["scale_seed_budget_s"],
+            sized["scale_expired"],
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small run (a smoke test)")
@@ -372,39 +414,14 @@ def main() -> None:
                     targets, pids, seconds=config["wrk_seconds"], directory=args.out
                 )
 
-        results["store_ops"], results["scale"], results["near_cap"] = {}, {}, {}
-        results["scale_ops"] = {}
+        for section in ("store_ops", "scale", "near_cap", "scale_ops"):
+            results[section] = {}
         for backend in backends.available:
             fresh = namespace_factory(stack, directory, backend)
             sized = backend.sized(config)  # smaller on a slow server (bench/common.py)
             if backend.at_most:
                 results["settings"].setdefault("at_most", {})[backend.name] = backend.at_most
-            print(f"3-4. {backend.name}: store operations, scale, row cap", flush=True)
-            results["store_ops"][backend.name] = asyncio.run(
-                stores.store_ops(backend, fresh, sized["store_ops"])
-            )
-            results["scale"][backend.name] = asyncio.run(
-                stores.scale(
-                    fresh(),
-                    sized["scale_small"],
-                    sized["scale_large"],
-                    sized["scale_ops"],
-                    sized["scale_seed_budget_s"],
-                )
-            )
-            results["near_cap"][backend.name] = asyncio.run(stores.near_cap(fresh(), sized["cap"]))
-            if backend.name in DURABLE:
-                print(f"4c. {backend.name}: every operation, small and large table", flush=True)
-                results["scale_ops"][backend.name] = asyncio.run(
-                    scale.section(
-                        fresh(),
-                        sized["scale_small"],
-                        sized["scale_large"],
-                        sized["scale_ops"],
-                        sized["scale_seed_budget_s"],
-                        sized["scale_expired"],
-                    )
-                )
+            store_sections(backend, fresh, sized, results)
         print("5. memory", flush=True)
         results["memory"] = memory.measure(config["memory_tasks"])
 

@@ -173,7 +173,7 @@ def _named(by_status: Any) -> dict[str, int]:
     return {status.value: int(by_status.get(status, 0)) for status in TaskStatus}
 
 
-async def section(
+async def section(  # noqa: PLR0917 - the run's settings, as stores.scale takes them
     url: str, small: int, large: int, ops: int, seed_budget_s: float, expired: int = EXPIRED
 ) -> dict[str, Any]:
     """Section 4c on the store at ``url``: the operations at ``small`` rows, then at

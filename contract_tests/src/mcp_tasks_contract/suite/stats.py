@@ -12,6 +12,7 @@ Opt in beside the contract, and say how to read your backend's raw contents::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pytest
@@ -224,23 +225,20 @@ class StatsContract(ContractBase):
                 assert (counts.rows, dict(counts.by_status)) == want
                 assert (stats.rows, dict(stats.by_status)) == want
 
-        created = await run_concurrently(
-            [
-                lambda i=i: new_task(
-                    stores[i % 2], ttl_ms=TWO_HOURS_MS, work=job() if i % 2 else None
-                )
-                for i in range(24)
-            ]
-        )
+        creates: list[Callable[[], Awaitable[object]]] = [
+            partial(new_task, stores[i % 2], ttl_ms=TWO_HOURS_MS, work=job() if i % 2 else None)
+            for i in range(24)
+        ]
+        created: list[TaskRecord] = await run_concurrently(creates)
         manual = [task.task_id for task in created if task.work is None]
         await exact(24, {TaskStatus.WORKING: 24})
 
-        changes = [
-            *(lambda t=t: first.put_status(t, Complete({"content": []})) for t in manual[:4]),
-            *(lambda t=t: second.put_status(t, Fail(BOOM)) for t in manual[4:6]),
-            *(lambda t=t, s=s: s.cancel(t, ANY_OWNER) for t in manual[6:8] for s in stores),
-            *(lambda t=t: first.put_status(t, RequireInput({"a": ELICIT})) for t in manual[8:]),
-            *(lambda i=i: claim_and_complete(stores[i % 2]) for i in range(6)),
+        changes: list[Callable[[], Awaitable[object]]] = [
+            *(partial(first.put_status, t, Complete({"content": []})) for t in manual[:4]),
+            *(partial(second.put_status, t, Fail(BOOM)) for t in manual[4:6]),
+            *(partial(s.cancel, t, ANY_OWNER) for t in manual[6:8] for s in stores),
+            *(partial(first.put_status, t, RequireInput({"a": ELICIT})) for t in manual[8:]),
+            *(partial(claim_and_complete, stores[i % 2]) for i in range(6)),
         ]
         outcomes = await run_concurrently(changes)
         assert [o for o in outcomes if isinstance(o, Exception)] == []
@@ -253,9 +251,10 @@ class StatsContract(ContractBase):
         }
         await exact(24, settled)
 
-        await run_concurrently(
-            [lambda t=t: second.update(t, ANY_OWNER, {"a": "yes"}) for t in manual[8:10]]
-        )
+        answers: list[Callable[[], Awaitable[object]]] = [
+            partial(second.update, t, ANY_OWNER, {"a": "yes"}) for t in manual[8:10]
+        ]
+        await run_concurrently(answers)
         settled[TaskStatus.INPUT_REQUIRED] -= 2
         settled[TaskStatus.WORKING] += 2
         await exact(24, settled)
