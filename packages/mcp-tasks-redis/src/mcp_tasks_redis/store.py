@@ -17,6 +17,10 @@ in one cluster slot and every script touches one slot:
   scalar time.
 * ``{p}:rows`` — every task by ``expires_at`` (``+inf`` without TTL): the row cap counts
   the unexpired ones, ``reap`` takes the expired ones;
+* ``{p}:rows:<status>`` — the tasks of that status by ``expires_at``: ``counts()`` counts
+  the unexpired ones of each (``ZCOUNT``); ``{p}:rows:counted`` says every task is filed
+  (set by a namespace's first create, or by ``migrate`` once it has filed the tasks
+  written before the sets existed);
 * ``{p}:active:n`` / ``{p}:active:s:<owner>`` — one owner's live tasks by ``expires_at``:
   the per-owner cap;
 * ``{p}:ready:<work type>`` — live tasks of that work type (the hash's ``wt``) in
