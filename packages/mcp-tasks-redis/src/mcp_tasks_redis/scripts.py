@@ -607,8 +607,9 @@ return #ids
 )
 
 # The counts (rules.counts_toward_cap per status): read from the status sets, no task read.
-# KEYS: 2 rows → {now, rows, counted ('1': the status sets hold every task), then the
-# unexpired tasks of each status in STATUSES' order}
+# KEYS: 2 rows; ARGV: 1 a horizon in ms ('' none) → {now, rows, counted ('1': the status
+# sets hold every task), then the unexpired tasks of each status in STATUSES' order, then
+# with a horizon the tasks that expire within it (rules.expires_within)}
 COUNTS = (
     _COMMON
     + """
@@ -616,6 +617,9 @@ local now = now_ms()
 local out = {now, redis.call('ZCARD', KEYS[2]), redis.call('GET', KEYS[2] .. ':counted') or ''}
 for _, status in ipairs(STATUSES) do
   table.insert(out, redis.call('ZCOUNT', KEYS[2] .. ':' .. status, '(' .. ms(now), '+inf'))
+end
+if ARGV[1] and ARGV[1] ~= '' then
+  table.insert(out, redis.call('ZCOUNT', KEYS[2], '(' .. ms(now), ms(now + tonumber(ARGV[1]))))
 end
 return out
 """

@@ -92,7 +92,7 @@ from mcp_tasks.domain.models import (
     input_digest,
 )
 from mcp_tasks.domain.rules import ANY_OWNER
-from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks.domain.states import LIVE, TaskStatus
 from mcp_tasks.stores.kit import CloseGuard, DriverErrors, within
 from mcp_tasks.stores.location import StoreLocation, mask_password, query_value, with_query
 from mcp_tasks.stores.stats import StoreCounts, StoreStats, counts_of, tally
@@ -101,7 +101,7 @@ from mcp_tasks_redis.notify import driver_url, relay_notifier
 from mcp_tasks_redis.provision import RedisTestServers
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator, Mapping
 
     from redis.commands.core import AsyncScript
 
@@ -564,22 +564,47 @@ class RedisTaskStore:
     async def stats(self) -> StoreStats:
         """Aggregates of the namespace's tasks for ``mcp-tasks stats``, counted by
         :func:`mcp_tasks.stores.stats.tally` (the rules themselves). Not a request path:
-        it walks the row index (``ZSCAN`` of ``{p}:rows``) and reads the few fields the
-        rules look at (``HMGET``, :data:`STATS_BATCH` tasks per round trip), so it costs
-        one round trip per batch and no snapshot: a task written meanwhile may count as
-        it was or as it is. Writes nothing."""
-        now = int((await self._run("read", self._keys("")[:1], []))[0])
+        the rows, the statuses and the tasks expiring within the hour come from the
+        indexes (one script, as :meth:`counts`); the figures of active tasks (claims,
+        retries, owners, the oldest working task) from a walk of the active tasks only
+        (``ZSCAN`` of the ``working`` and ``input_required`` sets, the few fields the rules
+        look at by ``HMGET``, :data:`STATS_BATCH` tasks per round trip), so its cost grows
+        with the active tasks, not with the finished ones. No snapshot: a task written
+        meanwhile may count as it was or as it is. A namespace written before the status
+        sets existed is walked whole until ``migrate``. Writes nothing."""
+        found = await self._run("counts", self._keys("")[:2], [rules.EXPIRY_HORIZON_MS])
+        now, rows, counted = int(found[0]), int(found[1]), found[2]
         client = self._client()
         records: list[TaskRecord] = []
-        with _UNAVAILABLE:
-            batch: list[bytes] = []
-            async for member, _ in client.zscan_iter(self._rows, count=STATS_BATCH):
-                batch.append(member)
-                if len(batch) == STATS_BATCH:
+        if counted != b"1" and rows:
+            with _UNAVAILABLE:
+                async for batch in self._batches(client.zscan_iter(self._rows, count=STATS_BATCH)):
                     records += await self._counted(client, batch)
-                    batch = []
-            records += await self._counted(client, batch)
-        return tally(records, now, self.options)
+            return tally(records, now, self.options)
+        for status in LIVE:
+            members = client.zscan_iter(f"{self._rows}:{status.value}", count=STATS_BATCH)
+            with _UNAVAILABLE:
+                async for batch in self._batches(members, after=now):
+                    records += await self._counted(client, batch)
+        active = tally(records, now, self.options)
+        by_status = {status: int(n) for status, n in zip(TaskStatus, found[3:8], strict=True)}
+        return replace(active, rows=rows, by_status=by_status, expiring_soon=int(found[8]))
+
+    @staticmethod
+    async def _batches(
+        members: AsyncIterator[tuple[bytes, float]], after: int | None = None
+    ) -> AsyncIterator[list[bytes]]:
+        """The members of a ``ZSCAN``, :data:`STATS_BATCH` at a time; with ``after``, only
+        those scored after it (unexpired at that now)."""
+        batch: list[bytes] = []
+        async for member, score in members:
+            if after is None or score > after:
+                batch.append(member)
+            if len(batch) == STATS_BATCH:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
 
     async def counts(self) -> StoreCounts:
         """Rows and unexpired tasks per status (the store gauges), in one script that reads
