@@ -153,7 +153,7 @@ class PostgresDialect:
             self._dialect,
             now,
             bump_owner_turn=fast_create.bump_owner_turn(self._tables, self._dialect),
-            counts=compile_statement(sql_counts.read(self._tables, now), self._dialect),
+            counts=compile_statement(sql_counts.read_counts(self._tables, now), self._dialect),
         )
         self._server_now = fast_create.server_now(self._dialect, now)
         self._bump_and_insert = fast_create.bump_and_insert(
@@ -329,7 +329,7 @@ class PostgresDialect:
                     await conn.execute(f"LOCK TABLE {tasks} IN SHARE ROW EXCLUSIVE MODE")
                     for statement in sql_counts.postgres_triggers(self._tables, self._dialect):
                         await conn.execute(statement)
-                    for statement in sql_counts.refill(self._tables, self._dialect):
+                    for statement in sql_counts.refill_counts(self._tables, self._dialect):
                         await conn.execute(statement)
                 await _Connection(conn).execute(self._statements.init_counter, {})
         return created

@@ -124,7 +124,7 @@ def sqlite_triggers(tables: TaskTables, dialect: Dialect) -> list[str]:
     ]
 
 
-def refill(tables: TaskTables, dialect: Dialect) -> list[str]:
+def refill_counts(tables: TaskTables, dialect: Dialect) -> list[str]:
     """The counters made again from the task table (``migrate``, with the triggers in
     place and the table's writers held off: no write falls between the two)."""
     tasks, counts, _ = _names(tables, dialect)
@@ -135,7 +135,7 @@ def refill(tables: TaskTables, dialect: Dialect) -> list[str]:
     ]
 
 
-def read(tables: TaskTables, now: sa.ColumnElement[int]) -> sa.Select[Any]:
+def read_counts(tables: TaskTables, now: sa.ColumnElement[int]) -> sa.Select[Any]:
     """One row, one snapshot: ``now_ms``, ``rows`` (every counted row), and per status
     ``kept_<status>`` (its counters) and ``expired_<status>`` (its rows past their TTL, an
     index range of ``expires_at``)."""

@@ -96,7 +96,7 @@ class Statements:
     #: parameter ``turn``), which a create under the per-owner cap does in its transaction
     #: too, so that the fast path sees it came between. ``None`` elsewhere.
     bump_owner_turn: CompiledSQL | None = None
-    #: The counts per status (:func:`mcp_tasks_sql.counts.read`) where the dialect's
+    #: The counts per status (:func:`mcp_tasks_sql.counts.read_counts`) where the dialect's
     #: migration installs the triggers that keep them; ``None`` elsewhere (``counts()``
     #: then counts with ``stats``).
     counts: CompiledSQL | None = None

@@ -113,7 +113,7 @@ class SQLiteDialect:
             self._tables,
             self._dialect,
             now,
-            counts=compile_statement(sql_counts.read(self._tables, now), self._dialect),
+            counts=compile_statement(sql_counts.read_counts(self._tables, now), self._dialect),
         )
         self._reads: ConnectionThread | None = None
         self._writes: ConnectionThread | None = None
@@ -183,7 +183,7 @@ class SQLiteDialect:
         ddl = sql_statements.ddl(self._tables, self._dialect)
         ddl += sql_counts.sqlite_triggers(self._tables, self._dialect)
         if not counted:  # the counts of the tasks written before, in this transaction
-            ddl += sql_counts.refill(self._tables, self._dialect)
+            ddl += sql_counts.refill_counts(self._tables, self._dialect)
         if not created:  # an older table: its added columns before the indexes on them
             tasks = self._tables.tasks.name
             present = {row[1] for row in conn.execute(f"PRAGMA table_info({tasks!r})")}
