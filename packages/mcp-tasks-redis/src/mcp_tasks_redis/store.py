@@ -624,9 +624,13 @@ class RedisTaskStore:
     async def migrate(self) -> bool:
         """File every task in its status's set (the counts, :meth:`counts`), once: a walk
         of ``{p}:rows``, :data:`STATS_BATCH` tasks a script; writes meanwhile file their own
-        tasks. Whether anything was filed (``False``: the sets were complete)."""
+        tasks. Whether it filed tasks written before (``False``: the sets were complete, or
+        the namespace had no task: then it only marks them complete)."""
         found = await self._run("counts", self._keys("")[:2], [])
         if found[2] == b"1":
+            return False
+        if not int(found[1]):
+            await self._run("file_statuses", self._keys("")[:2], [""])
             return False
         client = self._client()
         with _UNAVAILABLE:
