@@ -20,10 +20,15 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench import memory, served, stores
+from bench import memory, scale, served, stores
 from bench.common import ROOT, find_backends, namespace_factory
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from bench.common import Backend
 
 DURABLE = ("sqlite", "postgres", "redis", "mongodb")
 ALL = ("memory", *DURABLE)
@@ -36,14 +41,14 @@ def settings(quick: bool) -> dict[str, Any]:
             "wrk_seconds": 2, "wrk_rounds": 1, "wrk_connections": 50,
             "e2e_tasks": 60, "e2e_in_flight": 50, "e2e_tool_ms": 200, "e2e_poll_ms": 50,
             "store_ops": 300, "scale_small": 1_000, "scale_large": 5_000, "scale_ops": 300,
-            "scale_seed_budget_s": 20,
+            "scale_seed_budget_s": 20, "scale_expired": 300,
             "cap": 2_000, "memory_tasks": 10_000, "idle_seconds": 2,
         }  # fmt: skip
     return {
         "wrk_seconds": 8, "wrk_rounds": 2, "wrk_connections": 50,
         "e2e_tasks": 200, "e2e_in_flight": 50, "e2e_tool_ms": 200, "e2e_poll_ms": 50,
         "store_ops": 3_000, "scale_small": 1_000, "scale_large": 100_000, "scale_ops": 500,
-        "scale_seed_budget_s": 100,
+        "scale_seed_budget_s": 100, "scale_expired": 2_000,
         "cap": 10_000, "memory_tasks": 100_000, "idle_seconds": 10,
     }  # fmt: skip
 
@@ -280,6 +285,18 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
                 1.3,
                 absent(name),
             )
+        sized_up = results.get("scale_ops", {}).get(name, {})
+        if name in DURABLE:
+            for op in scale.OPERATIONS:
+                out[f"scale_ops.{name}.{op}_large_vs_small"] = goal(
+                    (
+                        sized_up.get("large", {}).get(f"{op}_us"),
+                        sized_up.get("small", {}).get(f"{op}_us"),
+                    ),
+                    "<=",
+                    1.3,
+                    absent(name),
+                )
         capped = results["near_cap"].get(name, {})
         out[f"cap.{name}.near_vs_far_creates"] = goal(
             (capped.get("near_creates_per_s"), capped.get("far_creates_per_s")),
@@ -288,6 +305,43 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
             absent(name),
         )
     return out
+
+
+def store_sections(
+    backend: Backend, fresh: Callable[[], str], sized: dict[str, Any], results: dict[str, Any]
+) -> None:
+    """Sections 3 and 4 on one backend, each on a fresh namespace, into ``results``."""
+    print(f"3-4. {backend.name}: store operations, scale, row cap", flush=True)
+    results["store_ops"][backend.name] = asyncio.run(
+        stores.store_ops(backend, fresh, sized["store_ops"])
+    )
+    results["scale"][backend.name] = asyncio.run(
+        stores.scale(
+            fresh(),
+            sized["scale_small"],
+            sized["scale_large"],
+            sized["scale_ops"],
+            sized["scale_seed_budget_s"],
+        )
+    )
+    results["near_cap"][backend.name] = asyncio.run(stores.near_cap(fresh(), sized["cap"]))
+    if backend.name in DURABLE:
+        results["scale_ops"][backend.name] = scale_ops(backend.name, fresh(), sized)
+
+
+def scale_ops(name: str, url: str, sized: dict[str, Any]) -> dict[str, Any]:
+    """Section 4c on a durable store (``bench/scale.py``) at the run's sizes."""
+    print(f"4c. {name}: every operation, small and large table", flush=True)
+    return asyncio.run(
+        scale.section(
+            url,
+            sized["scale_small"],
+            sized["scale_large"],
+            sized["scale_ops"],
+            sized["scale_seed_budget_s"],
+            sized["scale_expired"],
+        )
+    )
 
 
 def main() -> None:
@@ -360,26 +414,14 @@ def main() -> None:
                     targets, pids, seconds=config["wrk_seconds"], directory=args.out
                 )
 
-        results["store_ops"], results["scale"], results["near_cap"] = {}, {}, {}
+        for section in ("store_ops", "scale", "near_cap", "scale_ops"):
+            results[section] = {}
         for backend in backends.available:
             fresh = namespace_factory(stack, directory, backend)
             sized = backend.sized(config)  # smaller on a slow server (bench/common.py)
             if backend.at_most:
                 results["settings"].setdefault("at_most", {})[backend.name] = backend.at_most
-            print(f"3-4. {backend.name}: store operations, scale, row cap", flush=True)
-            results["store_ops"][backend.name] = asyncio.run(
-                stores.store_ops(backend, fresh, sized["store_ops"])
-            )
-            results["scale"][backend.name] = asyncio.run(
-                stores.scale(
-                    fresh(),
-                    sized["scale_small"],
-                    sized["scale_large"],
-                    sized["scale_ops"],
-                    sized["scale_seed_budget_s"],
-                )
-            )
-            results["near_cap"][backend.name] = asyncio.run(stores.near_cap(fresh(), sized["cap"]))
+            store_sections(backend, fresh, sized, results)
         print("5. memory", flush=True)
         results["memory"] = memory.measure(config["memory_tasks"])
 

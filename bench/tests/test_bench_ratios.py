@@ -64,6 +64,12 @@ def figures() -> dict[str, Any]:
             }
         },
         "near_cap": {"sqlite": {"far_creates_per_s": 100.0, "near_creates_per_s": 69.0}},
+        "scale_ops": {
+            "sqlite": {
+                "small": {"create_us": 100.0, "stats_us": 1000.0, "counts_us": 50.0},
+                "large": {"create_us": 130.0, "stats_us": 90000.0, "counts_us": 55.0},
+            }
+        },
     }
 
 
@@ -93,6 +99,19 @@ def test_each_goal_holds_the_ratio_its_goal_and_the_verdict() -> None:
     assert table["scale.sqlite.get_latency_large_vs_small"]["met"] is True
     assert table["scale.sqlite.put_status_latency_large_vs_small"]["met"] is False
     assert table["cap.sqlite.near_vs_far_creates"]["met"] is False
+
+
+def test_section_4c_holds_each_operation_large_over_small_to_its_goal() -> None:
+    """Every operation of section 4c on a durable store, the large table's figure over the
+    small one's, at most 1.3; an operation the store does not offer has no verdict; a
+    missing store's say why."""
+    table = run.ratios(figures(), {"mongodb": "not available: no mongodb:// store"})
+    assert table["scale_ops.sqlite.create_large_vs_small"]["met"] is True  # 1.3
+    assert table["scale_ops.sqlite.counts_large_vs_small"]["met"] is True
+    assert table["scale_ops.sqlite.stats_large_vs_small"]["met"] is False  # 90x
+    assert table["scale_ops.sqlite.renew_large_vs_small"]["met"] is None
+    assert table["scale_ops.mongodb.get_large_vs_small"]["note"].startswith("not available")
+    assert not any(key.startswith("scale_ops.memory.") for key in table)
 
 
 def test_the_create_tail_after_the_first_wave_is_reported_beside_the_goal() -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 #: The version of the rules this suite checks.
-CONTRACT_VERSION: Final = 3
+CONTRACT_VERSION: Final = 4
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,14 @@ CHANGES: Final[tuple[RuleChange, ...]] = (
         (),
         "StoreStats.waiting_unclaimed counts the claimable tasks nobody claimed for 30 s "
         "(rules.waits_unclaimed)",
+    ),
+    RuleChange(
+        4,
+        (),
+        "a store that offers the optional counts() (StoreCounts: every row, the unexpired "
+        "tasks per status, the row cap; the store gauges read it) gives exactly what stats() "
+        "gives, across concurrent creates, status changes, claims, answers, expiry by TTL "
+        "with no write, and concurrent reaps; a store without it is not tested for it",
     ),
 )
 

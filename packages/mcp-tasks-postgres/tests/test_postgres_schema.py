@@ -1,5 +1,5 @@
 """The Postgres store's schema: migrate under an advisory lock, indexes for the hot paths,
-and the row counter the cap reads."""
+the row counter the cap reads, and the counts per status its triggers keep."""
 
 from __future__ import annotations
 
@@ -13,11 +13,16 @@ import pytest
 from mcp_tasks import (
     DuplicateTaskId,
     NewTask,
+    RequireInput,
     StoreOptions,
     TaskLimitReached,
+    TaskStatus,
     WorkSpec,
     new_task_id,
 )
+
+#: An input request (what a task asks for when it moves to input_required).
+ELICIT = {"method": "elicitation/create", "params": {"message": "Proceed?"}}
 
 if TYPE_CHECKING:
     from conftest import OpenStore
@@ -122,3 +127,95 @@ async def test_migrate_adds_the_work_type_to_an_older_table(
     assert claimed is not None
     assert claimed.record.task_id == alpha.task_id
     assert not await store.migrate()  # complete now: the table was there
+
+
+async def test_reap_reads_its_indexes_before_the_table_has_statistics(
+    open_store: OpenStore, postgres_url: str
+) -> None:
+    """Beside 20 000 unexpired tasks written just now, with no statistics gathered yet (the
+    planner then guesses many rows reapable), the reap still reads the expired rows from
+    the ``expires_at`` index, not a scan of the table from its start."""
+    store = await open_store()
+    await store.migrate()
+    schema = store.schema
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        await conn.execute(
+            f"""INSERT INTO {schema}.tasks SELECT 'task-' || i, 'owner-' || (i % 2000),
+                CASE WHEN i % 5 = 0 THEN 'working' ELSE 'completed' END, 0, now_ms, now_ms,
+                3600000, CASE WHEN i > 19000 THEN 1 ELSE now_ms + 3600000 END,
+                i % 5 = 0, NULL, 0, NULL, 0, '{{}}', NULL
+                FROM generate_series(1, 20000) i,
+                     (SELECT floor(extract(epoch from now()) * 1000)::bigint AS now_ms) n"""
+        )
+        sql = store.dialect.statements.reap
+        plan = "\n".join(
+            r[0]
+            for r in await conn.fetch(
+                "EXPLAIN " + sql.text, *sql.args({"retention": 3_600_000, "limit": 500})
+            )
+        )
+    finally:
+        await conn.close()
+    assert "Seq Scan on tasks" not in plan, plan
+    assert "tasks_expires_ix" in plan, plan
+    assert await store.reap(limit=2_000) == 1_000
+
+
+async def test_migrate_counts_the_tasks_of_an_older_table(
+    open_store: OpenStore, postgres_url: str
+) -> None:
+    """A schema from before the counts per status: the first use of a new handle makes the
+    counters from the tasks there (held against writers meanwhile) and the triggers that
+    keep them, so ``counts()`` is exact at once and stays so."""
+    old = await open_store()
+    tasks = [await old.create(NewTask(new_task_id(), ttl_ms=3_600_000)) for _ in range(5)]
+    await old.cancel(tasks[0].task_id, None)
+    await old.create(NewTask(new_task_id(), ttl_ms=1))  # expired: a row, in no status
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        await conn.execute(f"DROP TABLE {old.schema}.task_counts")
+        await conn.execute(f"DROP FUNCTION {old.schema}.tasks_count_row() CASCADE")
+        await conn.execute(f"DROP FUNCTION {old.schema}.tasks_count_gone() CASCADE")
+    finally:
+        await conn.close()
+    store = await open_store()
+    await store.get(tasks[1].task_id, None)  # the first use migrates
+    counts = await store.counts()
+    assert (counts.rows, counts.by_status[TaskStatus.WORKING]) == (6, 4)
+    assert counts.by_status[TaskStatus.CANCELLED] == 1
+    await store.cancel(tasks[1].task_id, None)
+    assert await store.reap() == 1
+    counts, stats = await store.counts(), await store.stats()
+    assert (counts.rows, dict(counts.by_status)) == (stats.rows, dict(stats.by_status))
+    assert (counts.rows, counts.by_status[TaskStatus.CANCELLED]) == (5, 2)
+
+
+async def test_counters_take_no_deadlock_from_writers_moving_tasks_both_ways(
+    open_store: OpenStore,
+) -> None:
+    """Many writers at once, some moving tasks from working to input_required and others
+    back, beside creates and reapers: every counter update takes its rows in one order, so
+    none fails (no deadlock), and the counts are exact afterwards."""
+    stores = [await open_store(StoreOptions(max_rows=None)) for _ in range(4)]
+    asking = [await stores[0].create(NewTask(new_task_id())) for _ in range(40)]
+    answering = [await stores[1].create(NewTask(new_task_id())) for _ in range(40)]
+    for task in answering:
+        await stores[1].put_status(task.task_id, RequireInput({"a": ELICIT}))
+
+    async with anyio.create_task_group() as group:
+        for i, task in enumerate(asking):
+            store = stores[i % 4]
+            group.start_soon(store.put_status, task.task_id, RequireInput({"a": ELICIT}))
+        for i, task in enumerate(answering):
+            group.start_soon(stores[(i + 1) % 4].update, task.task_id, None, {"a": "yes"})
+        for i in range(40):
+            group.start_soon(stores[i % 4].create, NewTask(new_task_id(), ttl_ms=1))
+        for store in stores:
+            group.start_soon(store.reap)
+    while await stores[2].reap():
+        pass
+    counts, stats = await stores[3].counts(), await stores[3].stats()
+    assert (counts.rows, dict(counts.by_status)) == (stats.rows, dict(stats.by_status))
+    assert counts.by_status[TaskStatus.WORKING] == 40
+    assert counts.by_status[TaskStatus.INPUT_REQUIRED] == 40

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from mcp_tasks import ANY_OWNER, NewTask, Progress, WorkSpec, new_task_id
+from mcp_tasks import ANY_OWNER, NewTask, Progress, TaskStatus, WorkSpec, new_task_id
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -114,3 +114,30 @@ async def test_migrate_adds_the_work_type_to_an_older_table(
     claimed = await store.claim("w", lease_ms=30_000, work_types=frozenset({"alpha"}))
     assert claimed is not None
     assert claimed.record.task_id == alpha.task_id
+
+
+async def test_migrate_counts_the_tasks_of_an_older_file(
+    open_store: OpenStore, db_path: Path
+) -> None:
+    """A file from before the counts per status: the first use makes the counters from the
+    tasks there, in the migration's transaction, and the triggers that keep them, so
+    ``counts()`` is exact at once and stays so through a cancel and a reap."""
+    old = await open_store()
+    tasks = [await old.create(NewTask(new_task_id(), ttl_ms=3_600_000)) for _ in range(5)]
+    await old.cancel(tasks[0].task_id, ANY_OWNER)
+    await old.create(NewTask(new_task_id(), ttl_ms=1))  # expired: a row, in no status
+    await old.close()
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DROP TABLE task_counts")
+        for event in ("insert", "update", "delete"):
+            conn.execute(f"DROP TRIGGER tasks_count_{event}")
+    store = await open_store()
+    await store.get(tasks[1].task_id, ANY_OWNER)  # the first use migrates
+    counts = await store.counts()
+    assert (counts.rows, counts.by_status[TaskStatus.WORKING]) == (6, 4)
+    await store.cancel(tasks[1].task_id, ANY_OWNER)
+    await anyio.sleep(0.01)
+    assert await store.reap() == 1
+    counts, stats = await store.counts(), await store.stats()
+    assert (counts.rows, dict(counts.by_status)) == (stats.rows, dict(stats.by_status))
+    assert (counts.rows, counts.by_status[TaskStatus.CANCELLED]) == (5, 2)

@@ -12,6 +12,7 @@ Opt in beside the contract, and say how to read your backend's raw contents::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pytest
@@ -27,7 +28,7 @@ from mcp_tasks import (
     TaskStatus,
     new_task_id,
 )
-from mcp_tasks.stores.abilities import StatsReader
+from mcp_tasks.stores.abilities import CountsReader, StatsReader
 from mcp_tasks_contract.suite.base import (
     BOOM,
     ELICIT,
@@ -36,13 +37,14 @@ from mcp_tasks_contract.suite.base import (
     ContractBase,
     job,
     new_task,
+    run_concurrently,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from mcp_tasks import Store, TaskRecord
-    from mcp_tasks.stores.stats import StoreStats
+    from mcp_tasks.stores.stats import StoreCounts, StoreStats
     from mcp_tasks_contract.handles import StoreHandles
 
 #: The caps the population's store is opened with (reported back by ``stats``).
@@ -190,6 +192,97 @@ class StatsContract(ContractBase):
         assert await store_contents(handles.namespace) == before
         await store.cancel(working.task_id, ANY_OWNER)
         assert await store_contents(handles.namespace) != before
+
+    async def test_counts_give_the_rows_and_statuses_of_a_known_population(
+        self, handles: StoreHandles
+    ) -> None:
+        """The optional ``counts()`` gives every row (the expired, unreaped one too), the
+        unexpired tasks per status and the row cap: the figures ``stats()`` gives."""
+        store = await handles.open(OPTIONS)
+        population = await populate(store, handles.wait_past)
+        counts = await counts_of(store)
+        want = expected_figures(await stats_of(store), population)
+        assert (counts.rows, counts.expired, dict(counts.by_status), counts.max_rows) == (
+            want["rows"][1],
+            want["expired"][1],
+            want["by_status"][1],
+            OPTIONS.max_rows,
+        )
+
+    async def test_counts_stay_exact_across_concurrent_writes_expiry_and_reaps(
+        self, handles: StoreHandles
+    ) -> None:
+        """Creates, status changes, a cancel raced from two handles, claims, answers,
+        expiry by TTL (no write) and two reapers at once, from several handles, leave
+        ``counts()`` and ``stats()`` counting exactly what is stored, on every handle."""
+        stores = await handles.open_many(2, StoreOptions(max_rows=None))
+        first, second = stores
+
+        async def exact(rows: int, by_status: dict[TaskStatus, int]) -> None:
+            want = (rows, {status: by_status.get(status, 0) for status in TaskStatus})
+            for store in stores:
+                counts, stats = await counts_of(store), await stats_of(store)
+                assert (counts.rows, dict(counts.by_status)) == want
+                assert (stats.rows, dict(stats.by_status)) == want
+
+        creates: list[Callable[[], Awaitable[object]]] = [
+            partial(new_task, stores[i % 2], ttl_ms=TWO_HOURS_MS, work=job() if i % 2 else None)
+            for i in range(24)
+        ]
+        created: list[TaskRecord] = await run_concurrently(creates)
+        manual = [task.task_id for task in created if task.work is None]
+        await exact(24, {TaskStatus.WORKING: 24})
+
+        changes: list[Callable[[], Awaitable[object]]] = [
+            *(partial(first.put_status, t, Complete({"content": []})) for t in manual[:4]),
+            *(partial(second.put_status, t, Fail(BOOM)) for t in manual[4:6]),
+            *(partial(s.cancel, t, ANY_OWNER) for t in manual[6:8] for s in stores),
+            *(partial(first.put_status, t, RequireInput({"a": ELICIT})) for t in manual[8:]),
+            *(partial(claim_and_complete, stores[i % 2]) for i in range(6)),
+        ]
+        outcomes = await run_concurrently(changes)
+        assert [o for o in outcomes if isinstance(o, Exception)] == []
+        settled = {
+            TaskStatus.WORKING: 6,
+            TaskStatus.INPUT_REQUIRED: 4,
+            TaskStatus.COMPLETED: 10,
+            TaskStatus.FAILED: 2,
+            TaskStatus.CANCELLED: 2,
+        }
+        await exact(24, settled)
+
+        answers: list[Callable[[], Awaitable[object]]] = [
+            partial(second.update, t, ANY_OWNER, {"a": "yes"}) for t in manual[8:10]
+        ]
+        await run_concurrently(answers)
+        settled[TaskStatus.INPUT_REQUIRED] -= 2
+        settled[TaskStatus.WORKING] += 2
+        await exact(24, settled)
+
+        short = [await new_task(first, ttl_ms=SHORT_MS) for _ in range(3)]
+        await handles.wait_past(max(task.expires_at or 0 for task in short))
+        await exact(27, settled)  # expired: a row each, in no status
+
+        reaped = await run_concurrently([first.reap, second.reap])
+        assert sum(reaped) == 3
+        await exact(24, settled)
+
+
+async def counts_of(store: Store) -> StoreCounts:
+    """The store's optional ``counts()``; a store without it is not tested for it."""
+    if not isinstance(store, CountsReader):
+        pytest.skip(f"{type(store).__name__} offers no counts() (the gauges read stats())")
+    return await store.counts()
+
+
+async def claim_and_complete(store: Store) -> TaskRecord:
+    """Claim the oldest eligible task and complete it under the lease."""
+    claimed = await store.claim("worker", lease_ms=LONG_LEASE_MS)
+    assert claimed is not None, "a task with work was left to claim"
+    done = await store.put_status(
+        claimed.record.task_id, Complete({"content": []}), lease=claimed.lease
+    )
+    return done.record
 
 
 async def stats_of(store: Store) -> StoreStats:

@@ -36,12 +36,14 @@ from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
     column_upgrades,
+    compile_statement,
     run_on,
     schema_objects,
     schema_row,
     task_tables,
     values_of,
 )
+from mcp_tasks_sql import counts as sql_counts
 from mcp_tasks_sql import statements as sql_statements
 from mcp_tasks_sql.schema import owner_turn_row
 
@@ -151,6 +153,7 @@ class PostgresDialect:
             self._dialect,
             now,
             bump_owner_turn=fast_create.bump_owner_turn(self._tables, self._dialect),
+            counts=compile_statement(sql_counts.read_counts(self._tables, now), self._dialect),
         )
         self._server_now = fast_create.server_now(self._dialect, now)
         self._bump_and_insert = fast_create.bump_and_insert(
@@ -333,12 +336,22 @@ class PostgresDialect:
                 if await self._schema_complete(conn):
                     return False
                 created = not await self._table_exists(conn)
+                counted = await self._table_exists(conn, self._tables.counts.name)
                 await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
                 if not created:  # an older table: its added columns before their indexes
                     for statement in await self._column_upgrades(conn):
                         await conn.execute(statement)
                 for statement in sql_statements.ddl(self._tables, self._dialect):
                     await conn.execute(statement)
+                if not counted:
+                    # Writers held off from here to the commit: the counts of the tasks
+                    # written before, then the triggers that keep them.
+                    tasks = self._dialect.identifier_preparer.format_table(self._tables.tasks)
+                    await conn.execute(f"LOCK TABLE {tasks} IN SHARE ROW EXCLUSIVE MODE")
+                    for statement in sql_counts.postgres_triggers(self._tables, self._dialect):
+                        await conn.execute(statement)
+                    for statement in sql_counts.refill_counts(self._tables, self._dialect):
+                        await conn.execute(statement)
                 await _Connection(conn).execute(self._statements.init_counter, {})
         return created
 
@@ -383,13 +396,14 @@ class PostgresDialect:
     def _quoted_schema(self) -> str:
         return str(self._dialect.identifier_preparer.quote_schema(self.schema))
 
-    async def _table_exists(self, conn: PoolConnectionProxy) -> bool:
-        """Whether the task table exists (a schema missing only an index is not new)."""
+    async def _table_exists(self, conn: PoolConnectionProxy, name: str | None = None) -> bool:
+        """Whether the task table (or the table ``name``) exists (a schema missing only an
+        index is not new)."""
         found = await conn.fetchval(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = $1 AND c.relname = $2",
             self.schema,
-            self._tables.tasks.name,
+            name or self._tables.tasks.name,
         )
         return bool(found)
 

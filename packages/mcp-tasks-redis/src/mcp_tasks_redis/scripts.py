@@ -33,7 +33,7 @@ they live in the same cluster slot.
 from __future__ import annotations
 
 from mcp_tasks.domain.models import RECENT_EVENTS_KEPT
-from mcp_tasks.domain.states import TERMINAL, TRANSITIONS
+from mcp_tasks.domain.states import TERMINAL, TRANSITIONS, TaskStatus
 
 #: How long after ``expires_at`` Redis itself deletes a task's hash (``PEXPIREAT``): only a
 #: janitor for a namespace no reaper serves; reads treat an expired task as missing, and the
@@ -52,7 +52,11 @@ def _status_machine() -> str:
         f"['{status}:{event}'] = '{target}'" for (status, event), target in TRANSITIONS.items()
     )
     terminal = ", ".join(f"['{status}'] = true" for status in sorted(TERMINAL))
-    return f"local NEXT = {{{pairs}}}\nlocal TERMINAL = {{{terminal}}}\n"
+    statuses = ", ".join(f"'{status.value}'" for status in TaskStatus)
+    return (
+        f"local NEXT = {{{pairs}}}\nlocal TERMINAL = {{{terminal}}}\n"
+        f"local STATUSES = {{{statuses}}}\n"
+    )
 
 
 _COMMON = (
@@ -166,6 +170,17 @@ local function bytes_before(a, b)
   end
   return #a < #b
 end
+-- The task filed in its status's set ('{{p}}:rows:' .. status, by expires_at), and in no
+-- other (``s`` nil: in none): the store's counts per status, kept by the writes
+local function file_status(id, s, score)
+  for _, status in ipairs(STATUSES) do
+    if status == s then
+      redis.call('ZADD', KEYS[2] .. ':' .. status, score, id)
+    else
+      redis.call('ZREM', KEYS[2] .. ':' .. status, id)
+    end
+  end
+end
 -- Every index and the janitor's expiry from the task's fields (module docstring of store):
 -- the claim lanes are the ready sets and the delayed set
 local function reindex(key, id)
@@ -174,6 +189,7 @@ local function reindex(key, id)
   local score = e
   if e == '' then score = '+inf' end
   redis.call('ZADD', KEYS[2], score, id)
+  file_status(id, s, score)
   if TERMINAL[s] then
     redis.call('ZREM', f[9], id)
   else
@@ -222,6 +238,8 @@ if redis.call('EXISTS', key) == 1 then
   return 'dup'
 end
 local now = now_ms()
+-- a namespace's first task: its status sets hold every task from here on
+if redis.call('ZCARD', KEYS[2]) == 0 then redis.call('SET', KEYS[2] .. ':counted', '1') end
 -- expired tasks are not active: drop them from the owner's set while we are here
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ms(now))
 if ARGV[2] ~= '' and redis.call('ZCOUNT', KEYS[2], '(' .. ms(now), '+inf') >= tonumber(ARGV[2]) then
@@ -582,7 +600,49 @@ for _, id in ipairs(ids) do
   if f[2] then redis.call('ZREM', ready_key(f[2]), id) end
   redis.call('DEL', key)
   for i = 2, 5 do redis.call('ZREM', KEYS[i], id) end
+  file_status(id, nil, 0)
 end
 return #ids
+"""
+)
+
+# The counts (rules.counts_toward_cap per status): read from the status sets, no task read.
+# KEYS: 2 rows; ARGV: 1 a horizon in ms ('' none) → {now, rows, counted ('1': the status
+# sets hold every task), then the unexpired tasks of each status in STATUSES' order, then
+# with a horizon the tasks that expire within it (rules.expires_within)}
+COUNTS = (
+    _COMMON
+    + """
+local now = now_ms()
+local out = {now, redis.call('ZCARD', KEYS[2]), redis.call('GET', KEYS[2] .. ':counted') or ''}
+for _, status in ipairs(STATUSES) do
+  table.insert(out, redis.call('ZCOUNT', KEYS[2] .. ':' .. status, '(' .. ms(now), '+inf'))
+end
+if ARGV[1] and ARGV[1] ~= '' then
+  table.insert(out, redis.call('ZCOUNT', KEYS[2], '(' .. ms(now), ms(now + tonumber(ARGV[1]))))
+end
+return out
+"""
+)
+
+# The status sets brought up to date for some tasks (``migrate``: the tasks written before
+# the sets existed): each task filed by its hash, a task without hash filed nowhere. What a
+# write files is the same, so a write between two batches changes nothing of it.
+# KEYS: 2 rows; ARGV: 1 task key prefix, 2.. task ids; ARGV[1] '' after the last batch marks
+# the sets complete → how many tasks were filed
+FILE_STATUSES = (
+    _COMMON
+    + """
+if ARGV[1] == '' then
+  redis.call('SET', KEYS[2] .. ':counted', '1')
+  return 0
+end
+for i = 2, #ARGV do
+  local f = redis.call('HMGET', ARGV[1] .. ARGV[i], 's', 'e')
+  local score = f[2]
+  if score == '' then score = '+inf' end
+  file_status(ARGV[i], f[1], score)
+end
+return #ARGV - 1
 """
 )

@@ -17,6 +17,10 @@ in one cluster slot and every script touches one slot:
   scalar time.
 * ``{p}:rows`` — every task by ``expires_at`` (``+inf`` without TTL): the row cap counts
   the unexpired ones, ``reap`` takes the expired ones;
+* ``{p}:rows:<status>`` — the tasks of that status by ``expires_at``: ``counts()`` counts
+  the unexpired ones of each (``ZCOUNT``); ``{p}:rows:counted`` says every task is filed
+  (set by a namespace's first create, or by ``migrate`` once it has filed the tasks
+  written before the sets existed);
 * ``{p}:active:n`` / ``{p}:active:s:<owner>`` — one owner's live tasks by ``expires_at``:
   the per-owner cap;
 * ``{p}:ready:<work type>`` — live tasks of that work type (the hash's ``wt``) in
@@ -88,16 +92,16 @@ from mcp_tasks.domain.models import (
     input_digest,
 )
 from mcp_tasks.domain.rules import ANY_OWNER
-from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks.domain.states import LIVE, TaskStatus
 from mcp_tasks.stores.kit import CloseGuard, DriverErrors, within
 from mcp_tasks.stores.location import StoreLocation, mask_password, query_value, with_query
-from mcp_tasks.stores.stats import StoreStats, tally
+from mcp_tasks.stores.stats import StoreCounts, StoreStats, counts_of, tally
 from mcp_tasks_redis import scripts
 from mcp_tasks_redis.notify import driver_url, relay_notifier
 from mcp_tasks_redis.provision import RedisTestServers
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator, Mapping
 
     from redis.commands.core import AsyncScript
 
@@ -125,6 +129,8 @@ _SCRIPTS = {
     "renew": scripts.RENEW,
     "release": scripts.RELEASE,
     "reap": scripts.REAP,
+    "counts": scripts.COUNTS,
+    "file_statuses": scripts.FILE_STATUSES,
 }
 #: The kind of a worker's change, as the ``put`` script names it.
 _KINDS: dict[type, str] = {
@@ -558,22 +564,89 @@ class RedisTaskStore:
     async def stats(self) -> StoreStats:
         """Aggregates of the namespace's tasks for ``mcp-tasks stats``, counted by
         :func:`mcp_tasks.stores.stats.tally` (the rules themselves). Not a request path:
-        it walks the row index (``ZSCAN`` of ``{p}:rows``) and reads the few fields the
-        rules look at (``HMGET``, :data:`STATS_BATCH` tasks per round trip), so it costs
-        one round trip per batch and no snapshot: a task written meanwhile may count as
-        it was or as it is. Writes nothing."""
-        now = int((await self._run("read", self._keys("")[:1], []))[0])
+        the rows, the statuses and the tasks expiring within the hour come from the
+        indexes (one script, as :meth:`counts`); the figures of active tasks (claims,
+        retries, owners, the oldest working task) from a walk of the active tasks only
+        (``ZSCAN`` of the ``working`` and ``input_required`` sets, the few fields the rules
+        look at by ``HMGET``, :data:`STATS_BATCH` tasks per round trip), so its cost grows
+        with the active tasks, not with the finished ones. No snapshot: a task written
+        meanwhile may count as it was or as it is. A namespace written before the status
+        sets existed is walked whole until ``migrate``. Writes nothing."""
+        found = await self._run("counts", self._keys("")[:2], [rules.EXPIRY_HORIZON_MS])
+        now, rows, counted = int(found[0]), int(found[1]), found[2]
         client = self._client()
         records: list[TaskRecord] = []
-        with _UNAVAILABLE:
-            batch: list[bytes] = []
-            async for member, _ in client.zscan_iter(self._rows, count=STATS_BATCH):
-                batch.append(member)
-                if len(batch) == STATS_BATCH:
+        if counted != b"1" and rows:
+            with _UNAVAILABLE:
+                async for batch in self._batches(client.zscan_iter(self._rows, count=STATS_BATCH)):
                     records += await self._counted(client, batch)
+            return tally(records, now, self.options)
+        for status in LIVE:
+            members = client.zscan_iter(f"{self._rows}:{status.value}", count=STATS_BATCH)
+            with _UNAVAILABLE:
+                async for batch in self._batches(members, after=now):
+                    records += await self._counted(client, batch)
+        active = tally(records, now, self.options)
+        by_status = {status: int(n) for status, n in zip(TaskStatus, found[3:8], strict=True)}
+        return replace(active, rows=rows, by_status=by_status, expiring_soon=int(found[8]))
+
+    @staticmethod
+    async def _batches(
+        members: AsyncIterator[tuple[bytes, float]], after: int | None = None
+    ) -> AsyncIterator[list[bytes]]:
+        """The members of a ``ZSCAN``, :data:`STATS_BATCH` at a time; with ``after``, only
+        those scored after it (unexpired at that now)."""
+        batch: list[bytes] = []
+        async for member, score in members:
+            if after is None or score > after:
+                batch.append(member)
+            if len(batch) == STATS_BATCH:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    async def counts(self) -> StoreCounts:
+        """Rows and unexpired tasks per status (the store gauges), in one script that reads
+        no task: ``ZCARD`` of ``{p}:rows`` and a ``ZCOUNT`` of each status's set
+        (``{p}:rows:<status>``, by ``expires_at``), which every write keeps in the same
+        script as the task. O(log n) per status; exact at the server's now, a task past its
+        TTL leaving its status's count at that instant, with no write. A namespace written
+        before the status sets existed is counted by :meth:`stats` until
+        :meth:`migrate` has filed its tasks."""
+        found = await self._run("counts", self._keys("")[:2], [])
+        now, rows, counted = int(found[0]), int(found[1]), found[2]
+        if counted != b"1" and rows:
+            return counts_of(await self.stats())
+        by_status = {status: int(n) for status, n in zip(TaskStatus, found[3:], strict=True)}
+        return StoreCounts(now=now, rows=rows, by_status=by_status, max_rows=self.options.max_rows)
+
+    async def migrate(self) -> bool:
+        """File every task in its status's set (the counts, :meth:`counts`), once: a walk
+        of ``{p}:rows``, :data:`STATS_BATCH` tasks a script; writes meanwhile file their own
+        tasks. Whether it filed tasks written before (``False``: the sets were complete, or
+        the namespace had no task: then it only marks them complete)."""
+        found = await self._run("counts", self._keys("")[:2], [])
+        if found[2] == b"1":
+            return False
+        if not int(found[1]):
+            await self._run("file_statuses", self._keys("")[:2], [""])
+            return False
+        client = self._client()
+        with _UNAVAILABLE:
+            batch: list[str | int] = []
+            async for member, _ in client.zscan_iter(self._rows, count=STATS_BATCH):
+                batch.append(member.decode())
+                if len(batch) == STATS_BATCH:
+                    await self._file_statuses(batch)
                     batch = []
-            records += await self._counted(client, batch)
-        return tally(records, now, self.options)
+        await self._file_statuses(batch)
+        await self._run("file_statuses", self._keys("")[:2], [""])
+        return True
+
+    async def _file_statuses(self, task_ids: list[str | int]) -> None:
+        if task_ids:
+            await self._run("file_statuses", self._keys("")[:2], [self._task_prefix, *task_ids])
 
     async def _counted(
         self, client: Redis | RedisCluster, task_ids: list[bytes]

@@ -13,6 +13,13 @@ from mcp_tasks_sql.connection import (
     fetch_one,
     run_on,
 )
+from mcp_tasks_sql.counts import (
+    POSTGRES_SLOTS,
+    postgres_triggers,
+    read_counts,
+    refill_counts,
+    sqlite_triggers,
+)
 from mcp_tasks_sql.schema import (
     ACTIVE,
     ADDED_COLUMNS,
@@ -35,7 +42,9 @@ from mcp_tasks_sql.statements import (
     build,
     compile_statement,
     ddl,
+    doomed_ids,
     predicates,
+    reap_candidates,
     stats,
 )
 from mcp_tasks_sql.store import SQLDialect, SQLTaskStore, record_of, values_of
@@ -46,6 +55,7 @@ __all__ = [
     "ADDED_COLUMNS",
     "CLAIMABLE",
     "OWNER_TURN_ROWS",
+    "POSTGRES_SLOTS",
     "TERMINAL_STATUSES",
     "WRITTEN_COLUMNS",
     "CompiledSQL",
@@ -64,15 +74,21 @@ __all__ = [
     "column_upgrades",
     "compile_statement",
     "ddl",
+    "doomed_ids",
     "execute",
     "fetch_one",
     "from_row",
     "owner_turn_row",
+    "postgres_triggers",
     "predicates",
+    "read_counts",
+    "reap_candidates",
     "record_of",
+    "refill_counts",
     "run_on",
     "schema_objects",
     "schema_row",
+    "sqlite_triggers",
     "stats",
     "status_in",
     "task_tables",

@@ -1,4 +1,5 @@
-"""The task table, its row counter and their indexes: one SQLAlchemy Core definition."""
+"""The task table, its row counter, its counts per status and their indexes: one SQLAlchemy
+Core definition."""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ class TaskTables:
     metadata: sa.MetaData
     tasks: sa.Table
     counter: sa.Table
+    counts: sa.Table
+    """The tasks per status, kept by triggers where a dialect installs them
+    (:mod:`mcp_tasks_sql.counts`)."""
 
 
 def task_tables(
@@ -130,7 +134,16 @@ def task_tables(
         sa.Column("id", sa.SmallInteger, primary_key=True, autoincrement=False),
         sa.Column("n_rows", sa.BigInteger, nullable=False),
     )
-    return TaskTables(metadata, tasks, counter)
+    # The tasks per status (``n`` tasks of ``status`` in counter ``slot``), kept by the
+    # triggers of mcp_tasks_sql.counts where a dialect installs them.
+    counts = sa.Table(
+        f"{prefix}task_counts",
+        metadata,
+        sa.Column("status", types.get("status", sa.Text()), primary_key=True),
+        sa.Column("slot", sa.SmallInteger, primary_key=True, autoincrement=False),
+        sa.Column("n", sa.BigInteger, nullable=False),
+    )
+    return TaskTables(metadata, tasks, counter, counts)
 
 
 #: How many owners' turn rows the counter table may hold (ids 2 and up, within SMALLINT).

@@ -96,6 +96,10 @@ class Statements:
     #: parameter ``turn``), which a create under the per-owner cap does in its transaction
     #: too, so that the fast path sees it came between. ``None`` elsewhere.
     bump_owner_turn: CompiledSQL | None = None
+    #: The counts per status (:func:`mcp_tasks_sql.counts.read_counts`) where the dialect's
+    #: migration installs the triggers that keep them; ``None`` elsewhere (``counts()``
+    #: then counts with ``stats``).
+    counts: CompiledSQL | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,12 +221,7 @@ def build(
         .limit(1)
         .with_for_update(skip_locked=True)
     )
-    doomed = (
-        sa.select(c.task_id)
-        .where(where.reapable)
-        .limit(sa.bindparam("limit", type_=sa.Integer))
-        .with_for_update(skip_locked=True)
-    )
+    doomed = reap_candidates(tables, where, now)
     count = sa.select(sa.func.count().label("n")).select_from(t)
     counter = tables.counter
 
@@ -253,7 +252,7 @@ def build(
         ),
         "claim_next": claim_next,
         "claim_one": claim_next.where(c.task_id == sa.bindparam("task_id", type_=sa.Text)),
-        "reap": sa.delete(t).where(c.task_id.in_(doomed.scalar_subquery())),
+        "reap": sa.delete(t).where(doomed_ids(c.task_id, doomed, dialect)),
         "init_counter": insert(counter)
         .from_select(
             ["id", "n_rows"],
@@ -282,6 +281,61 @@ def build(
         return compile_statement(claim_next.where(c.work_type.in_(types)), dialect)
 
     return Statements(**compiled, claim_next_of=claim_next_of, **spelled)
+
+
+def doomed_ids(
+    task_id: sa.ColumnElement[str], doomed: sa.Select[Any], dialect: Dialect
+) -> sa.ColumnElement[bool]:
+    """``task_id`` among the ``doomed`` ids. On Postgres as ``= ANY`` of their array, made
+    once: the rows are then found by the primary key whatever the planner guesses of how
+    many there are (``IN`` may hash-join them against a scan of the whole table)."""
+    if dialect.name != "postgresql":
+        return task_id.in_(doomed)
+    ids = doomed.subquery("doomed_ids")
+    array = sa.select(sa.func.array_agg(ids.c.task_id)).scalar_subquery()
+    # The cast makes it one array value: a bare subquery after ANY is a row source.
+    return task_id == sa.any_(sa.cast(array, postgresql.ARRAY(sa.Text())))
+
+
+def reap_candidates(
+    tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]
+) -> sa.Select[Any]:
+    """The ids ``reap`` deletes: at most ``limit`` rows :attr:`Predicates.reapable`
+    accepts, the expired ones first (locked, skipping rows another transaction holds).
+
+    Each of the rule's two ways of being reapable is read from its own index in that
+    index's order (``expires_at``; ``last_updated_at`` of terminal rows without TTL),
+    never by a scan of the table filtered by the rule: with ``LIMIT`` and no order, a
+    planner that expects many reapable rows (no statistics yet, say) scans from the
+    table's start for them, and the expired rows, the newest, are at its end.
+    """
+    c = tables.tasks.c
+    limit = sa.bindparam("limit", type_=sa.Integer)
+    expired = (
+        sa.select(c.task_id)
+        .where(where.reapable, c.expires_at.is_not(None), c.expires_at <= now)
+        .order_by(c.expires_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .subquery("expired")
+    )
+    retained = (
+        sa.select(c.task_id)
+        .where(
+            where.reapable,
+            c.ttl_ms.is_(None),
+            status_in(c.status, TERMINAL_STATUSES),
+            c.last_updated_at <= now - sa.bindparam("retention", type_=sa.BigInteger),
+        )
+        .order_by(c.last_updated_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .subquery("retained")
+    )
+    both = sa.union_all(sa.select(expired.c.task_id), sa.select(retained.c.task_id)).subquery(
+        "doomed"
+    )
+    return sa.select(both.c.task_id).limit(limit)
 
 
 def stats(tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]) -> sa.Select[Any]:

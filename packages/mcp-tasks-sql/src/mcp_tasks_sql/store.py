@@ -20,10 +20,11 @@ from mcp_tasks.domain.errors import (
     TaskLimitReached,
 )
 from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
+from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.kit import CloseGuard, within
 from mcp_tasks.stores.location import StoreLocation
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
-from mcp_tasks.stores.stats import BUSIEST_OWNERS, from_counts
+from mcp_tasks.stores.stats import BUSIEST_OWNERS, StoreCounts, counts_of, from_counts
 from mcp_tasks_sql.codec import RowDecoder, from_row, to_row
 from mcp_tasks_sql.connection import Mode, Row, Transaction, execute, fetch_one
 from mcp_tasks_sql.schema import owner_turn_row
@@ -222,6 +223,36 @@ class SQLTaskStore(ReadModifyWrite):
             options=self.options,
         )
 
+    async def counts(self) -> StoreCounts:
+        """Rows and unexpired tasks per status (the store gauges): where the dialect keeps
+        counters (``Statements.counts``), one read of them and of the expired rows not
+        reaped yet, whatever the table's size; elsewhere :meth:`stats`' figures.
+
+        Raises:
+            StoreNotMigrated: the namespace has no tables (a ``StoreUnavailable``).
+            StoreUnavailable: the database cannot be reached."""
+        self._guard.check()
+        if self._sql.counts is None:
+            return counts_of(await self.stats())
+        try:
+            row = await self._fetch_one(self._sql.counts, self._with_now({}))
+        except StoreUnavailable as error:
+            missing = await self._schema_missing()
+            if missing is not None:
+                raise StoreNotMigrated(missing) from error
+            raise
+        assert row is not None  # an aggregate always yields its one row
+        by_status = {
+            status: int(row[f"kept_{status.value}"]) - int(row[f"expired_{status.value}"])
+            for status in TaskStatus
+        }
+        return StoreCounts(
+            now=row["now_ms"],
+            rows=int(row["rows"]),
+            by_status=by_status,
+            max_rows=self.options.max_rows,
+        )
+
     async def _schema_missing(self) -> str | None:
         """What the namespace's schema lacks (its doctor row's words), or ``None``: it is
         whole, or the database cannot say. Asked only after a read failed, to tell
@@ -366,6 +397,9 @@ class SQLTaskStore(ReadModifyWrite):
     def _reap(self, limit: int) -> Transaction[int]:
         sql = self._sql
         retention = self.options.terminal_retention_ms
+        # The row counter first, as creates take it: the delete then takes the counts per
+        # status (mcp_tasks_sql.counts), which a create takes after the row counter too.
+        yield from self._bump_rows(0)
         # Predicates.reapable (checked against rules.is_reapable); Postgres skips rows a
         # writer or another reaper holds, so concurrent reapers delete disjoint sets.
         removed = yield from execute(

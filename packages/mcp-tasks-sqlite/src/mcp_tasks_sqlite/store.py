@@ -30,10 +30,12 @@ from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
     column_upgrades,
+    compile_statement,
     schema_objects,
     schema_row,
     task_tables,
 )
+from mcp_tasks_sql import counts as sql_counts
 from mcp_tasks_sql import statements as sql_statements
 from mcp_tasks_sqlite.notify import relay_notifier
 from mcp_tasks_sqlite.provision import SQLiteTestServers
@@ -106,8 +108,12 @@ class SQLiteDialect:
         self._busy_timeout_s = busy_timeout_s
         self._tables = task_tables(prefix=table_prefix)
         self._dialect = SQLiteDialect_aiosqlite()
+        now = sa.bindparam("now", type_=sa.BigInteger)
         self._statements = sql_statements.build(
-            self._tables, self._dialect, sa.bindparam("now", type_=sa.BigInteger)
+            self._tables,
+            self._dialect,
+            now,
+            counts=compile_statement(sql_counts.read_counts(self._tables, now), self._dialect),
         )
         self._reads: ConnectionThread | None = None
         self._writes: ConnectionThread | None = None
@@ -170,7 +176,14 @@ class SQLiteDialect:
             (self._tables.tasks.name,),
         ).fetchall()
         created = not found[0][0]
+        counted = conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+            (self._tables.counts.name,),
+        ).fetchall()[0][0]
         ddl = sql_statements.ddl(self._tables, self._dialect)
+        ddl += sql_counts.sqlite_triggers(self._tables, self._dialect)
+        if not counted:  # the counts of the tasks written before, in this transaction
+            ddl += sql_counts.refill_counts(self._tables, self._dialect)
         if not created:  # an older table: its added columns before the indexes on them
             tasks = self._tables.tasks.name
             present = {row[1] for row in conn.execute(f"PRAGMA table_info({tasks!r})")}

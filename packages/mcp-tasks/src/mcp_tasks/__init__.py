@@ -84,7 +84,7 @@ if TYPE_CHECKING:
         store_from_url,
     )
     from mcp_tasks.stores.protocol import STORE_OPERATIONS, Store
-    from mcp_tasks.stores.stats import StoreStats
+    from mcp_tasks.stores.stats import StoreCounts, StoreStats
     from mcp_tasks.tasks import StorePinned, Tasks
 
 __all__ = [
@@ -133,6 +133,7 @@ __all__ = [
     "StatusChange",
     "Store",
     "StoreBackend",
+    "StoreCounts",
     "StoreLocation",
     "StoreNotInstalled",
     "StoreNotMigrated",
@@ -220,6 +221,7 @@ _EXPORTS: dict[str, str] = {
     "StoreNotInstalled": "mcp_tasks.stores.opening",
     "StoreOptions": "mcp_tasks.domain.models",
     "StorePinned": "mcp_tasks.tasks",
+    "StoreCounts": "mcp_tasks.stores.stats",
     "StoreStats": "mcp_tasks.stores.stats",
     "StoreNotMigrated": "mcp_tasks.domain.errors",
     "StoreUnavailable": "mcp_tasks.domain.errors",

@@ -2,7 +2,7 @@
 them (its in-memory reader, on a meter provider of the test's own): a known population's
 figures on memory and SQLite, read in the background only when a collection asked and at
 most once per interval, a gap (never a stale figure) when the store fails or hangs, and
-nothing at all for a store without ``stats()`` or without an SDK."""
+nothing at all for a store without ``counts()`` or ``stats()``, or without an SDK."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from mcp_tasks import Store
-    from mcp_tasks.stores.stats import StoreStats
+    from mcp_tasks.stores.stats import StoreCounts, StoreStats
 
 pytestmark = pytest.mark.anyio
 
@@ -64,8 +64,9 @@ async def wait_past(epoch_ms: int) -> None:
     raise AssertionError("the system clock did not move")
 
 
-class Counted:
-    """A memory store whose ``stats()`` counts its calls, and can fail or hang."""
+class StatsOnly:
+    """A memory store that counts with ``stats()`` only (no ``counts()``: a scan of its
+    tasks), whose readings count themselves (``calls``) and can fail or hang."""
 
     def __init__(self, options: StoreOptions | None = None) -> None:
         self.inner = MemoryTaskStore(options)
@@ -75,15 +76,28 @@ class Counted:
         self.hanging = False
 
     def __getattr__(self, name: str) -> Any:
+        if name == "counts":
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
-    async def stats(self) -> StoreStats:
+    async def _reading(self) -> None:
         self.calls += 1
         if self.failing:
             raise StoreUnavailable("the database is down")
         if self.hanging:
             await anyio.sleep_forever()
+
+    async def stats(self) -> StoreStats:
+        await self._reading()
         return await self.inner.stats()
+
+
+class Counted(StatsOnly):
+    """The same store with ``counts()`` too (what the gauges read then)."""
+
+    async def counts(self) -> StoreCounts:
+        await self._reading()
+        return await self.inner.counts()
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -138,9 +152,13 @@ async def test_a_known_population_is_exported_by_status_and_against_the_cap(
     assert exported["mcp_tasks.store.rows.limit"] == [({"db.system.name": system}, 50)]
 
 
-async def test_stats_runs_only_when_collected_and_at_most_once_an_interval() -> None:
-    """No collection, no ``stats()``; collections within one interval share one reading."""
-    store = Counted()
+@pytest.mark.parametrize("kind", [Counted, StatsOnly])
+async def test_the_store_is_read_only_when_collected_and_at_most_once_an_interval(
+    kind: type[StatsOnly],
+) -> None:
+    """No collection, no reading of the store (``counts()``, or ``stats()`` where it has
+    none); collections within one interval share one reading."""
+    store = kind()
     metered = Metered()
     async with metered.gauges.watching(store, 0.01) as reading:  # type: ignore[arg-type]
         await anyio.sleep(0.3)
@@ -160,7 +178,7 @@ async def test_stats_runs_only_when_collected_and_at_most_once_an_interval() -> 
 
 
 async def test_a_failed_or_hung_reading_is_a_gap_not_a_stale_figure() -> None:
-    """After a failure, or a ``stats()`` past the store's timeout, nothing is exported
+    """After a failure, or a reading past the store's timeout, nothing is exported
     until a reading succeeds again."""
     store = Counted(StoreOptions(timeout_ms=100))
     metered = Metered()
@@ -180,7 +198,7 @@ async def test_a_failed_or_hung_reading_is_a_gap_not_a_stale_figure() -> None:
 
 
 async def test_a_store_without_stats_exports_no_gauge() -> None:
-    """A Store that offers no ``stats()`` is not watched."""
+    """A Store that offers neither ``counts()`` nor ``stats()`` is not watched."""
 
     class NoStats:
         url = "custom://"

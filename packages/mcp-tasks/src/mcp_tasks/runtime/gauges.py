@@ -1,14 +1,18 @@
 """Gauges of a store's state (tasks by status, rows against the row cap), read from its
-optional ``stats()`` in the background, at most once an interval, and only while an
-exporter collects them.
+optional ``counts()`` (else the counts among its ``stats()``) in the background, at most
+once an interval, and only while an exporter collects them.
 
-``stats()`` may be a whole-table aggregation, so it never runs on a request, never on a
-collection (an exporter's collection reads the last reading), and not at all while nothing
-collects (no SDK, or no metric reader): a collection marks the gauges wanted, and the
-background loop reads the store again once the interval since its last reading is over.
-Every process that watches a store counts the same store-wide figures, so one process
-(one worker, say) is enough. Attributes are the backend (``db.system.name``) and a status:
-never an id, never an owner.
+A store that offers ``counts()`` (:class:`~mcp_tasks.stores.abilities.CountsReader`: SQLite,
+Postgres, Redis) answers from counters its writes keep, in one read that costs the same at
+any number of tasks (Redis: a few ``ZCOUNT``; SQL: the counter rows and the expired rows the
+reaper has not deleted yet), so every serving process may export the gauges: ten processes
+reading every 10 s are ten small reads. A store without it answers from ``stats()``, which
+may be a whole-table aggregation: there one process (one worker, say) is enough. Either way
+the read never runs on a request, never on a collection (an exporter's collection reads the
+last reading), and not at all while nothing collects (no SDK, or no metric reader): a
+collection marks the gauges wanted, and the background loop reads the store again once the
+interval since its last reading is over. Attributes are the backend (``db.system.name``)
+and a status: never an id, never an owner.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import logging
 import math
 import time
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 import anyio
@@ -26,16 +31,17 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from mcp_tasks.domain.errors import InvalidArgument, MCPTasksError, StoreUnavailable
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.runtime.logs import Outage
-from mcp_tasks.stores.abilities import Configured, StatsReader
+from mcp_tasks.stores.abilities import Configured, CountsReader, StatsReader
 from mcp_tasks.stores.observed import backend_name, unobserved
 from mcp_tasks.stores.opening import describe_store
+from mcp_tasks.stores.stats import counts_of
 from mcp_tasks.telemetry import DB_SYSTEM, SCOPE, STATUS, Untraced
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
     from mcp_tasks.stores.protocol import Store
-    from mcp_tasks.stores.stats import StoreStats
+    from mcp_tasks.stores.stats import StoreCounts
 
 __all__ = [
     "MIN_GAUGE_INTERVAL_S",
@@ -68,12 +74,12 @@ def gauge_interval(seconds: float | None) -> float | None:
 
 
 class StoreReading:
-    """The latest ``stats()`` of one store for the gauges (``None`` before the first reading
+    """The latest counts of one store for the gauges (``None`` before the first reading
     and after a failed one: a gauge shows a gap, never a stale figure)."""
 
-    def __init__(self, store: Store, read: Callable[[], Awaitable[StoreStats]]) -> None:
+    def __init__(self, store: Store, read: Callable[[], Awaitable[StoreCounts]]) -> None:
         self.system = backend_name(store)
-        self.figures: StoreStats | None = None
+        self.figures: StoreCounts | None = None
         #: Set by a collection (an exporter's thread), cleared by the next reading.
         self.wanted = False
         self._read = read
@@ -82,7 +88,7 @@ class StoreReading:
         self._outage = Outage(logger, "reading the store's stats for gauges", describe_store(store))
 
     async def refresh(self) -> None:
-        """Read the store's stats now, bounded by the store's timeout; on failure forget the
+        """Read the store's counts now, bounded by the store's timeout; on failure forget the
         last reading (and say so, as an outage is said)."""
         try:
             with anyio.fail_after(self._timeout_s), Untraced():
@@ -160,12 +166,17 @@ class StoreGauges:
     @asynccontextmanager
     async def watching(self, store: Store, interval_s: float) -> AsyncIterator[StoreReading | None]:
         """Export ``store``'s gauges while the block runs, read at most once per
-        ``interval_s``; a store without ``stats()`` exports none (``None``)."""
+        ``interval_s``; a store with neither ``counts()`` nor ``stats()`` exports none
+        (``None``)."""
         store = unobserved(store)
-        if not isinstance(store, StatsReader):
+        if isinstance(store, CountsReader):
+            read: Callable[[], Awaitable[StoreCounts]] = store.counts
+        elif isinstance(store, StatsReader):
+            read = partial(_counts_in_stats, store)
+        else:
             yield None
             return
-        reading = StoreReading(store, store.stats)
+        reading = StoreReading(store, read)
         self._watched.append(reading)
         try:
             async with anyio.create_task_group() as group:
@@ -174,6 +185,11 @@ class StoreGauges:
                 group.cancel_scope.cancel()
         finally:
             self._watched.remove(reading)
+
+
+async def _counts_in_stats(store: StatsReader) -> StoreCounts:
+    """The counts among the store's ``stats()`` (a store that keeps no counters)."""
+    return counts_of(await store.stats())
 
 
 _process_gauges: list[StoreGauges] = []

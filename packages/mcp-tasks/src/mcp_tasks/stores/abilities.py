@@ -19,9 +19,17 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.models import StoreOptions
     from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks.stores.location import StoreLocation
-    from mcp_tasks.stores.stats import StoreStats
+    from mcp_tasks.stores.stats import StoreCounts, StoreStats
 
-__all__ = ["Configured", "Diagnoses", "InFile", "Located", "Migrates", "StatsReader"]
+__all__ = [
+    "Configured",
+    "CountsReader",
+    "Diagnoses",
+    "InFile",
+    "Located",
+    "Migrates",
+    "StatsReader",
+]
 
 
 @runtime_checkable
@@ -55,6 +63,18 @@ class StatsReader(Protocol):
 
     async def stats(self) -> StoreStats:
         """Figures of the whole store; may scan every task."""
+        ...
+
+
+@runtime_checkable
+class CountsReader(Protocol):
+    """A store that keeps its tasks counted as it writes (the store gauges): rows and
+    unexpired tasks per status, the same figures ``stats()`` gives, read without a walk of
+    the tasks."""
+
+    async def counts(self) -> StoreCounts:
+        """Rows and unexpired tasks per status, exact at the store's now; costs the same
+        whatever the number of tasks (no read of a task)."""
         ...
 
 

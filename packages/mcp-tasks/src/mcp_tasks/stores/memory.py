@@ -40,7 +40,7 @@ from mcp_tasks.domain.models import (
 from mcp_tasks.domain.rules import ClaimLane
 from mcp_tasks.stores.kit import CloseGuard
 from mcp_tasks.stores.location import StoreLocation
-from mcp_tasks.stores.stats import StoreStats, tally
+from mcp_tasks.stores.stats import StoreCounts, StoreStats, count, tally
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -419,6 +419,13 @@ class MemoryTaskStore:
         it leaves as it was (no index moves)."""
         backend = self._open_backend
         return tally(list(backend.tasks.values()), self._clock(), self.options)
+
+    async def counts(self) -> StoreCounts:
+        """Rows and unexpired tasks per status (the store gauges): one pass over the tasks
+        in this process's memory, with no I/O; the memory store serves one process, so no
+        other process reads it."""
+        backend = self._open_backend
+        return count(list(backend.tasks.values()), self._clock(), self.options)
 
     async def close(self) -> None:
         self._guard.close()

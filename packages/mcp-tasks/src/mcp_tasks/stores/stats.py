@@ -105,6 +105,57 @@ class StoreStats:
         return None if created is None else self.now - created
 
 
+@dataclass(frozen=True, slots=True)
+class StoreCounts:
+    """What a store keeps counted as it writes: its rows, and its unexpired tasks per
+    status, at one instant of its clock. What the store gauges export; a store that offers
+    :class:`~mcp_tasks.stores.abilities.CountsReader` answers it without reading the tasks,
+    so it costs the same at any size. The same figures as :class:`StoreStats` gives."""
+
+    now: int
+    """The store's clock when it counted (epoch ms)."""
+    rows: int
+    """Every row the store keeps, expired ones the reaper has not deleted yet included."""
+    by_status: Mapping[TaskStatus, int]
+    """Unexpired tasks per status (every status present, 0 included)."""
+    max_rows: int | None = None
+    """The store's row cap (``StoreOptions.max_rows``)."""
+
+    @property
+    def live_rows(self) -> int:
+        """The rows the row cap counts (``rules.counts_toward_cap``)."""
+        return sum(self.by_status.values())
+
+    @property
+    def expired(self) -> int:
+        """Rows past their TTL that the reaper has not deleted yet."""
+        return self.rows - self.live_rows
+
+    @property
+    def active(self) -> int:
+        """Tasks not finished (``rules.is_active``)."""
+        return sum(self.by_status[status] for status in LIVE)
+
+
+def counts_of(stats: StoreStats) -> StoreCounts:
+    """The counts among ``stats``' figures (for a store that offers ``stats()`` only)."""
+    return StoreCounts(
+        now=stats.now, rows=stats.rows, by_status=stats.by_status, max_rows=stats.max_rows
+    )
+
+
+def count(records: Iterable[TaskRecord], now: int, options: StoreOptions) -> StoreCounts:
+    """The counts of ``records`` at ``now``: the reference every store's ``counts()`` agrees
+    with (the rules themselves, as :func:`tally` counts them)."""
+    rows = 0
+    by_status = dict.fromkeys(TaskStatus, 0)
+    for record in records:
+        rows += 1
+        if rules.counts_toward_cap(record, now):
+            by_status[record.status] += 1
+    return StoreCounts(now=now, rows=rows, by_status=by_status, max_rows=options.max_rows)
+
+
 def tally(records: Iterable[TaskRecord], now: int, options: StoreOptions) -> StoreStats:
     """The stats of ``records`` at ``now``: the reference every store's ``stats()`` agrees
     with (the memory store and Redis call it; the SQL and MongoDB stores restate its

@@ -1,0 +1,199 @@
+"""Section 4c: every store operation with a small table and with a large one, in one run.
+
+The table is shaped as a served store's: 80 % finished tasks, 20 % queued with work, spread
+over 2,000 owners, all created through the store. At each size the mean latency of
+``create``, ``get``, a claim of the oldest eligible task, ``complete`` under its lease,
+``renew``, ``reap`` (per expired row deleted, 2,000 of them beside the table), ``stats()``
+and ``counts()``; each goal is the large size's figure over the small size's (≤ 1.3).
+
+Beside the timing, what the store counts is checked: at each size ``counts()`` and
+``stats()`` must give exactly the rows and statuses the section wrote (``exact``), the
+behaviour the small run in ``bench/tests`` asserts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from bench.stores import new_task
+from mcp_tasks import ANY_OWNER, Complete, StoreOptions, TaskStatus, store_from_url
+from mcp_tasks.stores.abilities import CountsReader, StatsReader
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from mcp_tasks import Claimed, Store
+
+#: The operations measured at each size, in the order they run.
+OPERATIONS = ("create", "get", "claim", "complete", "renew", "reap", "stats", "counts")
+#: Owners of the seeded tasks.
+OWNERS = 2_000
+#: Expired rows the reap deletes at each size (fewer in a small run: ``reaped``).
+EXPIRED = 2_000
+
+
+class Population:
+    """The tasks the section wrote: their ids, the queued ones, and the counts they make."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.queued: list[str] = []
+        self.rows = 0
+        self.by_status: Counter[TaskStatus] = Counter()
+
+    def wrote(self, status: TaskStatus, rows: int = 1) -> None:
+        self.rows += rows
+        self.by_status[status] += rows
+
+    def moved(self, before: TaskStatus, after: TaskStatus) -> None:
+        self.by_status[before] -= 1
+        self.by_status[after] += 1
+
+
+async def seed(store: Store, population: Population, count: int, deadline: float) -> None:
+    """``count`` more tasks (fewer if ``deadline``, a ``time.monotonic`` instant, passes):
+    one in five queued with work, the others completed, each of one of :data:`OWNERS`."""
+    made = 0
+    while made < count and time.monotonic() < deadline:
+        batch = [
+            replace(new_task(work=(made + i) % 5 == 0), owner=f"owner-{(made + i) % OWNERS}")
+            for i in range(min(100, count - made))
+        ]
+        await asyncio.gather(*(store.create(task) for task in batch))
+        finished = [task.task_id for task in batch if task.work is None]
+        await asyncio.gather(
+            *(store.put_status(task_id, Complete({"content": []})) for task_id in finished)
+        )
+        for task in batch:
+            population.ids.append(task.task_id)
+            if task.work is None:
+                population.wrote(TaskStatus.COMPLETED)
+            else:
+                population.queued.append(task.task_id)
+                population.wrote(TaskStatus.WORKING)
+        made += len(batch)
+
+
+async def mean_us(count: int, call: Callable[[int], Awaitable[object]]) -> float:
+    """Mean microseconds of ``count`` calls, one at a time."""
+    start = time.perf_counter()
+    for i in range(count):
+        await call(i)
+    return (time.perf_counter() - start) / max(count, 1) * 1e6
+
+
+async def best_us(repeats: int, call: Callable[[], Awaitable[object]]) -> float:
+    """The fastest of ``repeats`` calls, in microseconds (a pause elsewhere hits one)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        await call()
+        times.append((time.perf_counter() - start) * 1e6)
+    return min(times)
+
+
+async def measure(
+    store: Store, population: Population, ops: int, expired: int
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """Every operation's mean latency at the table's current size, and what ``counts()``
+    and ``stats()`` gave beside what the section wrote."""
+    figures: dict[str, float] = {}
+    claims = min(ops, len(population.queued))
+
+    async def create(_: int) -> object:
+        record = await store.create(replace(new_task(), owner="owner-0"))
+        population.ids.append(record.task_id)
+        population.wrote(TaskStatus.WORKING)
+        return record
+
+    figures["create_us"] = await mean_us(ops, create)
+    picks = [random.choice(population.ids) for _ in range(ops)]  # spread, not secrecy
+    figures["get_us"] = await mean_us(ops, lambda i: store.get(picks[i], ANY_OWNER))
+    claimed: list[Claimed] = []
+
+    async def claim(_: int) -> object:
+        got = await store.claim("bench", lease_ms=600_000)
+        if got is None:
+            raise RuntimeError("nothing left to claim")
+        claimed.append(got)
+        return got
+
+    figures["claim_us"] = await mean_us(claims, claim)
+    figures["renew_us"] = await mean_us(
+        claims, lambda i: store.renew(claimed[i].lease, lease_ms=600_000)
+    )
+
+    async def complete(i: int) -> object:
+        lease = claimed[i].lease
+        done = await store.put_status(lease.task_id, Complete({"content": []}), lease=lease)
+        population.queued.remove(lease.task_id)
+        population.moved(TaskStatus.WORKING, TaskStatus.COMPLETED)
+        return done
+
+    # complete re-reads each lease's latest end from renew: renew kept token and generation
+    figures["complete_us"] = await mean_us(claims, complete)
+    for start in range(0, expired, 100):
+        await asyncio.gather(
+            *(store.create(new_task(ttl_ms=1)) for _ in range(min(100, expired - start)))
+        )
+    await asyncio.sleep(0.01)  # every one of them past its TTL
+    started, reaped = time.perf_counter(), 0
+    while removed := await store.reap(limit=500):
+        reaped += removed
+    figures["reap_us"] = (time.perf_counter() - started) / max(reaped, 1) * 1e6
+    if isinstance(store, StatsReader):
+        figures["stats_us"] = await best_us(3, store.stats)
+    if isinstance(store, CountsReader):
+        figures["counts_us"] = await best_us(5, store.counts)
+    return figures, await exactness(store, population, reaped == expired)
+
+
+async def exactness(store: Store, population: Population, reaped_all: bool) -> dict[str, Any]:
+    """What the store counts beside what the section wrote (``exact``: they agree)."""
+    want = {"rows": population.rows, "by_status": _named(population.by_status)}
+    found: dict[str, Any] = {"wrote": want, "reaped_all": reaped_all}
+    if isinstance(store, StatsReader):
+        stats = await store.stats()
+        found["stats"] = {"rows": stats.rows, "by_status": _named(stats.by_status)}
+    if isinstance(store, CountsReader):
+        counts = await store.counts()
+        found["counts"] = {"rows": counts.rows, "by_status": _named(counts.by_status)}
+    found["exact"] = reaped_all and all(
+        found[name] == want for name in ("stats", "counts") if name in found
+    )
+    return found
+
+
+def _named(by_status: Any) -> dict[str, int]:
+    return {status.value: int(by_status.get(status, 0)) for status in TaskStatus}
+
+
+async def section(  # noqa: PLR0917 - the run's settings, as stores.scale takes them
+    url: str, small: int, large: int, ops: int, seed_budget_s: float, expired: int = EXPIRED
+) -> dict[str, Any]:
+    """Section 4c on the store at ``url``: the operations at ``small`` rows, then at
+    ``large`` (as many as ``seed_budget_s`` of seeding allows; ``rows.large`` says)."""
+    store = store_from_url(url, StoreOptions(max_rows=None, max_active_per_owner=None))
+    population = Population()
+    try:
+        await seed(store, population, small, float("inf"))
+        at_small, small_check = await measure(store, population, ops, expired)
+        rows_small = population.rows
+        started = time.perf_counter()
+        await seed(store, population, large - small, time.monotonic() + seed_budget_s)
+        seeded = time.perf_counter() - started
+        at_large, large_check = await measure(store, population, ops, expired)
+    finally:
+        await store.close()
+    return {
+        "small": at_small,
+        "large": at_large,
+        "rows": {"small": rows_small, "large": population.rows, "asked": large},
+        "seed": {"tasks_per_s": (population.rows - rows_small) / max(seeded, 1e-9)},
+        "exact": {"small": small_check, "large": large_check},
+    }
