@@ -15,6 +15,7 @@ from mcp_tasks import (
     store_from_url,
 )
 from mcp_tasks.stores.abilities import Located
+from mcp_tasks.stores.observed import unobserved
 from mcp_tasks_contract.notifiers import check_signal_crosses_handles
 from mcp_tasks_contract.offers import BEHAVIOURS
 from mcp_tasks_contract.population import assert_survived, populate, snapshot
@@ -59,7 +60,7 @@ class OptionalContract(ContractBase):
         (``namespaced_url``) opens a store that shares nothing with the first; after
         ``drop_namespace`` its task is gone."""
         self.require("namespaces")
-        store = await handles.open()
+        store = unobserved(await handles.open())  # the store inside an encrypting handle
         assert isinstance(store, Located), (
             "offers.namespaces is set but the handle has no location (stores.abilities.Located)"
         )

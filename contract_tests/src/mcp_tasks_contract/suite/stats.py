@@ -28,6 +28,7 @@ from mcp_tasks import (
     new_task_id,
 )
 from mcp_tasks.stores.abilities import StatsReader
+from mcp_tasks.stores.observed import unobserved
 from mcp_tasks_contract.suite.base import (
     BOOM,
     ELICIT,
@@ -194,5 +195,6 @@ class StatsContract(ContractBase):
 
 async def stats_of(store: Store) -> StoreStats:
     """The store's optional ``stats()``, which this part needs."""
+    store = unobserved(store)  # the store inside an encrypting handle
     assert isinstance(store, StatsReader), f"{type(store).__name__} offers no stats()"
     return await store.stats()
