@@ -179,7 +179,9 @@ class Keyring:
     """
 
     def __init__(self, keys: Iterable[EncryptionKey]) -> None:
-        ciphers = [_Cipher(key) for key in keys]
+        #: The keys, the sealing one first.
+        self.keys = tuple(keys)
+        ciphers = [_Cipher(key) for key in self.keys]
         if not ciphers:
             raise InvalidArgument("at least one encryption key is needed")
         ids = [c.key_id for c in ciphers]
