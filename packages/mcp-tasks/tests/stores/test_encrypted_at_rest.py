@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import sqlite3
+from collections.abc import Awaitable, Callable
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +31,6 @@ from mcp_tasks import (
 )
 from mcp_tasks.domain.errors import DecryptionFailed, UnknownEncryptionKey
 from mcp_tasks.stores.encrypted import EncryptedStore, EncryptionKey, Keyring, new_key
-
-from collections.abc import Awaitable, Callable
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -69,7 +68,9 @@ async def write_tasks(store: Store) -> tuple[str, str]:
     question = {"method": "elicitation/create", "params": {"message": SECRETS["question"]}}
     await store.put_status(done, RequireInput({"q": question}))
     await store.update(done, "alice", {"q": {"action": "accept", "content": SECRETS["answer"]}})
-    await store.put_status(done, Complete({"content": [{"type": "text", "text": SECRETS["result"]}]}))
+    await store.put_status(
+        done, Complete({"content": [{"type": "text", "text": SECRETS["result"]}]})
+    )
     error = {"code": -32000, "message": SECRETS["error message"], "data": SECRETS["error data"]}
     await store.put_status(failed, Fail(error))
     return done, failed
@@ -209,7 +210,11 @@ async def test_the_database_holds_no_plain_user_data(raw_store: tuple[Store, Raw
     assert completed.input_responses["q"] == {"action": "accept", "content": SECRETS["answer"]}
     assert completed.result == {"content": [{"type": "text", "text": SECRETS["result"]}]}
     error = (await store.get(failed, "alice")).error
-    assert error == {"code": -32000, "message": SECRETS["error message"], "data": SECRETS["error data"]}
+    assert error == {
+        "code": -32000,
+        "message": SECRETS["error message"],
+        "data": SECRETS["error data"],
+    }
 
 
 async def test_plain_tasks_stay_readable_and_unknown_keys_are_named() -> None:
@@ -219,7 +224,9 @@ async def test_plain_tasks_stay_readable_and_unknown_keys_are_named() -> None:
     backend = MemoryBackend()
     plain = MemoryTaskStore(backend=backend)
     old = new_task_id()
-    await plain.create(NewTask(old, owner="alice", work=WorkSpec("t", {"a": 1}), status_message="m"))
+    await plain.create(
+        NewTask(old, owner="alice", work=WorkSpec("t", {"a": 1}), status_message="m")
+    )
     sealing = EncryptedStore(MemoryTaskStore(backend=backend), KEYS)
     record = await sealing.get(old, "alice")
     assert (record.work.input if record.work else None, record.status_message) == ({"a": 1}, "m")
@@ -235,7 +242,8 @@ async def test_plain_tasks_stay_readable_and_unknown_keys_are_named() -> None:
     rotated = Keyring([EncryptionKey.parse(f"k2:{secret}"), *KEYS.keys])
     both = EncryptedStore(MemoryTaskStore(backend=backend), rotated)
     opened = await both.get(sealed, "alice")
-    assert opened.work is not None and opened.work.input == {"a": 2}
+    assert opened.work is not None
+    assert opened.work.input == {"a": 2}
     moved = dataclasses.replace(backend.tasks[sealed], owner="mallory")
     backend.put(moved)
     with pytest.raises(DecryptionFailed):

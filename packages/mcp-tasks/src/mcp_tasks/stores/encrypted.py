@@ -149,7 +149,10 @@ class _Cipher:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: PLC0415
 
         self.key_id = key.key_id
-        derive = lambda label: hmac.digest(key.secret, label, "sha256")  # noqa: E731
+
+        def derive(label: bytes) -> bytes:
+            return hmac.digest(key.secret, label, "sha256")
+
         self._aead = AESGCM(derive(b"mcp-tasks aes-gcm key"))
         self._nonce_key = derive(b"mcp-tasks nonce key")
 
@@ -232,7 +235,9 @@ class Keyring:
         return value
 
 
-def keyring_from(keys: Keyring | str | Iterable[str] | None, *, environ: bool = True) -> Keyring | None:
+def keyring_from(
+    keys: Keyring | str | Iterable[str] | None, *, environ: bool = True
+) -> Keyring | None:
     """The keyring ``keys`` names: a :class:`Keyring`, a string of keys (:meth:`Keyring.parse`),
     or one string per key; ``None``: ``$MCP_TASKS_ENCRYPTION_KEYS`` when ``environ`` and set,
     else no encryption."""
