@@ -60,7 +60,8 @@ async def test_a_served_task_is_sealed_in_the_store_and_plain_on_the_wire(
     assert isinstance(tasks.observed_store.inner, EncryptedStore)
     inner = unobserved(tasks.observed_store)
     assert inner is store
-    assert isinstance(inner, InFile) and isinstance(inner, StatsReader)
+    assert isinstance(inner, InFile)
+    assert isinstance(inner, StatsReader)
     assert isinstance(inner, Rewrites)
     assert isinstance(notifier_for(tasks.observed_store), RelayNotifier)
     async with (
