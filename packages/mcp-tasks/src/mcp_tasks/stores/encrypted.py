@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import json
@@ -84,6 +85,9 @@ KEYS_ENV: Final = "MCP_TASKS_ENCRYPTION_KEYS"
 #: The prefix of a sealed string, and the one key of a sealed object.
 SEALED: Final = "mcpt:enc1:"
 SEALED_KEY: Final = "mcpt:enc1"
+
+#: How many opened values a :class:`Keyring` keeps (what ``tasks/get`` polls read again).
+OPENED_KEPT: Final = 4096
 
 _KEY_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _KEY_BYTES: Final = 32
@@ -192,6 +196,9 @@ class Keyring:
             raise InvalidArgument("two encryption keys have the same id")
         self._sealing = ciphers[0]
         self._ciphers = {c.key_id: c for c in ciphers}
+        # A poll reads the same sealed values again and again: each opened once. Keyed by
+        # the task and owner too, so a value moved to another task is still refused.
+        self._opened = functools.lru_cache(maxsize=OPENED_KEPT)(self._open)
 
     def __repr__(self) -> str:
         return f"Keyring(key_ids={list(self._ciphers)!r})"
@@ -217,12 +224,17 @@ class Keyring:
         return f"{SEALED}{self._sealing.key_id}:{_b64encode(sealed)}"
 
     def open(self, text: str, task_id: str, owner: str | None) -> JSONValue:
-        """The value :meth:`seal` sealed in ``text``.
+        """The value :meth:`seal` sealed in ``text`` (the same object for the same
+        arguments while it is among the last :data:`OPENED_KEPT` opened: never change it).
 
         Raises:
             UnknownEncryptionKey: sealed under a key that is not configured.
             DecryptionFailed: it does not authenticate for this task and owner.
         """
+        opened: JSONValue = self._opened(text, task_id, owner)
+        return opened
+
+    def _open(self, text: str, task_id: str, owner: str | None) -> JSONValue:
         key_id, _, encoded = text[len(SEALED) :].partition(":")
         cipher = self._ciphers.get(key_id)
         if cipher is None:
@@ -365,6 +377,31 @@ class TaskSeal:
 
     def open_record(self, record: TaskRecord) -> TaskRecord:
         """``record`` with every sealed part opened (itself when nothing is sealed)."""
+        changes: dict[str, Any] = {}
+        message = record.status_message
+        if is_sealed(message):
+            changes["status_message"] = self.open_text(message)
+        work = self.open_work(record.work)
+        if work is not record.work:
+            changes["work"] = work
+        if record.result is not None and _sealed_object(record.result) is not None:
+            changes["result"] = self.open(record.result)
+        error = self.open_error(record.error)
+        if error is not record.error:
+            changes["error"] = error
+        if record.input_requests or record.input_responses:
+            changes.update(self._open_inputs(record))
+        if not changes:
+            return record
+        opened = object.__new__(TaskRecord)
+        for name in TaskRecord.__slots__:
+            object.__setattr__(opened, name, changes.get(name, getattr(record, name)))
+        return opened
+
+    def _open_inputs(self, record: TaskRecord) -> dict[str, Any]:
+        """The input requests, answers and asked digests opened: the digest of a sealed
+        request is the plain request's (outstanding: from the request itself; answered:
+        the one sealed with its answer)."""
         requests = {k: self.open_request(r) for k, r in record.input_requests.items()}
         asked = dict(record.asked_inputs)
         answers: dict[str, JSONValue] = {}
@@ -381,17 +418,7 @@ class TaskSeal:
         for key, request in record.input_requests.items():
             if key in asked and _sealed_object(request.get("params")) is not None:
                 asked[key] = input_digest(requests[key])
-        result = record.result
-        return replace(
-            record,
-            status_message=self.open_text(record.status_message),
-            input_requests=requests,
-            input_responses=answers,
-            asked_inputs=asked,
-            result=None if result is None else self.open(result),  # type: ignore[arg-type]
-            error=self.open_error(record.error),
-            work=self.open_work(record.work),
-        )
+        return {"input_requests": requests, "input_responses": answers, "asked_inputs": asked}
 
 
 #: How many task owners an :class:`EncryptedStore` remembers (a worker's write names no
