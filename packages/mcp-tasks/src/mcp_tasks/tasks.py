@@ -196,7 +196,8 @@ class Tasks:
         self.encryption_keys = keyring_from(encryption_keys)
         #: The store observed (each operation a span), once, sealing with the keys: the
         #: engine, the runner and ``control()`` all serve from this one.
-        self.observed_store = observed(encrypting(self.store, self.encryption_keys))
+        sealing = encrypting(self.store, self.encryption_keys)
+        self.observed_store = observed(sealing)
         self.close_store = isinstance(store, str) if close_store is None else close_store
         #: Whether an adapter serves this Tasks (extension(), install(), tool(), …).
         self.attached = False
@@ -257,7 +258,8 @@ class Tasks:
         if self.runner.running:
             raise RuntimeError("use_store() must be called before the Tasks starts running")
         self.store = store_from_url(store) if isinstance(store, str) else store
-        self.observed_store = observed(encrypting(self.store, self.encryption_keys))
+        sealing = encrypting(self.store, self.encryption_keys)
+        self.observed_store = observed(sealing)
         self.runner.serve_from(self.observed_store)
         self.engine.serve_from(self.observed_store)
         if not self._notifier_chosen:  # the old store's notifier would watch the old store
