@@ -29,7 +29,7 @@ from mcp_tasks import (
     new_task_id,
     store_from_url,
 )
-from mcp_tasks.domain.errors import DecryptionFailed, UnknownEncryptionKey
+from mcp_tasks.domain.errors import DecryptionFailed, DuplicateTaskId, UnknownEncryptionKey
 from mcp_tasks.stores.encrypted import EncryptedStore, EncryptionKey, Keyring, new_key
 
 if TYPE_CHECKING:
@@ -248,3 +248,18 @@ async def test_plain_tasks_stay_readable_and_unknown_keys_are_named() -> None:
     backend.put(moved)
     with pytest.raises(DecryptionFailed):
         await sealing.get(sealed, "mallory")
+
+
+async def test_a_refused_create_teaches_no_owner() -> None:
+    """A create refused as a duplicate id (another owner's) leaves the handle's memory of
+    owners alone: its next worker write is sealed for the task's real owner and opens."""
+    backend = MemoryBackend()
+    store = EncryptedStore(MemoryTaskStore(backend=backend), KEYS)
+    task_id = new_task_id()
+    await EncryptedStore(MemoryTaskStore(backend=backend), KEYS).create(
+        NewTask(task_id, owner="alice", work=WorkSpec("t", {"a": 1}))
+    )
+    with pytest.raises(DuplicateTaskId):
+        await store.create(NewTask(task_id, owner="mallory", work=WorkSpec("t", {"a": 2})))
+    await store.put_status(task_id, Progress("half way"))
+    assert (await store.get(task_id, "alice")).status_message == "half way"

@@ -446,6 +446,8 @@ class EncryptedStore:
         return repr(self.inner)
 
     def _seal_for(self, task_id: str, owner: str | None) -> TaskSeal:
+        """The task's seal; its owner remembered (``owner`` is always one the store
+        answered: a create the store refused, say a duplicate id, teaches nothing)."""
         owners = self._owners
         owners[task_id] = owner
         owners.move_to_end(task_id)
@@ -460,11 +462,11 @@ class EncryptedStore:
         return replace(transition, record=self._opened(transition.record))
 
     async def create(self, task: NewTask) -> TaskRecord:
-        seal = self._seal_for(task.task_id, task.owner)
+        seal = TaskSeal(self.keyring, task.task_id, task.owner)
         sealed = replace(
             task, work=seal.seal_work(task.work), status_message=seal.seal_text(task.status_message)
         )
-        return seal.open_record(await self.inner.create(sealed))
+        return self._opened(await self.inner.create(sealed))
 
     async def get(self, task_id: str, owner: OwnerArg) -> TaskRecord:
         return self._opened(await self.inner.get(task_id, owner))
