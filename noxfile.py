@@ -147,10 +147,15 @@ CONTRACT_WORKERS: dict[str, tuple[str, ...]] = {
 
 
 def _contract_session(backend: str, description: str, files: tuple[str, ...]) -> None:
-    """Register the session ``contract-<backend>``: pytest on ``files`` (plus posargs)."""
+    """Register the session ``contract-<backend>``: pytest on ``files`` (plus posargs), then
+    on the first of them with ``--contract-encrypted`` (every handle seals the tasks' user
+    data, as ``Tasks(encryption_keys=…)`` does)."""
 
     def contract(session: nox.Session) -> None:
-        session.run(*PYTEST, *files, *CONTRACT_WORKERS.get(backend, PARALLEL), *session.posargs)
+        workers = CONTRACT_WORKERS.get(backend, PARALLEL)
+        session.run(*PYTEST, *files, *workers, *session.posargs)
+        # Once more with encryption at rest on (the first file: one encrypted pass per store).
+        session.run(*PYTEST, files[0], *workers, "--contract-encrypted", *session.posargs)
 
     contract.__doc__ = description
     contract.__name__ = contract.__qualname__ = f"contract_{backend}"

@@ -234,6 +234,15 @@ def ratios(results: dict[str, Any], missing: dict[str, str]) -> dict[str, dict[s
             if name in FLOOR_GOALS
             else reported(figures, absent(name), pair)
         )
+    # Encryption at rest: the same server with a key, beside itself without (reported).
+    for name in ALL:
+        sealed = name + served.ENCRYPTED
+        out[f"encryption.{name}.tasks_get_encrypted_vs_plain"] = reported(
+            (rps(sealed), rps(name)), absent(name), ONE_GET
+        )
+        out[f"encryption.{name}.cpu_per_task_encrypted_vs_plain"] = reported(
+            (cpu_ms(sealed), cpu_ms(name)), absent(name), (requests(sealed), requests(name))
+        )
     calls = results.get("tools_call", {})
     out["tools_call.memory_task_vs_sdk_plain"] = goal(
         (

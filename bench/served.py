@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections import Counter
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,7 @@ from bench.common import (
 )
 from bench.stack import ENV as STACK_FILE
 from bench.stack import label
+from mcp_tasks.stores.encrypted import KEYS_ENV, new_key
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -71,6 +72,8 @@ BARE = "bare starlette"
 #: stack (a suffix to the name of the row it doubles).
 SERVE = "memory serve"
 UVLOOP = " uvloop"
+#: The suffix of a row of ours with encryption at rest on (``$MCP_TASKS_ENCRYPTION_KEYS``).
+ENCRYPTED = " encrypted"
 
 #: How a server is started: ``uvicorn.run(app)`` (``python -m bench.servers``, the peer's
 #: script) or our CLI.
@@ -91,6 +94,8 @@ class Target:
     key_prefix: str | None = None  #: the peer's Docket keys on Redis, deleted at the end
     way: str = UVICORN_RUN  #: how it is served
     capacity_only: bool = False  #: a row of section 1 (and idle CPU) alone
+    #: the server's environment beside ours (the encryption keys of an ``ENCRYPTED`` row)
+    env: dict[str, str] = field(default_factory=dict)
     #: the loop and HTTP parser it reported running on (``bench/stack.py``), once started
     stack: dict[str, str] | None = None
 
@@ -140,13 +145,7 @@ def targets(
     once: the workload's in-flight count); the two floors. Then section 1's own rows: ours
     on memory under ``mcp-tasks serve``, and the production stack (uvloop, httptools) for
     ours on memory, the peer on memory and the two floors."""
-    found = []
-    for backend in backends:
-        port = free_port()
-        where = backend.base or backend.url
-        found.append(
-            Target(backend.name, our_server(backend, port), port, "tasks", backend.name, where)
-        )
+    found = ours(backends)
     redis = next((b for b in backends if b.name == "redis"), None)
     if fastmcp_python is not None:
         peers: list[tuple[str, str, str, str | None]] = [(PEER, "memory://", "memory", None)]
@@ -165,6 +164,22 @@ def targets(
         argv = [sys.executable, "-m", "bench.servers", "sdk" if kind == "sdk" else "starlette"]
         found.append(Target(name, [*argv, "--port", str(port)], port, kind))
     return found + production_rows(found)
+
+
+def ours(backends: Sequence[Backend]) -> list[Target]:
+    """Our server on each store, and again with encryption at rest on (a row named with
+    :data:`ENCRYPTED`: the same server with a key in ``$MCP_TASKS_ENCRYPTION_KEYS``, on the
+    same namespace; each server runs the tasks it creates)."""
+    found = []
+    keys = {KEYS_ENV: f"bench:{new_key()}"}
+    for backend in backends:
+        where = backend.base or backend.url
+        for suffix, env in (("", {}), (ENCRYPTED, keys)):
+            port = free_port()
+            argv = our_server(backend, port)
+            name = backend.name + suffix
+            found.append(Target(name, argv, port, "tasks", backend.name, where, env=env))
+    return found
 
 
 def production_rows(defaults: Sequence[Target]) -> list[Target]:
@@ -296,7 +311,7 @@ def started(servers: ExitStack, target: Target, directory: Path) -> int:
     """Start ``target``'s server until ``servers`` ends; its pid. Its loop and HTTP parser,
     as it reports them once its app has started, become ``target.stack``."""
     report = directory / f"stack-{target.port}.json"
-    env = {STACK_FILE: str(report)}
+    env = {**target.env, STACK_FILE: str(report)}
     process = servers.enter_context(server_process(target.argv, target.port, env=env))
     deadline = time.monotonic() + STACK_REPORT_S
     while not report.exists() or not report.read_text():

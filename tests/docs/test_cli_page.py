@@ -49,6 +49,11 @@ PAGE.explain(
     "--answer colour does not fit the question",
     "a tool of its own: packages/mcp-tasks/tests/cli/test_cli_answer_check.py runs it",
 )
+PAGE.explain(
+    'MCP_TASKS_ENCRYPTION_KEYS="new:…,old:…" mcp-tasks rekey',
+    "a store written under two keys: packages/mcp-tasks/tests/stores/test_rekey.py runs "
+    "rekey and its command (the counts depend on the store)",
+)
 SERVE = PAGE.take("mcp-tasks serve --store memory://demo")
 WORKER = PAGE.take("mcp-tasks worker myapp:mcp")
 CONTRACT = PAGE.take("mcp-tasks contract memory://")

@@ -9,6 +9,7 @@ from typing import TypeAlias
 import anyio
 
 from mcp_tasks import ManualClock, NewTask, Store, StoreOptions, new_task_id
+from mcp_tasks.stores.encrypted import Keyring, encrypting
 
 StoreFactory: TypeAlias = Callable[[str, StoreOptions], Awaitable[Store]]
 """What the ``store`` fixture provides: ``await factory(namespace, options)`` opens a NEW
@@ -28,14 +29,25 @@ CLOCK_WAIT_LIMIT_S = 30.0
 class StoreHandles:
     """Opens handles through the author's factory and closes every one of them at teardown.
 
+    With ``keys`` every handle it opens is wrapped to seal what the tasks carry of their
+    users' data, so the whole suite runs on the store as ``Tasks(encryption_keys=…)`` uses it.
+
     Time: with a ``clock`` (the :class:`ManualClock` every handle of the factory uses), the
     suite moves time by advancing it; without one the store runs on a real clock, which
     :meth:`wait_past` waits for, reading the store's own clock (never the test's).
     """
 
-    def __init__(self, factory: StoreFactory, clock: ManualClock | None = None) -> None:
+    def __init__(
+        self,
+        factory: StoreFactory,
+        clock: ManualClock | None = None,
+        keys: Keyring | None = None,
+    ) -> None:
         self._factory = factory
         self.clock = clock
+        #: With keys (``--contract-encrypted``), every handle seals the tasks' user data
+        #: (:class:`~mcp_tasks.stores.encrypted.EncryptedStore`) and the suite runs on that.
+        self.keys = keys
         self.namespace = new_namespace()
         self._opened: list[Store] = []
         self._probe: Store | None = None
@@ -73,6 +85,7 @@ class StoreHandles:
         """A new handle on this test's namespace (or ``namespace``)."""
         handle = await self._factory(namespace or self.namespace, options or StoreOptions())
         self._opened.append(handle)
+        handle = encrypting(handle, self.keys)
         return handle
 
     async def open_many(self, count: int, options: StoreOptions | None = None) -> list[Store]:

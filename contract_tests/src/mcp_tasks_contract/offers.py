@@ -11,6 +11,7 @@ BEHAVIOURS: Final[dict[str, str]] = {
     "namespaces": "O-NAMESPACES",
     "notifier": "O-NOTIFIER",
     "server_restart": "O-RESTART",
+    "rewrite": "O-REWRITE",
 }
 
 
@@ -36,6 +37,11 @@ class Offers:
     server_restart: bool = False
     """Acknowledged writes survive a restart of the store's server: override the
     ``store_server_restart`` fixture with a coroutine function that restarts it."""
+
+    rewrite: bool = False
+    """The store rewrites its tasks in place for an operator's maintenance
+    (:class:`~mcp_tasks.stores.abilities.Rewrites`, ``mcp-tasks rekey``): every task once,
+    in id order, only its payload, with a compare-and-set."""
 
     def not_offered(self) -> list[str]:
         """The ids of the optional behaviours this declaration leaves out."""

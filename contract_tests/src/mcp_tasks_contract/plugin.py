@@ -69,6 +69,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "stateful_max_examples (more finds rarer bugs; a failure stops it early)",
     )
     group.addoption(
+        "--contract-encrypted",
+        action="store_true",
+        help="run the suite on the store sealing the tasks' user data with a fresh key "
+        "(mcp_tasks.stores.encrypted.EncryptedStore), as Tasks(encryption_keys=...) uses it",
+    )
+    group.addoption(
         "--contract-version",
         metavar="N",
         type=int,

@@ -103,4 +103,6 @@ OPTIONAL: Final[dict[str, str]] = {
     "O-NOTIFIER": "a cross-process notifier under the store's URL scheme: a change published "
     "on one handle's notifier wakes a subscriber on another's",
     "O-RESTART": "every acknowledged write survives a restart of the store's server",
+    "O-REWRITE": "rewrite_after visits every task once in id order and writes only its "
+    "payload, with a compare-and-set: no write that comes between is lost",
 }

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from mcp_tasks import drop_namespace, namespaced_url, store_from_url
 from mcp_tasks.runtime.notifier import OffersNotifier
+from mcp_tasks.stores.abilities import Rewrites
 from mcp_tasks.stores.opening import NamespacesNotSupported, with_query
 from mcp_tasks_contract.offers import Offers
 
@@ -93,7 +94,8 @@ class UrlStoreFactory:
 def offers_of_url(url: str) -> Offers:
     """What the backend registered for ``url``'s scheme offers: namespaces when
     :func:`mcp_tasks.namespaced_url` can point the URL at one, a notifier when its store
-    offers one (:class:`~mcp_tasks.runtime.notifier.OffersNotifier`). A store opened by
+    offers one (:class:`~mcp_tasks.runtime.notifier.OffersNotifier`), rewrites when it
+    rewrites (:class:`~mcp_tasks.stores.abilities.Rewrites`). A store opened by
     URL keeps the real clock, and its server's restarts are the backend's own tests'."""
     try:
         namespaced_url(url, "mcpt_probe")
@@ -102,5 +104,6 @@ def offers_of_url(url: str) -> Offers:
     else:
         namespaces = True
     # Opening does no I/O (StoreBackend.open): the handle holds nothing to close.
-    notifier = isinstance(store_from_url(url), OffersNotifier)
-    return Offers(namespaces=namespaces, notifier=notifier)
+    opened = store_from_url(url)
+    notifier = isinstance(opened, OffersNotifier)
+    return Offers(namespaces=namespaces, notifier=notifier, rewrite=isinstance(opened, Rewrites))

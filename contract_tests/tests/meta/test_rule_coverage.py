@@ -57,7 +57,11 @@ def test_each_optional_behaviour_is_one_declaration_and_never_a_rule() -> None:
     assert set(Offers.__dataclass_fields__) == set(BEHAVIOURS)
     assert not set(OPTIONAL) & set(RULES)
     assert Offers().not_offered() == list(BEHAVIOURS.values())
-    assert Offers(clock=True, notifier=True).not_offered() == ["O-NAMESPACES", "O-RESTART"]
+    assert Offers(clock=True, notifier=True).not_offered() == [
+        "O-NAMESPACES",
+        "O-RESTART",
+        "O-REWRITE",
+    ]
     for name, test in contract_tests(StoreContract).items():
         optional = [i for i in rule_ids(test) if i in OPTIONAL]
         assert optional == [] or rule_ids(test) == optional[:1], name

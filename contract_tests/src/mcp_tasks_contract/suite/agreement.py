@@ -13,7 +13,7 @@ store on random sequences; these name each rule's cases one by one.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
@@ -31,10 +31,11 @@ from mcp_tasks import (
     new_task_id,
 )
 from mcp_tasks.domain import rules
+from mcp_tasks.stores.encrypted import TaskSeal, reseal
 from mcp_tasks_contract.suite.base import SHORT_MS, ContractBase
 
 if TYPE_CHECKING:
-    from mcp_tasks import Claimed, StatusChange, Store, TaskRecord
+    from mcp_tasks import Claimed, StatusChange, Store, TaskRecord, Transition
     from mcp_tasks.domain.jsonsafe import JSONObject
     from mcp_tasks_contract.handles import StoreHandles
 
@@ -206,14 +207,15 @@ class RuleAgreementContract(ContractBase):
                 await after_a_moment(handles, before)
                 got = await store.put_status(before.task_id, change, event_id=event_id)
                 now = write_now(before, got.record)
-                want = rules.apply_put(
-                    before, change, now, result_retention_ms=7_200_000, event_id=event_id
+                want = apply_put_as_stored(
+                    handles, before, change, now, result_retention_ms=7_200_000, event_id=event_id
                 )
                 assert got == want, case
                 assert await store.get(before.task_id, ANY_OWNER) == want.record, case
                 if event_id is not None:
                     again = await store.put_status(before.task_id, change, event_id=event_id)
-                    replayed = rules.apply_put(
+                    replayed = apply_put_as_stored(
+                        handles,
                         want.record,
                         change,
                         now + 1,
@@ -250,3 +252,15 @@ class RuleAgreementContract(ContractBase):
         assert cancelled == rules.apply_cancel(before, "alice", now, result_retention_ms=600_000)
         assert cancelled.record.expires_at == now + 600_000
         assert await store.get(task.task_id, "alice") == cancelled.record
+
+
+def apply_put_as_stored(
+    handles: StoreHandles, before: TaskRecord, change: StatusChange, now: int, **options: Any
+) -> Transition:
+    """rules.apply_put on what the store is given: with ``--contract-encrypted`` the sealed
+    record and change (its event fingerprint is the sealed change's), the answer opened."""
+    if handles.keys is None:
+        return rules.apply_put(before, change, now, **options)
+    seal = TaskSeal(handles.keys, before.task_id, before.owner)
+    stored = rules.apply_put(reseal(before, handles.keys), seal.seal_change(change), now, **options)
+    return replace(stored, record=seal.open_record(stored.record))

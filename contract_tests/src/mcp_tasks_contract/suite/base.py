@@ -19,6 +19,7 @@ from mcp_tasks import (
     WorkSpec,
     new_task_id,
 )
+from mcp_tasks.stores.encrypted import Keyring, new_key
 from mcp_tasks_contract.handles import StoreFactory, StoreHandles
 from mcp_tasks_contract.offers import Offers
 
@@ -102,11 +103,20 @@ class ContractBase:
         return restart
 
     @pytest.fixture
+    def store_encryption(self, request: pytest.FixtureRequest) -> Keyring | None:
+        """The keys every handle seals with: a fresh one with ``--contract-encrypted``
+        (the store then runs the suite as ``Tasks(encryption_keys=…)`` uses it), else
+        ``None``. Override it to run your own way."""
+        if request.config.getoption("contract_encrypted", False):
+            return Keyring.parse(f"contract:{new_key()}")
+        return None
+
+    @pytest.fixture
     async def handles(
-        self, store: StoreFactory, store_clock: ManualClock | None
+        self, store: StoreFactory, store_clock: ManualClock | None, store_encryption: Keyring | None
     ) -> AsyncIterator[StoreHandles]:
         """One fresh namespace per test; every handle the test opens is closed afterwards."""
-        opened = StoreHandles(store, store_clock)
+        opened = StoreHandles(store, store_clock, store_encryption)
         try:
             yield opened
         finally:

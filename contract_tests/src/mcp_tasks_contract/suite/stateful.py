@@ -63,6 +63,7 @@ from mcp_tasks import (
     WorkSpec,
     new_task_id,
 )
+from mcp_tasks.stores.encrypted import encrypting
 from mcp_tasks_contract.handles import StoreHandles, new_namespace
 from mcp_tasks_contract.suite.base import BOOM, ELICIT, LONG_LEASE_MS, ContractBase, outcome_of
 from mcp_tasks_contract.verdicts import RuleBroken
@@ -315,7 +316,11 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.namespace = new_namespace()
         self.store = self._open()
         self.model_clock = ManualClock()
-        self.model = MemoryTaskStore(OPTIONS, clock=self.model_clock)
+        # Sealed as the store is (deterministically: equal values, equal ciphertexts), so
+        # the digests and fingerprints the two keep of what they are given agree.
+        self.model = encrypting(
+            MemoryTaskStore(OPTIONS, clock=self.model_clock), self.session.handles.keys
+        )
         self.known: dict[str, Tracked] = {}
         self.created = 0
         self.steps = 0

@@ -29,6 +29,7 @@ from mcp_tasks import (
     new_task_id,
 )
 from mcp_tasks.stores.abilities import CountsReader, StatsReader
+from mcp_tasks.stores.observed import unobserved
 from mcp_tasks_contract.suite.base import (
     BOOM,
     ELICIT,
@@ -287,5 +288,6 @@ async def claim_and_complete(store: Store) -> TaskRecord:
 
 async def stats_of(store: Store) -> StoreStats:
     """The store's optional ``stats()``, which this part needs."""
+    store = unobserved(store)  # the store inside an encrypting handle
     assert isinstance(store, StatsReader), f"{type(store).__name__} offers no stats()"
     return await store.stats()

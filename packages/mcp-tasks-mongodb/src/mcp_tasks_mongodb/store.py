@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
     from mcp_tasks.runtime.notifier import RelayNotifier
+    from mcp_tasks.stores.abilities import Rewrite
     from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks.stores.stats import StoreStats
     from mcp_tasks_mongodb.codec import Document
@@ -258,6 +259,28 @@ class MongoTaskStore(ReadModifyWrite):
                     return result
 
         return await detached_within(self.options.timeout_ms, modify, self._refusals)
+
+    async def rewrite_after(self, after: str | None, rewrite: Rewrite) -> str | None:
+        """The next task by id rewritten in place (``Rewrites``): read it, let ``rewrite``
+        compute the payload (``rules.rewritten``), replace it only if its version is
+        unchanged; on a lost race (a write came between), read it again."""
+
+        async def rewrite_next(_deadline: float) -> str | None:
+            tasks = await self._tasks()
+            with driver_call():
+                document = await tasks.find_one({"_id": {"$gt": after or ""}}, sort=[("_id", 1)])
+            if document is None:
+                return None
+            record: TaskRecord | None = record_of(document)
+            version: str | None = document["v"]
+            while record is not None and version is not None:
+                written = rules.rewritten(record, rewrite(record))
+                if written is None or await self._write(written, version):
+                    break
+                record, version, _ = await self._read(record.task_id)
+            return str(document["_id"])
+
+        return await detached_within(self.options.timeout_ms, rewrite_next, self._refusals)
 
     # --- create and the caps ---------------------------------------------------------------
 

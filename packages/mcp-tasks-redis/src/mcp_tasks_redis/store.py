@@ -47,6 +47,7 @@ namespace no reaper serves, never what makes a task missing.
 
 from __future__ import annotations
 
+import bisect
 import re
 import secrets
 from dataclasses import dataclass, replace
@@ -109,6 +110,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.models import Lease, NewTask, StatusChange
     from mcp_tasks.domain.rules import OwnerArg
     from mcp_tasks.runtime.notifier import RelayNotifier
+    from mcp_tasks.stores.abilities import Rewrite
 
 DEFAULT_PREFIX = "mcp_tasks"
 SCHEMES = ("redis", "rediss", "redis+unix")
@@ -212,6 +214,44 @@ def _decode(text: bytes) -> TaskRecord | None:
         recent_events=tuple(RecordedEvent(e, f, int(r)) for e, f, r in loads(fields["ev"])),
         client_capabilities=static["client_capabilities"],
     )
+
+
+#: ``rewrite_after``'s write: the payload fields set (ARGV[2] pairs from ARGV[3]) and
+#: dropped (the rest) only if the revision (``n``) is still ARGV[1].
+_REWRITE = """
+if redis.call('HGET', KEYS[1], 'n') ~= ARGV[1] then return 0 end
+local pairs = tonumber(ARGV[2])
+for i = 0, pairs - 1 do redis.call('HSET', KEYS[1], ARGV[3 + 2 * i], ARGV[4 + 2 * i]) end
+for i = 3 + 2 * pairs, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
+return 1
+"""
+
+
+def _payload_fields(record: TaskRecord) -> tuple[list[tuple[str, str]], list[str]]:
+    """A record's payload as the hash keeps it: the fields to set, and those to drop."""
+    work = record.work
+    static: JSONObject = {
+        "task_id": record.task_id,
+        "owner": record.owner,
+        "poll_interval_ms": record.poll_interval_ms,
+        "work": None if work is None else work.to_json(),
+        "client_capabilities": record.client_capabilities,
+    }
+    setting = [("x", dumps(static))]
+    dropping: list[str] = []
+    for name, value in (
+        ("m", record.status_message),
+        ("res", None if record.result is None else dumps(record.result)),
+        ("err", None if record.error is None else dumps(record.error)),
+    ):
+        if value is None:
+            dropping.append(name)
+        else:
+            setting.append((name, value))
+    setting += [(f"q:{k}", dumps(dict(v))) for k, v in record.input_requests.items()]
+    setting += [(f"i:{k}", dumps(v)) for k, v in record.input_responses.items()]
+    setting += [(f"d:{k}", v) for k, v in record.asked_inputs.items()]
+    return setting, dropping
 
 
 #: The hash fields ``stats`` reads: what the rules it counts by look at.
@@ -348,6 +388,8 @@ class RedisTaskStore:
         self._redis: Redis | RedisCluster | None = None
         self._scripts: dict[str, AsyncScript] = {}
         self._guard = CloseGuard()
+        #: The task ids of a ``rewrite_after`` pass, sorted, as it began.
+        self._rewrite_order: list[str] | None = None
 
     def __repr__(self) -> str:
         return f"RedisTaskStore(url={self.url!r}, max_rows={self.options.max_rows})"
@@ -647,6 +689,38 @@ class RedisTaskStore:
     async def _file_statuses(self, task_ids: list[str | int]) -> None:
         if task_ids:
             await self._run("file_statuses", self._keys("")[:2], [self._task_prefix, *task_ids])
+
+    async def rewrite_after(self, after: str | None, rewrite: Rewrite) -> str | None:
+        """The next task by id rewritten in place (``Rewrites``): read it (the ``read``
+        script), let ``rewrite`` compute the payload (``rules.rewritten``), and set its
+        payload fields in one script only if its revision is unchanged (the fields a
+        rewrite sets change only with the revision; a claim touches none of them); on a
+        lost race, read it again. The ids are the row index's as the pass began
+        (``after=None``): a task created since then is left out."""
+        if after is None or self._rewrite_order is None:
+            client = self._client()
+            with _UNAVAILABLE:
+                members = [m async for m, _ in client.zscan_iter(self._rows, count=STATS_BATCH)]
+            self._rewrite_order = sorted({m.decode() for m in members})
+        order = self._rewrite_order
+        place = bisect.bisect_right(order, after) if after is not None else 0
+        if place >= len(order):
+            return None
+        task_id = order[place]
+        while True:
+            _, text = await self._run("read", self._keys(task_id)[:1], [])
+            record = _decode(text)
+            written = None if record is None else rules.rewritten(record, rewrite(record))
+            if record is None or written is None:
+                return task_id
+            setting, dropping = _payload_fields(written)
+            args: list[str | int] = [record.revision, len(setting)]
+            args += [part for pair in setting for part in pair]
+            args += dropping
+            with within(self.options.timeout_ms), _UNAVAILABLE:
+                done = await self._client().eval(_REWRITE, 1, self._task_prefix + task_id, *args)
+            if done == 1:
+                return task_id
 
     async def _counted(
         self, client: Redis | RedisCluster, task_ids: list[bytes]

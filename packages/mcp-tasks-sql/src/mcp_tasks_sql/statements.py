@@ -86,6 +86,9 @@ class Statements:
     counter_exists: CompiledSQL
     counted_rows: CompiledSQL
     stats: CompiledSQL
+    #: The first task whose id sorts after ``after`` (no row: none left), for a maintenance
+    #: rewrite (``mcp-tasks rekey``); the store's now as ``now_ms``.
+    read_after: CompiledSQL
     #: ``None`` where ``bump_rows`` answers the counter's new ``n_rows`` and ``now_ms``
     #: itself (``UPDATE … RETURNING``). A database whose UPDATE returns no rows makes
     #: ``bump_rows`` a plain UPDATE and reads them with this SELECT right after it, in the
@@ -265,6 +268,10 @@ def build(
         .where(counter.c.id == 1),
         "counted_rows": sa.select(counter.c.n_rows).where(counter.c.id == 1),
         "stats": stats(tables, where, now),
+        "read_after": sa.select(now_ms, t)
+        .where(c.task_id > sa.bindparam("after", type_=sa.Text))
+        .order_by(c.task_id)
+        .limit(1),
     }
     unknown = spelled.keys() - {field.name for field in fields(Statements)}
     if unknown:

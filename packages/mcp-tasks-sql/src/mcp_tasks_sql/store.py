@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from mcp_tasks.domain.models import NewTask, TaskRecord
     from mcp_tasks.domain.rules import OwnerArg
+    from mcp_tasks.stores.abilities import Rewrite
     from mcp_tasks.stores.doctor_rows import DiagnosisRow
     from mcp_tasks.stores.stats import StoreStats
     from mcp_tasks_sql.statements import CompiledSQL, Statements
@@ -418,6 +419,26 @@ class SQLTaskStore(ReadModifyWrite):
         if (yield from execute(sql.bump_rows, {"delta": delta})) == 0:
             return None
         return (yield from fetch_one(sql.read_counter, self._with_now({})))
+
+    async def rewrite_after(self, after: str | None, rewrite: Rewrite) -> str | None:
+        """The next task by id rewritten in place (``Rewrites``): read, let ``rewrite``
+        compute the payload (``rules.rewritten``), compare-and-set on the row version; on a
+        lost race (a write came between), read it again."""
+        await self._ensure_ready()
+        while True:
+            found = await self._transact(Mode.MODIFY, self._rewrite_once(after or "", rewrite))
+            if found is not _LostRace.LOST:
+                return found
+
+    def _rewrite_once(self, after: str, rewrite: Rewrite) -> Transaction[str | _LostRace | None]:
+        row = yield from fetch_one(self._sql.read_after, self._with_now({"after": after}))
+        record = record_of(row)
+        if row is None or record is None:
+            return None
+        written = rules.rewritten(record, rewrite(record))
+        if written is None or (yield from self._compare_and_set(written, row["row_version"])):
+            return record.task_id
+        return _LostRace.LOST
 
     # --- read, compute, compare-and-set -------------------------------------------------
 

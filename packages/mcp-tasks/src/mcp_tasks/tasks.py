@@ -52,6 +52,7 @@ from mcp_tasks.runtime.runner import (
     DEFAULT_RECOVERY_INTERVAL_S,
     Runner,
 )
+from mcp_tasks.stores.encrypted import Keyring, encrypting, keyring_from
 from mcp_tasks.stores.memory import MemoryTaskStore
 from mcp_tasks.stores.observed import observed
 from mcp_tasks.stores.opening import URL_ENV, describe_store, store_from_url
@@ -151,6 +152,13 @@ class Tasks:
     that many seconds (at least 10) and only while an exporter collects them; ``None``
     (the default): none. ``stats()`` may scan the whole table and every process counts
     the same store-wide figures, so turn it on in one process (docs/monitoring.md).
+
+    ``encryption_keys``: seal each task's user data (arguments, input requests and answers,
+    result, error, status message) with AES-GCM before the store sees it
+    (:class:`~mcp_tasks.stores.encrypted.EncryptedStore`): a
+    :class:`~mcp_tasks.stores.encrypted.Keyring`, a string of keys (``KID:KEY`` or
+    ``KEY``, comma-separated, the sealing key first) or one string per key. Left out:
+    ``$MCP_TASKS_ENCRYPTION_KEYS`` when set, else none (docs/deployment.md#encryption-at-rest).
     """
 
     Context = TaskContext
@@ -177,6 +185,7 @@ class Tasks:
         max_listen_streams_per_owner: int = DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
         listen_token_recheck_s: float = DEFAULT_TOKEN_RECHECK_S,
         store_gauges_s: float | None = None,
+        encryption_keys: Keyring | str | Iterable[str] | None = None,
     ) -> None:
         #: Seconds between readings of the store's stats for its gauges (None: no gauges).
         self.store_gauges_s = gauge_interval(store_gauges_s)
@@ -188,9 +197,12 @@ class Tasks:
             self.store: Store = store_from_url(store)
         else:
             self.store = store if store is not None else MemoryTaskStore()
-        #: The store observed (each operation a span), once: the engine, the runner and
-        #: ``control()`` all serve from this one.
-        self.observed_store = observed(self.store)
+        #: The keys that seal the tasks' user data (None: stored as it is).
+        self.encryption_keys = keyring_from(encryption_keys)
+        #: The store observed (each operation a span), once, sealing with the keys: the
+        #: engine, the runner and ``control()`` all serve from this one.
+        sealing = encrypting(self.store, self.encryption_keys)
+        self.observed_store = observed(sealing)
         self.close_store = isinstance(store, str) if close_store is None else close_store
         #: Whether an adapter serves this Tasks (extension(), install(), tool(), …).
         self.attached = False
@@ -252,7 +264,8 @@ class Tasks:
         if self.runner.running:
             raise RuntimeError("use_store() must be called before the Tasks starts running")
         self.store = store_from_url(store) if isinstance(store, str) else store
-        self.observed_store = observed(self.store)
+        sealing = encrypting(self.store, self.encryption_keys)
+        self.observed_store = observed(sealing)
         self.runner.serve_from(self.observed_store)
         self.engine.serve_from(self.observed_store)
         if not self._notifier_chosen:  # the old store's notifier would watch the old store

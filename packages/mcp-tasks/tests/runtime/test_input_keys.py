@@ -23,6 +23,7 @@ from mcp_tasks.domain.errors import MCPTasksError
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.runtime.context import RunningTaskContext
 from mcp_tasks.runtime.runner import tool_work
+from mcp_tasks.stores.encrypted import Keyring, encrypting, new_key
 from mcp_tasks.testing import RawClient, running_asgi
 from mcp_tasks_sqlite import SQLiteTaskStore
 
@@ -40,14 +41,17 @@ CAPS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "el
 YES = {"action": "accept", "content": {"v": "first answer"}}
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "memory encrypted", "sqlite encrypted"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    if request.param == "memory":
-        yield MemoryTaskStore()
+    """Each store, and each sealing what the tasks carry (the digests of the questions it
+    keeps are of sealed ones: a replay must still be told from a new question)."""
+    keys = Keyring.parse(f"k:{new_key()}") if request.param.endswith("encrypted") else None
+    if request.param.startswith("memory"):
+        yield encrypting(MemoryTaskStore(), keys)
         return
     sqlite = SQLiteTaskStore(tmp_path / "tasks.db")
     try:
-        yield sqlite
+        yield encrypting(sqlite, keys)
     finally:
         await sqlite.close()
 

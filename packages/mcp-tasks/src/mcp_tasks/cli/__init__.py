@@ -76,6 +76,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "check the store: a read, a write of one probe task, its operations; "
         "prints what it checked and what it changed",
     ),
+    "rekey": (
+        "mcp_tasks.cli.rekey",
+        "re-seal every task of a store under the first encryption key, in batches",
+    ),
+    "keygen": (
+        "mcp_tasks.cli.rekey",
+        "print a new encryption key (KID:KEY) for MCP_TASKS_ENCRYPTION_KEYS",
+    ),
     "stats": (
         "mcp_tasks.cli.stats",
         "count a store's tasks by status, lease, retry, expiry and cap; writes nothing",

@@ -70,6 +70,13 @@ def app_parser(
         "start-up, tasks resumed, store outages)",
     )
     parser.add_argument(
+        "--encryption-keys-file",
+        metavar="FILE",
+        help="seal the tasks' user data with the keys in FILE (KID:KEY or KEY, one per line, "
+        "the sealing key first; `mcp-tasks keygen` makes one), for every Tasks of the app "
+        "that names no keys of its own (default: $MCP_TASKS_ENCRYPTION_KEYS, else none)",
+    )
+    parser.add_argument(
         "--store-gauges",
         type=float,
         metavar="SECONDS",

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 import signal
 import socket
 import sys
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -34,6 +36,7 @@ from mcp_tasks.cli.otel import configure_from_environment
 from mcp_tasks.domain.errors import InvalidArgument
 from mcp_tasks.runtime.gauges import gauge_interval
 from mcp_tasks.runtime.runner import DEFAULT_RECOVERY_INTERVAL_S
+from mcp_tasks.stores.encrypted import KEYS_ENV, Keyring
 from mcp_tasks.stores.opening import describe_store, store_from_url
 from mcp_tasks.tasks import Tasks, collect_tasks
 
@@ -89,6 +92,25 @@ def load_object(spec: str) -> tuple[Any, Any]:
             raise ServeError(f"module {module_name!r} has no attribute {attr!r}")
         target = getattr(target, part)
     return module, target
+
+
+def use_encryption_keys_file(path: str | None) -> None:
+    """``--encryption-keys-file``: the keys every Tasks the app builds reads
+    (``$MCP_TASKS_ENCRYPTION_KEYS``), checked here so a bad file is one line.
+
+    Raises:
+        UsageError: the file cannot be read or holds no valid keys.
+    """
+    if path is None:
+        return
+    try:
+        text = Path(path).read_text()
+        Keyring.parse(text)
+    except OSError as exc:
+        raise UsageError(f"--encryption-keys-file: cannot read {path}: {exc.strerror}") from None
+    except InvalidArgument as exc:
+        raise UsageError(f"--encryption-keys-file {path}: {exc}") from None
+    os.environ[KEYS_ENV] = text
 
 
 def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
@@ -261,6 +283,7 @@ def export_store_gauges(prepared: Prepared, seconds: float | None) -> None:
 def serve(args: argparse.Namespace) -> int:
     """`mcp-tasks serve`: serve the app (or the demo tools) until stopped."""
     configure_logging(args.log_level)  # before the app is imported: see log_output
+    use_encryption_keys_file(args.encryption_keys_file)
     prepared = prepare_app(args.app, args.store)
     export_store_gauges(prepared, args.store_gauges)
     configure_from_environment()  # after the app's import: an app that set it up keeps its own
@@ -334,6 +357,7 @@ def serve(args: argparse.Namespace) -> int:
 def work(args: argparse.Namespace) -> int:
     """`mcp-tasks worker`: run the app's task bodies until SIGTERM or Ctrl-C."""
     configure_logging(args.log_level)  # before the app is imported: see log_output
+    use_encryption_keys_file(args.encryption_keys_file)
     prepared = prepare_app(args.app, args.store)
     if not prepared.tasks:
         raise UsageError(f"{args.app} serves tasks with an extension of its own, not mcp-tasks")

@@ -90,6 +90,30 @@ class InputKeyReused(MCPTasksError):
         )
 
 
+class UnknownEncryptionKey(MCPTasksError):
+    """A task is encrypted under a key that is not configured."""
+
+    def __init__(self, key_id: str) -> None:
+        #: The id of the missing key (never the key itself).
+        self.key_id = key_id
+        super().__init__(
+            f"A task is encrypted under key id {key_id!r}, which is not configured: "
+            "add that key to the encryption keys (MCP_TASKS_ENCRYPTION_KEYS)"
+        )
+
+
+class DecryptionFailed(MCPTasksError):
+    """A task's encrypted data did not authenticate: changed in the store, moved from another
+    task, or encrypted under another key with the same id."""
+
+    def __init__(self, key_id: str) -> None:
+        self.key_id = key_id
+        super().__init__(
+            f"A task's data encrypted under key id {key_id!r} did not authenticate: changed in "
+            "the store, moved from another task or owner, or encrypted under another key"
+        )
+
+
 class InputNotPossible(MCPTasksError):
     """This call cannot ask the client for input."""
 

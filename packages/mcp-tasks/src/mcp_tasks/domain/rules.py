@@ -574,6 +574,28 @@ def apply_release(record: TaskRecord | None, lease: Lease) -> TaskRecord | None:
     return replace(record, claim=None)
 
 
+# --- a maintenance rewrite (``Rewrites.rewrite_after``: ``mcp-tasks rekey``) -------------
+
+
+def rewritten(record: TaskRecord, proposed: TaskRecord | None) -> TaskRecord | None:
+    """What a rewrite writes in place of ``record``: ``proposed``'s payload (status message,
+    input requests, answers, asked inputs, result, error, work) on everything else of
+    ``record`` (status, revision, times, claim, generation); ``None`` when that is no change."""
+    if proposed is None:
+        return None
+    written = replace(
+        record,
+        status_message=proposed.status_message,
+        input_requests=proposed.input_requests,
+        input_responses=proposed.input_responses,
+        asked_inputs=proposed.asked_inputs,
+        result=proposed.result,
+        error=proposed.error,
+        work=proposed.work,
+    )
+    return None if written == record else written
+
+
 # --- the writes of update, cancel and put_status, for read-modify-write backends ---------
 
 

@@ -11,7 +11,10 @@ well, only the tool that needs it says it is missing (``mcp-tasks stats``, ``mig
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
+
+from mcp_tasks.domain.models import TaskRecord
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,8 +31,15 @@ __all__ = [
     "InFile",
     "Located",
     "Migrates",
+    "Rewrite",
+    "Rewrites",
     "StatsReader",
 ]
+
+Rewrite: TypeAlias = Callable[[TaskRecord], "TaskRecord | None"]
+"""What :meth:`Rewrites.rewrite_after` applies to a task as the store holds it: the record to
+write in its place, which differs from it only in its payload (its status message, input
+requests, answers, asked inputs, result, error and work), or ``None``: leave it."""
 
 
 @runtime_checkable
@@ -93,4 +103,20 @@ class Diagnoses(Protocol):
 
     async def diagnose(self) -> list[DiagnosisRow]:
         """One row per check: (name, ``ok`` | ``warn`` | ``fail``, detail)."""
+        ...
+
+
+@runtime_checkable
+class Rewrites(Protocol):
+    """A store whose tasks an operator's maintenance rewrites in place, one after the other
+    in task id order (``mcp-tasks rekey``): never on a request's path, and nothing it
+    answers is an id a caller could use without the store itself."""
+
+    async def rewrite_after(self, after: str | None, rewrite: Rewrite) -> str | None:
+        """Rewrite the first task (expired ones included) whose id sorts after ``after``
+        (``None``: the first of all): read it, and write ``rewrite(record)`` in its place
+        with a compare-and-set, so that a write to the task between the read and the write
+        is never lost: the task is then read and rewritten again. Nothing else of the task
+        changes (not its revision, times, claim or generation). Returns the task's id, the
+        next call's ``after``; ``None`` when no task is left."""
         ...

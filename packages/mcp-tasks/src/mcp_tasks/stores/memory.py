@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from mcp_tasks.domain.rules import OwnerArg
+    from mcp_tasks.stores.abilities import Rewrite
 
 #: Stale heap entries tolerated beyond one per indexed task before a heap is rebuilt.
 _STALE_SLACK = 64
@@ -413,6 +414,20 @@ class MemoryTaskStore:
     async def reap(self, *, limit: int = 500) -> int:
         backend = self._open_backend
         return backend.reap(self._clock(), self.options.terminal_retention_ms, limit)
+
+    async def rewrite_after(self, after: str | None, rewrite: Rewrite) -> str | None:
+        """The next task by id rewritten in place (``Rewrites``; no await between the read
+        and the write, so nothing can come between them)."""
+        backend = self._open_backend
+        following = [task_id for task_id in backend.tasks if after is None or task_id > after]
+        if not following:
+            return None
+        task_id = min(following)
+        record = backend.tasks[task_id]
+        written = rules.rewritten(record, rewrite(record))
+        if written is not None:
+            backend.put(written)
+        return task_id
 
     async def stats(self) -> StoreStats:
         """Aggregates of every task (``mcp-tasks stats``): one pass over the backend, which

@@ -18,6 +18,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from mcp_tasks.domain.errors import MCPTasksError, StoreUnavailable
 from mcp_tasks.stores.abilities import Located
+from mcp_tasks.stores.encrypted import EncryptedStore
 from mcp_tasks.stores.protocol import STORE_OPERATIONS
 from mcp_tasks.telemetry import (
     DB_OPERATION,
@@ -205,6 +206,9 @@ def observed(store: Store) -> Store:
 
 
 def unobserved(store: Store) -> Store:
-    """The store an :class:`ObservedStore` wraps (``store`` itself when not observed): the
-    one to ask what it offers beyond the ten operations."""
-    return store.inner if isinstance(store, ObservedStore) else store
+    """The store an :class:`ObservedStore` wraps, and inside it the store an
+    :class:`~mcp_tasks.stores.encrypted.EncryptedStore` wraps (``store`` itself when
+    neither): the one to ask what it offers beyond the ten operations."""
+    if isinstance(store, ObservedStore):
+        store = store.inner
+    return store.inner if isinstance(store, EncryptedStore) else store
