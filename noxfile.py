@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import nox
@@ -147,19 +150,46 @@ CONTRACT_WORKERS: dict[str, tuple[str, ...]] = {
 
 
 def _contract_session(backend: str, description: str, files: tuple[str, ...]) -> None:
-    """Register the session ``contract-<backend>``: pytest on ``files`` (plus posargs), then
-    on the first of them with ``--contract-encrypted`` (every handle seals the tasks' user
-    data, as ``Tasks(encryption_keys=…)`` does)."""
+    """Register the session ``contract-<backend>``: pytest on ``files`` (plus posargs), and
+    at the same time on the first of them with ``--contract-encrypted`` (every handle seals
+    the tasks' user data, as ``Tasks(encryption_keys=…)`` does)."""
 
     def contract(session: nox.Session) -> None:
         workers = CONTRACT_WORKERS.get(backend, PARALLEL)
-        session.run(*PYTEST, *files, *workers, *session.posargs)
-        # Once more with encryption at rest on (the first file: one encrypted pass per store).
-        session.run(*PYTEST, files[0], *workers, "--contract-encrypted", *session.posargs)
+        # One encrypted pass per store, beside the plain one: the suite mostly waits (its
+        # leases, TTLs and servers), so the two passes share the machine's cores.
+        beside = _Beside(session, files[0], *workers, "--contract-encrypted", *session.posargs)
+        try:
+            session.run(*PYTEST, *files, *workers, *session.posargs)
+        finally:
+            beside.finish()
 
     contract.__doc__ = description
     contract.__name__ = contract.__qualname__ = f"contract_{backend}"
     nox.session(name=f"contract-{backend}")(contract)
+
+
+class _Beside:
+    """pytest with ``args``, run beside the session's own commands; :meth:`finish` waits
+    for it, prints what it printed and fails the session if it failed."""
+
+    def __init__(self, session: nox.Session, *args: str) -> None:
+        self._session = session
+        self._command = (sys.executable, "-m", "pytest", *args)
+        session.log(f"beside: {' '.join(self._command[1:])}")
+        self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed in finish)
+        self._process = subprocess.Popen(
+            self._command, stdout=self._output, stderr=subprocess.STDOUT
+        )
+
+    def finish(self) -> None:
+        code = self._process.wait()
+        self._output.seek(0)
+        sys.stdout.write(self._output.read().decode(errors="replace"))
+        sys.stdout.flush()
+        self._output.close()
+        if code != 0:
+            self._session.error(f"{' '.join(self._command[1:])} failed with exit code {code}")
 
 
 for _backend, (_description, _files) in CONTRACT_SESSIONS.items():
