@@ -25,6 +25,7 @@ from mcp_tasks import (
     new_task_id,
     store_from_url,
 )
+from mcp_tasks_postgres.asyncpg_quirks import quiet_outage_noise
 
 if TYPE_CHECKING:
     from conftest import OpenStore
@@ -158,3 +159,41 @@ async def test_connects_cancelled_at_every_point_leave_no_failure_unread() -> No
     gc.collect()
     await asyncio.sleep(0)
     assert [context["message"] for context in unread] == []
+
+
+async def test_a_connect_timing_out_after_its_tcp_connect_reports_nothing() -> None:
+    """asyncpg's own timeout falling just after the TCP connect (swept over the first
+    20 ms against a server that accepts and never answers) leaves its SSL probe to fail
+    unread; with the store's quirks on, the loop's handler hears none of it, while any
+    other unread failure still reaches it."""
+    loop = asyncio.get_running_loop()
+    heard: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: heard.append(context))
+    quiet_outage_noise(loop)
+    quiet_outage_noise(loop)  # idempotent: one wrapper
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        for step in range(400):
+            with contextlib.suppress(TimeoutError, OSError):
+                await asyncpg.connect(
+                    f"postgresql://postgres@127.0.0.1:{port}/test", timeout=(step + 1) * 0.00005
+                )
+            await asyncio.sleep(0)
+    finally:
+        server.close()
+    await asyncio.sleep(0.05)
+    gc.collect()
+    await asyncio.sleep(0)
+    assert heard == []
+
+    other: asyncio.Future[None] = loop.create_future()
+    other.set_exception(ConnectionError("another failure"))
+    del other
+    gc.collect()
+    assert [str(context["exception"]) for context in heard] == ["another failure"]

@@ -20,6 +20,7 @@ import asyncpg
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.runtime.notifier import RelayNotifier
 from mcp_tasks.stores.kit import detached
+from mcp_tasks_postgres.asyncpg_quirks import quiet_outage_noise
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -57,6 +58,7 @@ class PostgresRelay:
         # Detached, as the store's connects are: asyncpg cancelled just after its TCP
         # connect leaves its SSL probe's failure unread. A connection that arrives after
         # the caller left is closed.
+        quiet_outage_noise(asyncio.get_running_loop())
         connection: asyncpg.Connection = await detached(
             asyncpg.connect(
                 self._connect_url,

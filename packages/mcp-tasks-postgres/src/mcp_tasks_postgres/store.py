@@ -10,7 +10,6 @@ on, nor double-take, each other's rows.
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 import time
 from contextlib import asynccontextmanager
@@ -30,6 +29,7 @@ from mcp_tasks.stores.doctor_rows import clock_skew_row
 from mcp_tasks.stores.kit import CloseGuard, DriverErrors, detach, detached
 from mcp_tasks.stores.location import StoreLocation, mask_password, query_value, with_query
 from mcp_tasks_postgres import fast_create
+from mcp_tasks_postgres.asyncpg_quirks import quiet_outage_noise
 from mcp_tasks_postgres.notify import relay_notifier
 from mcp_tasks_postgres.provision import PostgresTestServers
 from mcp_tasks_sql import (
@@ -76,28 +76,6 @@ _OURS = {"application_name": "mcp-tasks"}
 R = TypeVar("R")
 
 Runner = asyncpg.Pool | asyncpg.Connection | PoolConnectionProxy
-
-
-class _QuietFloorRetries(logging.Filter):
-    """While the server is away, asyncpg's pool tries to restore its minimum connections
-    every 1 to 60 s, each time with a WARNING and a traceback. The store's users say an
-    outage once (``mcp_tasks.runtime.logs.Outage``); these retries go to DEBUG, their cause
-    in one line, with no traceback."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.getMessage().startswith("Failed to restore the pool connection floor"):
-            error = record.exc_info[1] if record.exc_info else None
-            cause = f" ({type(error).__name__}: {error})" if error is not None else ""
-            record.msg, record.args = f"{record.getMessage()}{cause}", None
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-            record.exc_info = record.exc_text = None
-            # The logger let it through as a WARNING: now a DEBUG record, it goes on only
-            # where DEBUG is wanted (handlers rarely filter by level themselves).
-            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
-        return True
-
-
-_QUIET_FLOOR_RETRIES = _QuietFloorRetries()
 
 
 def _names_itself(url: str) -> bool:
@@ -217,7 +195,7 @@ class PostgresDialect:
 
     async def _open_pool(self) -> asyncpg.Pool:
         try:
-            logging.getLogger("asyncpg.pool").addFilter(_QUIET_FLOOR_RETRIES)
+            quiet_outage_noise(asyncio.get_running_loop())
             low, high = self._pool_sizes
             pool: asyncpg.Pool = await asyncpg.create_pool(
                 self.connect_url,
