@@ -18,6 +18,7 @@ from mcp_tasks import (
     MemoryBackend,
     MemoryTaskStore,
     RequestView,
+    RunnerOptions,
     Tasks,
     TaskStatus,
 )
@@ -33,12 +34,11 @@ REQUEST = RequestView(protocol_version="2026-07-28", client_capabilities=TASKS_C
 AN_HOUR_S = 3600.0
 
 
-def process(backend: MemoryBackend, notifier: Notifier, **options: Any) -> Tasks:
+def process(backend: MemoryBackend, notifier: Notifier, **runner: Any) -> Tasks:
     return Tasks(
         store=MemoryTaskStore(backend=backend),
         notifier=notifier,
-        recovery_interval_s=AN_HOUR_S,
-        **options,
+        runner=RunnerOptions(recovery_interval_s=AN_HOUR_S, **runner),
     )
 
 

@@ -253,6 +253,11 @@ class FastMCPTasksExtension(ServerExtension):
     def __repr__(self) -> str:
         return f"FastMCPTasksExtension({self._engine!r})"
 
+    @property
+    def engine(self) -> TaskEngine:
+        """The engine this extension serves."""
+        return self._engine
+
     def clone(self) -> FastMCPTasksExtension:
         # The Store and runner are shared state, never deep-copied.
         return FastMCPTasksExtension(self._engine, self._running)
