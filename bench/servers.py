@@ -13,7 +13,7 @@
 conformance fixture's ``slow_compute`` does), served as we recommend
 (``tasks.http_app(mcp)``: ``tasks/*`` polls on the fast path); ``ours-sdk-path`` is the
 same server on the SDK's app alone; ``--create-only`` makes either create its tasks for
-workers (``Tasks(run_tasks=False)``) and run none: a ``tools/call`` is the create alone.
+workers (``RunnerOptions(run_tasks=False)``) and run none: a ``tools/call`` is the create alone.
 ``sdk`` is the official SDK with the same ``nap`` as a plain synchronous tool, and a
 trivial ``echo``. fastmcp-tasks runs from its own
 virtualenv with ``bench/fastmcp_tasks_server.py`` (it must not import this project).

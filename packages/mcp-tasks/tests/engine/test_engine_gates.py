@@ -90,7 +90,7 @@ async def test_a_missing_mcp_name_is_accepted_by_default(tasks: Tasks) -> None:
 
 
 async def test_a_missing_mcp_name_is_refused_when_required() -> None:
-    """``Tasks(require_name_header=True)``: a missing header is -32020 as well."""
+    """``ServingOptions(require_name_header=True)``: a missing header is -32020 as well."""
     tasks = Tasks(store=MemoryTaskStore(), serving=ServingOptions(require_name_header=True))
     async with tasks.running():
         missing = await error_of(tasks, view(headers={}), "tasks/cancel", {"taskId": "t"})

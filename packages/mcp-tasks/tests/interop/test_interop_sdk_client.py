@@ -7,7 +7,7 @@ The SDK ships no tasks client, only the hooks for one: a ``ClientExtension`` dec
 spec's wire shapes (flat ``CreateTaskResult``, ``tasks/get`` / ``tasks/update`` /
 ``tasks/cancel`` with ``taskId``, ``Mcp-Name`` from ``name_param``), with nothing of
 mcp-tasks in it. The server is strict about ``Mcp-Name`` here
-(``Tasks(require_name_header=True)``), so every tasks/* request proves the header too.
+(``ServingOptions(require_name_header=True)``), so every tasks/* request proves the header too.
 """
 
 from __future__ import annotations

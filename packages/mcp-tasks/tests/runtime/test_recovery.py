@@ -231,8 +231,8 @@ async def test_adopted_bodies_are_bounded_by_max_adopted() -> None:
 
 
 async def test_a_server_that_runs_no_tasks_leaves_them_to_a_worker() -> None:
-    """``Tasks(run_tasks=False)`` creates the task unclaimed (generation 0) and runs nothing;
-    a worker process (another Tasks on the store) claims and completes it."""
+    """``RunnerOptions(run_tasks=False)`` creates the task unclaimed (generation 0) and runs
+    nothing; a worker process (another Tasks on the store) claims and completes it."""
     backend = MemoryBackend()
     server = Tasks(store=MemoryTaskStore(backend=backend), runner=RunnerOptions(run_tasks=False))
     worker = recovering_tasks(backend)

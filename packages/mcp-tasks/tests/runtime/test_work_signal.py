@@ -80,7 +80,7 @@ async def test_a_clean_shutdown_hands_a_running_task_to_another_runner_by_the_si
 
 
 async def test_a_server_that_runs_no_tasks_wakes_the_workers_by_the_signal() -> None:
-    """``Tasks(run_tasks=False)`` creates the task unclaimed and signals the work: a worker
+    """``RunnerOptions(run_tasks=False)`` creates the task unclaimed and signals the work: a worker
     already idle runs it."""
     backend, notifier = MemoryBackend(), LocalNotifier()
     server = process(backend, notifier, run_tasks=False)
