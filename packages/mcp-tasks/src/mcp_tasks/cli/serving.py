@@ -60,9 +60,9 @@ class Prepared:
     tasks: list[Tasks] = field(default_factory=list)
 
 
-def load_object(spec: str) -> tuple[Any, Any]:
-    """Import `module:attr` (the current directory is importable, as with `uvicorn`);
-    returns the module and the object."""
+def load_object(spec: str) -> Any:
+    """Import `module:attr` (the current directory is importable, as with `uvicorn`) and
+    return the object."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ServeError(f"APP must be module:attr, got {spec!r}")
@@ -87,7 +87,7 @@ def load_object(spec: str) -> tuple[Any, Any]:
         if not hasattr(target, part):
             raise ServeError(f"module {module_name!r} has no attribute {attr!r}")
         target = getattr(target, part)
-    return module, target
+    return target
 
 
 def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
@@ -100,7 +100,7 @@ def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
         store = store_from_url(resolve_store_url(store_flag, for_serving=True))
         server = demo_server(store)
         return Prepared(server, [describe_store(store)], [store], tasks_served_by(server))
-    _, app = load_object(spec)
+    app = load_object(spec)
     attached = [t for t in tasks_served_by(app) if t.attached]
     if attached:
         return Prepared(
