@@ -365,13 +365,18 @@ class Tasks:
 
 def tasks_served_by(app: object) -> list[Tasks]:
     """The :class:`Tasks` ``app`` serves, each once: those whose adapters its server holds
-    (:meth:`Tasks.extension`, :meth:`Tasks.install`, :meth:`Tasks.tool`,
+    (:meth:`Tasks.install`, :meth:`Tasks.tool`, :meth:`Tasks.serve_notifications`,
     :meth:`Tasks.http_app`, :meth:`Tasks.fastmcp_extension`, also behind a Starlette app's
     routes) and the one whose :meth:`Tasks.lifespan` is its lifespan; ``app`` itself when
-    it is a Tasks. How ``mcp-tasks serve`` finds them, from the app alone."""
+    it is a Tasks. How ``mcp-tasks serve`` finds them, from the app's public parts alone
+    (an ``MCPServer`` keeps its extensions to itself: one that only has
+    :meth:`Tasks.extension` and :meth:`Tasks.register` is found through its lifespan or
+    :meth:`Tasks.serve_notifications`)."""
     found: list[object] = [app]
     found += (engine.facade for engine in served_engines(app))
-    found.append(getattr(lifespan_of(app), "__self__", None))  # a bound Tasks.lifespan
+    lifespan = lifespan_of(app)
+    if inspect.ismethod(lifespan):  # a bound Tasks.lifespan
+        found.append(lifespan.__self__)
     return list({id(t): t for t in found if isinstance(t, Tasks)}.values())
 
 

@@ -340,11 +340,12 @@ async def test_a_synchronous_call_asking_for_input_is_a_multi_round_trip() -> No
 
 
 async def test_the_listen_middleware_is_added_once_across_lifespans() -> None:
-    """The extension's lifespan adds the listen middleware to the SDK server under FastMCP;
-    FastMCP runs the lifespan again for each server run, and the chain keeps one copy."""
+    """The extension adds the listen middleware to the SDK server under FastMCP when FastMCP
+    binds it; FastMCP runs the lifespan (which adds it too) again for each server run, and
+    the chain keeps one copy."""
     mcp, _ = fastmcp_app()
     chain = fastmcp_adapter.sdk_server_of(mcp).middleware
-    assert not any(isinstance(m, TaskListenMiddleware) for m in chain)
+    assert sum(isinstance(m, TaskListenMiddleware) for m in chain) == 1
     for _ in range(2):
         async with running(mcp):
             pass

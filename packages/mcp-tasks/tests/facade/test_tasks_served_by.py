@@ -19,13 +19,23 @@ async def _call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Cal
     return types.CallToolResult(content=[])
 
 
-def test_an_mcpserver_leads_to_the_tasks_of_its_extension() -> None:
-    """``MCPServer(extensions=[tasks.extension()])``, nothing else: that Tasks, and not one
-    built beside it that the server does not serve."""
+def test_an_mcpserver_leads_to_the_tasks_serving_its_notifications() -> None:
+    """``tasks.serve_notifications(mcp)`` puts the Tasks on the server's public middleware
+    chain: that Tasks is found, and not one built beside it that the server does not serve.
+    The extension alone leaves nothing public (an MCPServer keeps its extensions to
+    itself)."""
     tasks, other = Tasks(), Tasks()
     mcp = MCPServer("ext", extensions=[tasks.extension()])
+    assert tasks_served_by(mcp) == []
+    tasks.serve_notifications(mcp)
     assert tasks_served_by(mcp) == [tasks]
     assert other not in tasks_served_by(mcp)
+
+
+def test_an_mcpserver_whose_lifespan_is_the_tasks_lifespan_leads_to_it() -> None:
+    tasks = Tasks()
+    mcp = MCPServer("life", extensions=[tasks.extension()], lifespan=tasks.lifespan)
+    assert tasks_served_by(mcp) == [tasks]
 
 
 def test_an_mcpserver_with_extension_tools_and_lifespan_yields_its_tasks_once() -> None:
@@ -59,7 +69,7 @@ def test_a_fastmcp_server_leads_to_the_tasks_of_its_extension() -> None:
 def test_the_http_app_leads_to_its_tasks() -> None:
     """``tasks.http_app(server)`` (a TasksFastPath) names its Tasks."""
     tasks = Tasks()
-    mcp = MCPServer("http", extensions=[tasks.extension()])
+    mcp = MCPServer("http")
     assert tasks_served_by(tasks.http_app(mcp)) == [tasks]
 
 

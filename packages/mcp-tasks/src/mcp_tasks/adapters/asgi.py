@@ -14,7 +14,6 @@ from starlette.routing import Mount, Route, Router
 
 from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
 from mcp_tasks.adapters.listen_middleware import TaskListenMiddleware
-from mcp_tasks.adapters.sdk import TasksExtension
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -72,9 +71,9 @@ def asgi_app(
 
 
 def served_engines(app: object) -> list[TaskEngine]:
-    """The task engines ``app`` serves, each once, found where the ways of serving one
-    leave them: an ``MCPServer``'s or FastMCP's extension, the notification middleware on
-    an SDK server's chain (``install()``, ``tool()``, ``serve_notifications()``), the engine
+    """The task engines ``app`` serves, each once, found on its public parts where the ways
+    of serving one leave them: the notification middleware on an SDK server's chain
+    (``install()``, ``tool()``, ``serve_notifications()``, FastMCP's extension), the engine
     a ``TasksFastPath`` answers for (``http_app()``), and the SDK servers behind a
     Starlette app's routes."""
     return list({id(engine): engine for engine in _engines_in(app, depth=0)}.values())
@@ -101,10 +100,6 @@ _MAX_MOUNT_DEPTH = 8
 def _engines_in(app: object, depth: int) -> Iterator[TaskEngine]:
     if isinstance(app, MCPServer | Server):
         yield from (m.engine for m in app.middleware if isinstance(m, TaskListenMiddleware))
-    if isinstance(app, MCPServer):
-        # MCPServer keeps its extensions to itself: the list it was built with.
-        extensions: list[object] = getattr(app, "_extensions", [])
-        yield from (e.engine for e in extensions if isinstance(e, TasksExtension))
     if is_fastmcp(app):
         yield from _fastmcp_engines(app)
     if isinstance(app, TasksFastPath):
@@ -124,13 +119,9 @@ def _engines_in(app: object, depth: int) -> Iterator[TaskEngine]:
 
 
 def _fastmcp_engines(app: object) -> Iterator[TaskEngine]:
-    """The engines of our extensions on a FastMCP server (none when none was built: the
-    adapter's module, which imports fastmcp, is then not loaded)."""
+    """The engines on a FastMCP server's SDK chain (our extension puts its middleware there
+    when FastMCP binds it); none when no extension of ours was built (the adapter's module,
+    which imports fastmcp, is then not loaded)."""
     adapter = sys.modules.get("mcp_tasks.adapters.fastmcp")
-    if adapter is None:
-        return
-    # FastMCP keeps its extensions to itself: a dict by identifier.
-    extensions: dict[str, object] = getattr(app, "_extensions", {})
-    for extension in extensions.values():
-        if isinstance(extension, adapter.FastMCPTasksExtension):
-            yield extension.engine
+    if adapter is not None:
+        yield from _engines_in(adapter.sdk_server_of(app), depth=0)
