@@ -6,8 +6,11 @@ run; an xfail ran and failed, yet leaves the run green; an xpass (only a non-str
 marker lets one through, ``xfail_strict`` fails the others already) passed while marked
 as failing. Each of them fails a CI run.
 
-Also the one home of the store-server fixtures every test folder uses: each backend's
-test server as it provisions it (``store_servers``, the contract plugin's fixture).
+Also the one home of the fixtures every test folder shares: the event loop the async tests
+run on (``anyio_backend``), a fresh store namespace per test (``namespace``), and each
+backend's test server as it provisions it (``store_servers``, the contract plugin's
+fixture). A backend's own conftest keeps what is its own (how it opens a store on the
+namespace, what it drops afterwards).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import os
 from typing import TYPE_CHECKING
 
 import pytest
+
+from mcp_tasks_contract import new_namespace
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,6 +45,18 @@ def root_log_handlers_restored() -> Iterator[None]:
         if type(handler) is logging.StreamHandler and handler not in before:
             root.removeHandler(handler)
     root.setLevel(level)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Every async test runs on asyncio (the backends' drivers are asyncio libraries)."""
+    return "asyncio"
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A fresh store namespace for this test: a SQL schema, a key or collection prefix."""
+    return new_namespace()
 
 
 @pytest.fixture(scope="session")

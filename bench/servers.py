@@ -13,7 +13,7 @@
 conformance fixture's ``slow_compute`` does), served as we recommend
 (``tasks.http_app(mcp)``: ``tasks/*`` polls on the fast path); ``ours-sdk-path`` is the
 same server on the SDK's app alone; ``--create-only`` makes either create its tasks for
-workers (``Tasks(run_tasks=False)``) and run none: a ``tools/call`` is the create alone.
+workers (``RunnerOptions(run_tasks=False)``) and run none: a ``tools/call`` is the create alone.
 ``sdk`` is the official SDK with the same ``nap`` as a plain synchronous tool, and a
 trivial ``echo``. fastmcp-tasks runs from its own
 virtualenv with ``bench/fastmcp_tasks_server.py`` (it must not import this project).
@@ -39,7 +39,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bench.stack import reporting
-from mcp_tasks import StoreOptions, TaskContext, Tasks, store_from_url
+from mcp_tasks import RunnerOptions, StoreOptions, TaskContext, Tasks, store_from_url
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -58,7 +58,8 @@ def ours_with_tasks(
     """Our server's ASGI app (``fast_path=False``: the SDK's app alone), and its Tasks
     (``run_tasks=False``: it creates tasks for workers and runs none)."""
     tasks = Tasks(
-        store=store_from_url(store_url, StoreOptions(max_rows=max_rows)), run_tasks=run_tasks
+        store=store_from_url(store_url, StoreOptions(max_rows=max_rows)),
+        runner=RunnerOptions(run_tasks=run_tasks),
     )
     mcp = ours_server(tasks)
     return (tasks.http_app(mcp) if fast_path else mcp.streamable_http_app()), tasks

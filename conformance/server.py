@@ -27,7 +27,7 @@ from mcp.server.mcpserver import MCPServer, RequestStateSecurity
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks import TaskContext, Tasks, store_from_url
+from mcp_tasks import RunnerOptions, TaskContext, Tasks, store_from_url
 from mcp_tasks.testing import free_socket
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def main() -> None:
         help="serve the fixture on FastMCP with our FastMCP extension (fastmcp_server.py)",
     )
     args = parser.parse_args()
-    tasks = Tasks(store=store_from_url(args.store), lease_ms=args.lease_ms)
+    tasks = Tasks(store=store_from_url(args.store), runner=RunnerOptions(lease_ms=args.lease_ms))
     if args.fastmcp:
         import fastmcp_server  # noqa: PLC0415 (fastmcp is imported only when asked for)
 

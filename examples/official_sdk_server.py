@@ -15,11 +15,9 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import TaskContext, Tasks
+from mcp_tasks import ServingOptions, TaskContext, Tasks
 
-tasks = Tasks(
-    default_ttl_ms=3_600_000,
-)
+tasks = Tasks(serving=ServingOptions(default_ttl_ms=3_600_000))
 mcp: MCPServer[Any] = MCPServer("builder", extensions=[tasks.extension()], lifespan=tasks.lifespan)
 
 CONFIRM = {

@@ -20,11 +20,6 @@ from mcp_tasks_contract.suite.payloads import same_json
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_namespaces_are_fresh_and_safe_as_schema_names() -> None:
     """Namespaces are lowercase identifiers (a valid unquoted SQL schema), never repeated."""
     names = {new_namespace() for _ in range(1_000)}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from mcp_tasks_contract import UrlStoreFactory, new_namespace
+from mcp_tasks_contract import UrlStoreFactory
 from mcp_tasks_mongodb import MongoTaskStore
 
 if TYPE_CHECKING:
@@ -27,16 +27,6 @@ def mongodb_store_url(store_servers: StoreServers) -> str:
     """The URL stores are opened on at ``mongodb_url`` (a longer bound on the embedded
     server: :func:`mcp_tasks_mongodb.provision.mongodb_store_url` says why); never PyMongo's."""
     return store_servers.store_url("mongodb")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def namespace() -> str:
-    return new_namespace()
 
 
 @pytest.fixture

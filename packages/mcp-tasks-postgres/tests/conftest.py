@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from mcp_tasks_contract import UrlStoreFactory, new_namespace
+from mcp_tasks_contract import UrlStoreFactory
 from mcp_tasks_postgres import PostgresTaskStore
 
 if TYPE_CHECKING:
@@ -17,16 +17,6 @@ if TYPE_CHECKING:
     from mcp_tasks import StoreOptions
 
     OpenStore = Callable[..., Awaitable[PostgresTaskStore]]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def namespace() -> str:
-    return new_namespace()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_tasks import TaskNotFound
+from mcp_tasks import RunnerOptions, TaskNotFound
 from mcp_tasks.runtime.notifier import notifier_for
 from mcp_tasks.runtime.runner import Runner
 from mcp_tasks_postgres import PostgresTaskStore
@@ -38,7 +38,7 @@ async def test_a_closed_port_is_named_once_with_its_cause(
     caplog.set_level(logging.INFO, logger="mcp_tasks")
     store = PostgresTaskStore(CLOSED)
     notifier = notifier_for(store)
-    runner = Runner(store, notifier, recovery_interval_s=0.05, reap_interval_s=None)
+    runner = Runner(store, notifier, RunnerOptions(recovery_interval_s=0.05, reap_interval_s=None))
     try:
         with anyio.fail_after(DEADLINE_S):
             async with notifier.running(), runner.run():

@@ -20,11 +20,6 @@ from mcp_tasks_sql.testing import check_predicates
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_sql_predicates_agree_with_the_rules(postgres_url: str) -> None:
     """Every predicate selects exactly the generated records its rule accepts, at the same now."""
     schema = "mcpt_pred_" + secrets.token_hex(6)

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from resend_scenarios import DroppingProxy, through
 
-from mcp_tasks import Complete, NewTask, StoreOptions, TaskStatus
+from mcp_tasks import Complete, NewTask, RunnerOptions, StoreOptions, TaskStatus
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.runtime.notifier import notifier_for
 from mcp_tasks.runtime.runner import Runner, tool_work
@@ -66,7 +66,7 @@ async def test_a_store_outage_is_named_once_and_its_end_said(
     store = RedisTaskStore(through(redis_url, proxy), StoreOptions(), prefix=namespace)
     name = describe_store(store)
     notifier = notifier_for(store)
-    runner = Runner(store, notifier, recovery_interval_s=0.05, reap_interval_s=None)
+    runner = Runner(store, notifier, RunnerOptions(recovery_interval_s=0.05, reap_interval_s=None))
     runner.declared.add("t")  # a runner claims only for the tools it serves (S-CLAIM.4)
     try:
         async with notifier.running(), runner.run():
@@ -96,7 +96,9 @@ async def test_a_store_on_a_closed_port_is_named_with_its_cause(
     and why, however many claims fail."""
     caplog.set_level(logging.INFO, logger="mcp_tasks")
     store = RedisTaskStore("redis://127.0.0.1:1/0", StoreOptions())
-    runner = Runner(store, notifier_for(store), recovery_interval_s=0.05, reap_interval_s=None)
+    runner = Runner(
+        store, notifier_for(store), RunnerOptions(recovery_interval_s=0.05, reap_interval_s=None)
+    )
     runner.declared.add("t")  # a runner claims only for the tools it serves (S-CLAIM.4)
     try:
         async with runner.run():
@@ -125,10 +127,12 @@ async def test_a_running_bodys_lease_renewals_name_the_store_once_and_its_return
     runner = Runner(
         store,
         notifier_for(store),
-        lease_ms=60_000,
-        heartbeat_ms=int(heartbeat_s * 1000),
-        recovery_interval_s=None,
-        reap_interval_s=None,
+        RunnerOptions(
+            lease_ms=60_000,
+            heartbeat_ms=int(heartbeat_s * 1000),
+            recovery_interval_s=None,
+            reap_interval_s=None,
+        ),
     )
     started, release = anyio.Event(), anyio.Event()
 

@@ -17,11 +17,6 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "tasks.db"
 

@@ -25,11 +25,6 @@ pytestmark = pytest.mark.anyio
 PREFIX = "pred_"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def check(path: Path) -> None:
     dialect = SQLiteDialect(path, table_prefix=PREFIX)
     try:

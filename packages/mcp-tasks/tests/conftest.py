@@ -17,11 +17,6 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def demo_url() -> AsyncIterator[str]:
     """The demo tools served over Streamable HTTP on a free 127.0.0.1 port (memory store)."""
     server = demo_server(MemoryTaskStore(), step_seconds=0.05, log_level="WARNING")

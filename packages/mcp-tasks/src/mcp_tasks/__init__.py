@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from mcp_tasks.domain.rules import ANY_OWNER, lease_of
     from mcp_tasks.domain.states import TaskStatus
     from mcp_tasks.engine import RequestView, TaskEngine, TaskMode, ToolOptions
+    from mcp_tasks.engine.options import ServingOptions
     from mcp_tasks.runtime.context import (
         RetryRequested,
         TaskCancelled,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
         current_task_context,
     )
     from mcp_tasks.runtime.control import Deferred, TaskControl, defer
+    from mcp_tasks.runtime.gauges import TelemetryOptions
     from mcp_tasks.runtime.notifier import (
         POLL_FALLBACK_S,
         LocalNotifier,
@@ -71,7 +73,7 @@ if TYPE_CHECKING:
         Subscription,
         notifier_for,
     )
-    from mcp_tasks.runtime.runner import Runner
+    from mcp_tasks.runtime.runner import Runner, RunnerOptions
     from mcp_tasks.stores.location import StoreLocation
     from mcp_tasks.stores.memory import MemoryBackend, MemoryTaskStore
     from mcp_tasks.stores.opening import (
@@ -129,6 +131,8 @@ __all__ = [
     "RetryRequested",
     "RevisionConflict",
     "Runner",
+    "RunnerOptions",
+    "ServingOptions",
     "StaleLease",
     "StatusChange",
     "Store",
@@ -153,6 +157,7 @@ __all__ = [
     "TaskStatus",
     "Tasks",
     "TasksExtension",
+    "TelemetryOptions",
     "ToolOptions",
     "Transition",
     "UnknownStoreScheme",
@@ -212,6 +217,8 @@ _EXPORTS: dict[str, str] = {
     "RetryRequested": "mcp_tasks.runtime.context",
     "RevisionConflict": "mcp_tasks.domain.models",
     "Runner": "mcp_tasks.runtime.runner",
+    "RunnerOptions": "mcp_tasks.runtime.runner",
+    "ServingOptions": "mcp_tasks.engine.options",
     "STORE_OPERATIONS": "mcp_tasks.stores.protocol",
     "StaleLease": "mcp_tasks.domain.errors",
     "StatusChange": "mcp_tasks.domain.models",
@@ -236,6 +243,7 @@ _EXPORTS: dict[str, str] = {
     "TaskRecord": "mcp_tasks.domain.models",
     "TaskStatus": "mcp_tasks.domain.states",
     "Tasks": "mcp_tasks.tasks",
+    "TelemetryOptions": "mcp_tasks.runtime.gauges",
     "TasksExtension": "mcp_tasks.adapters.sdk",
     "ToolOptions": "mcp_tasks.engine",
     "Transition": "mcp_tasks.domain.models",

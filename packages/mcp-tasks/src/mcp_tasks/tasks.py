@@ -8,13 +8,14 @@ import inspect
 import logging
 import os
 import typing
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import anyio.to_thread
 
+from mcp_tasks.adapters.asgi import lifespan_of, served_engines
 from mcp_tasks.adapters.fast_path import with_fast_path
 from mcp_tasks.adapters.sdk import (
     TasksExtension,
@@ -26,7 +27,6 @@ from mcp_tasks.adapters.sdk import (
 )
 from mcp_tasks.domain.clock import Clock, system_clock
 from mcp_tasks.domain.errors import MCPTasksError
-from mcp_tasks.domain.models import DEFAULT_TTL_MS
 from mcp_tasks.engine import (
     TaskEngine,
     ToolCall,
@@ -34,24 +34,11 @@ from mcp_tasks.engine import (
     to_jsonrpc_error,
     tool_executor,
 )
-from mcp_tasks.engine.listen_slots import (
-    DEFAULT_MAX_LISTEN_STREAMS,
-    DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
-    DEFAULT_TOKEN_RECHECK_S,
-    ListenSlots,
-)
-from mcp_tasks.engine.wire import DEFAULT_POLL_INTERVAL_MS
 from mcp_tasks.runtime.context import TaskContext, current_task_context
 from mcp_tasks.runtime.control import Deferred, TaskControl, defer, defer_slot
-from mcp_tasks.runtime.gauges import gauge_interval, store_gauges
+from mcp_tasks.runtime.gauges import TelemetryOptions, store_gauges
 from mcp_tasks.runtime.notifier import GuardedNotifier, Notifier, NullNotifier, notifier_for
-from mcp_tasks.runtime.runner import (
-    DEFAULT_LEASE_MS,
-    DEFAULT_MAX_ADOPTED,
-    DEFAULT_REAP_INTERVAL_S,
-    DEFAULT_RECOVERY_INTERVAL_S,
-    Runner,
-)
+from mcp_tasks.runtime.runner import Runner, RunnerOptions
 from mcp_tasks.stores.encrypted import Keyring, encrypting, keyring_from
 from mcp_tasks.stores.memory import MemoryTaskStore
 from mcp_tasks.stores.observed import observed
@@ -62,6 +49,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from mcp_tasks.adapters.fastmcp import FastMCPTasksExtension
+    from mcp_tasks.engine.options import ServingOptions
     from mcp_tasks.stores.protocol import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,23 +69,9 @@ TOOL_OPTION_FIELDS: Final = frozenset(field.name for field in dataclasses.fields
 #: ``Tasks(notifier=…)`` left out: the notifier the store's backend offers.
 STORE_NOTIFIER: Any = object()
 
-_collectors: list[list[Tasks]] = []
-
 
 class StorePinned(MCPTasksError):
     """This Tasks was built with a store of its own; another cannot replace it."""
-
-
-@contextmanager
-def collect_tasks() -> Iterator[list[Tasks]]:
-    """Collect every :class:`Tasks` built inside the block (``mcp-tasks serve`` finds the
-    Tasks of the app it imports this way, without reading any server's internals)."""
-    found: list[Tasks] = []
-    _collectors.append(found)
-    try:
-        yield found
-    finally:
-        _collectors.remove(found)
 
 
 class Tasks:
@@ -125,13 +99,14 @@ class Tasks:
     lets the lifespan run again (FastMCP enters it once per in-memory client). A closed
     store cannot serve a second lifespan, so a Tasks that closes its store runs once.
 
-    Durable execution: ``lease_ms`` (default 30 s) is how soon another process takes over
-    the tasks of a process that died, ``heartbeat_ms`` how often a running task's lease is
-    renewed (default: a third of the lease, at most 10 s), ``recovery_interval_s`` (1 s)
-    how often an idle process looks for such work (``None``: never; this process only runs
-    the tasks it creates), and ``max_adopted`` how many of them it runs at once. A body may
-    run more than once: see ``TaskContext.idempotency_key``. ``run_tasks=False``: this
-    process creates tasks but runs none; ``mcp-tasks worker`` processes run them.
+    How it runs, grouped by the part each option belongs to: ``runner=``
+    :class:`~mcp_tasks.runtime.runner.RunnerOptions` (leases, heartbeat, recovery of the
+    tasks of a process that died, reaping, ``run_tasks=False`` for a process that leaves
+    the running to ``mcp-tasks worker`` processes), ``serving=``
+    :class:`~mcp_tasks.engine.options.ServingOptions` (default TTL and poll interval, the
+    ``Mcp-Name`` rule, the bounds on ``subscriptions/listen`` streams) and ``telemetry=``
+    :class:`~mcp_tasks.runtime.gauges.TelemetryOptions` (the store's gauges). A body may
+    run more than once: see ``TaskContext.idempotency_key``.
 
     ``notifier`` signals every change (bodies waiting for answers, a cancel, recovery,
     ``subscriptions/listen`` streams). Left out: the one the store's backend offers, which
@@ -139,19 +114,6 @@ class Tasks:
     ``None``: notifications off (waiters poll every 2 s); or any
     :class:`~mcp_tasks.runtime.notifier.Notifier`, e.g. one wrapping the default. Its
     failures are logged and swallowed, never raised into a request or a body.
-
-    ``max_listen_streams`` (1,024) and ``max_listen_streams_per_owner`` (16) bound the task
-    ``subscriptions/listen`` streams open in this process and per principal; past either,
-    a listen is answered -32603 "Subscription limit reached" before anything is sent.
-    A stream opened with a token ends (its graceful result) when the token expires, and
-    when the server's token verifier, asked again every ``listen_token_recheck_s`` (30),
-    refuses it.
-
-    ``store_gauges_s``: export gauges of the store's state (tasks by status, rows against
-    the row cap) from its optional ``stats()``, read in the background at most once per
-    that many seconds (at least 10) and only while an exporter collects them; ``None``
-    (the default): none. ``stats()`` may scan the whole table and every process counts
-    the same store-wide figures, so turn it on in one process (docs/monitoring.md).
 
     ``encryption_keys``: seal each task's user data (arguments, input requests and answers,
     result, error, status message) with AES-GCM before the store sees it
@@ -169,26 +131,15 @@ class Tasks:
         store: Store | str | None = None,
         *,
         close_store: bool | None = None,
-        default_ttl_ms: int | None = DEFAULT_TTL_MS,
-        default_poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
-        require_name_header: bool = False,
         notifier: Notifier | None = STORE_NOTIFIER,
-        worker_id: str | None = None,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        heartbeat_ms: int | None = None,
-        recovery_interval_s: float | None = DEFAULT_RECOVERY_INTERVAL_S,
-        max_adopted: int = DEFAULT_MAX_ADOPTED,
-        reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
-        run_tasks: bool = True,
+        runner: RunnerOptions | None = None,
+        serving: ServingOptions | None = None,
+        telemetry: TelemetryOptions | None = None,
         clock: Clock = system_clock,
-        max_listen_streams: int = DEFAULT_MAX_LISTEN_STREAMS,
-        max_listen_streams_per_owner: int = DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
-        listen_token_recheck_s: float = DEFAULT_TOKEN_RECHECK_S,
-        store_gauges_s: float | None = None,
         encryption_keys: Keyring | str | Iterable[str] | None = None,
     ) -> None:
-        #: Seconds between readings of the store's stats for its gauges (None: no gauges).
-        self.store_gauges_s = gauge_interval(store_gauges_s)
+        #: What this Tasks exports beyond spans and counters (the store's gauges).
+        self.telemetry = telemetry if telemetry is not None else TelemetryOptions()
         #: Whether the app chose the store itself (a Store or URL passed in).
         self.store_pinned = store is not None
         if store is None and os.environ.get(URL_ENV):
@@ -210,31 +161,10 @@ class Tasks:
         self._notifier_chosen = notifier is not STORE_NOTIFIER
         #: The notifier every part uses, guarded: its failures are logged, never raised.
         self.notifier = GuardedNotifier(self._chosen_notifier(notifier))
-        self.runner = Runner(
-            self.observed_store,
-            self.notifier,
-            worker_id=worker_id,
-            lease_ms=lease_ms,
-            heartbeat_ms=heartbeat_ms,
-            recovery_interval_s=recovery_interval_s,
-            max_adopted=max_adopted,
-            reap_interval_s=reap_interval_s,
-            run_tasks=run_tasks,
-        )
+        self.runner = Runner(self.observed_store, self.notifier, runner)
         self.engine = TaskEngine(
-            self.observed_store,
-            self.runner,
-            self.notifier,
-            default_ttl_ms=default_ttl_ms,
-            default_poll_interval_ms=default_poll_interval_ms,
-            require_name_header=require_name_header,
-            clock=clock,
-            listen_slots=ListenSlots(max_listen_streams, max_listen_streams_per_owner),
-            listen_token_recheck_s=listen_token_recheck_s,
+            self.observed_store, self.runner, self.notifier, serving, clock=clock, facade=self
         )
-
-        for found in _collectors:
-            found.append(self)
 
     def __repr__(self) -> str:
         return f"Tasks(store={self.store!r}, close_store={self.close_store})"
@@ -289,10 +219,9 @@ class Tasks:
             async with AsyncExitStack() as stack:
                 await stack.enter_async_context(self.notifier.running())
                 await stack.enter_async_context(self.runner.run())
-                if outermost and self.store_gauges_s is not None:
-                    await stack.enter_async_context(
-                        store_gauges().watching(self.store, self.store_gauges_s)
-                    )
+                gauges_s = self.telemetry.store_gauges_s
+                if outermost and gauges_s is not None:
+                    await stack.enter_async_context(store_gauges().watching(self.store, gauges_s))
                 yield
         finally:
             if outermost and self.close_store:
@@ -445,6 +374,23 @@ class Tasks:
             return fn
 
         return decorator
+
+
+def tasks_served_by(app: object) -> list[Tasks]:
+    """The :class:`Tasks` ``app`` serves, each once: those whose adapters its server holds
+    (:meth:`Tasks.install`, :meth:`Tasks.tool`, :meth:`Tasks.serve_notifications`,
+    :meth:`Tasks.http_app`, :meth:`Tasks.fastmcp_extension`, also behind a Starlette app's
+    routes) and the one whose :meth:`Tasks.lifespan` is its lifespan; ``app`` itself when
+    it is a Tasks. How ``mcp-tasks serve`` finds them, from the app's public parts alone
+    (an ``MCPServer`` keeps its extensions to itself: one that only has
+    :meth:`Tasks.extension` and :meth:`Tasks.register` is found through its lifespan or
+    :meth:`Tasks.serve_notifications`)."""
+    found: list[object] = [app]
+    found += (engine.facade for engine in served_engines(app))
+    lifespan = lifespan_of(app)
+    if inspect.ismethod(lifespan):  # a bound Tasks.lifespan
+        found.append(lifespan.__self__)
+    return list({id(t): t for t in found if isinstance(t, Tasks)}.values())
 
 
 def _is_task_context(annotation: object) -> bool:

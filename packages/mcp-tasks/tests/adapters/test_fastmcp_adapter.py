@@ -20,7 +20,7 @@ from fastmcp.utilities.tasks import TaskConfig
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks import ANY_OWNER, Tasks, current_task_context
+from mcp_tasks import ANY_OWNER, RunnerOptions, Tasks, current_task_context
 from mcp_tasks.adapters import fastmcp as fastmcp_adapter
 from mcp_tasks.adapters.listen_middleware import TaskListenMiddleware
 from mcp_tasks.client import TASKS_EXTENSION, TaskHandle, TaskState, start_tool, tasks_client
@@ -298,7 +298,7 @@ async def test_a_runner_dying_while_serving_is_logged_at_once_and_raised_at_shut
     What is observed while serving is only recorded inside the block and asserted after
     it: the lifespan's exit raises the runner's group, which would replace any assertion
     error raised inside the block (the raises below would then pass regardless)."""
-    tasks = Tasks(store=_StoreWithABrokenReaper(), reap_interval_s=0.01)
+    tasks = Tasks(store=_StoreWithABrokenReaper(), runner=RunnerOptions(reap_interval_s=0.01))
     extension = tasks.fastmcp_extension()
     watch = _LogWatch("stopped while serving")
     adapter_logger = logging.getLogger(fastmcp_adapter.__name__)
@@ -340,11 +340,12 @@ async def test_a_synchronous_call_asking_for_input_is_a_multi_round_trip() -> No
 
 
 async def test_the_listen_middleware_is_added_once_across_lifespans() -> None:
-    """The extension's lifespan adds the listen middleware to the SDK server under FastMCP;
-    FastMCP runs the lifespan again for each server run, and the chain keeps one copy."""
+    """The extension adds the listen middleware to the SDK server under FastMCP when FastMCP
+    binds it; FastMCP runs the lifespan (which adds it too) again for each server run, and
+    the chain keeps one copy."""
     mcp, _ = fastmcp_app()
     chain = fastmcp_adapter.sdk_server_of(mcp).middleware
-    assert not any(isinstance(m, TaskListenMiddleware) for m in chain)
+    assert sum(isinstance(m, TaskListenMiddleware) for m in chain) == 1
     for _ in range(2):
         async with running(mcp):
             pass

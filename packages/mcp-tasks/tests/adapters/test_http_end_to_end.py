@@ -11,7 +11,7 @@ import httpx2 as httpx
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import ManualClock, MemoryTaskStore, StoreOptions, TaskContext, Tasks
+from mcp_tasks import ManualClock, MemoryTaskStore, ServingOptions, StoreOptions, TaskContext, Tasks
 from mcp_tasks.testing import RawClient, decode, running_asgi, static_auth
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ async def test_cancel_stops_the_body() -> None:
 async def test_ttl_expiry_answers_not_found() -> None:
     """Once its TTL has passed a task answers -32602, exactly like an unknown id."""
     clock = ManualClock()
-    tasks = Tasks(store=MemoryTaskStore(clock=clock), default_ttl_ms=60_000)
+    tasks = Tasks(store=MemoryTaskStore(clock=clock), serving=ServingOptions(default_ttl_ms=60_000))
     async with running(tasks) as (client, _):
         created = (await client.call("tools/call", {"name": "echo", "arguments": {"text": "t"}}))[
             "result"

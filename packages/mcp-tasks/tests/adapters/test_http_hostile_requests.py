@@ -154,7 +154,7 @@ async def test_malformed_tasks_requests(method: str) -> None:
                 400,
                 MISSING_CAPABILITY,
             ),
-            # A missing Mcp-Name is accepted (Tasks(require_name_header=False), the default).
+            # A missing Mcp-Name is accepted (require_name_header=False, the default).
             (
                 "no taskId, no Mcp-Name",
                 dict(extra),

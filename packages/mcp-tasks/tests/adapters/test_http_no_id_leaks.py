@@ -15,7 +15,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks import ManualClock, MemoryBackend, MemoryTaskStore, TaskContext, Tasks
+from mcp_tasks import (
+    ManualClock,
+    MemoryBackend,
+    MemoryTaskStore,
+    RunnerOptions,
+    ServingOptions,
+    TaskContext,
+    Tasks,
+)
 from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
 from mcp_tasks.testing import RawClient, running_asgi, static_auth
 
@@ -156,8 +164,8 @@ async def test_a_whole_lifecycle_never_logs_or_echoes_a_task_id(
     backend = MemoryBackend()
     tasks = Tasks(
         store=MemoryTaskStore(clock=clock, backend=backend),
-        default_ttl_ms=TTL_MS,
-        reap_interval_s=0.02,
+        runner=RunnerOptions(reap_interval_s=0.02),
+        serving=ServingOptions(default_ttl_ms=TTL_MS),
     )
     async with running(tasks) as alice:
         asked = await alice.start("ask")

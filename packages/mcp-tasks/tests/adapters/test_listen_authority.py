@@ -18,7 +18,7 @@ from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
 from fastmcp.utilities.tasks import TaskConfig
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import Tasks
+from mcp_tasks import ServingOptions, Tasks
 from mcp_tasks.testing import MessageStream, RawClient, StaticTokens, running, static_auth
 
 if TYPE_CHECKING:
@@ -102,7 +102,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 async def serving(
     kind: str, store_url: str
 ) -> AsyncIterator[tuple[Server, str, httpx.AsyncClient]]:
-    server = Server(kind, Tasks(store_url, listen_token_recheck_s=RECHECK_S))
+    server = Server(
+        kind, Tasks(store_url, serving=ServingOptions(listen_token_recheck_s=RECHECK_S))
+    )
     async with running(server.app) as url, httpx.AsyncClient(timeout=30) as http:
         yield server, url, http
 
@@ -200,7 +202,7 @@ async def test_a_stream_whose_token_cannot_be_checked_again_ends(
 ) -> None:
     """The verifier fails when asked again: the stream ends with its graceful result, and
     one WARNING says why without the token."""
-    tasks = Tasks(listen_token_recheck_s=RECHECK_S)
+    tasks = Tasks(serving=ServingOptions(listen_token_recheck_s=RECHECK_S))
     verifier = FailingVerifier()
     sdk: MCPServer[Any] = MCPServer(
         "authority",
@@ -233,4 +235,4 @@ async def test_a_stream_whose_token_cannot_be_checked_again_ends(
 def test_the_recheck_interval_must_be_positive() -> None:
     for bad in (0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="listen_token_recheck_s"):
-            Tasks(listen_token_recheck_s=bad)
+            ServingOptions(listen_token_recheck_s=bad)

@@ -13,7 +13,7 @@ import httpx2 as httpx
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import Tasks
+from mcp_tasks import ServingOptions, Tasks
 from mcp_tasks.engine.listen_slots import DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER
 from mcp_tasks.testing import RawClient, running_asgi, static_auth
 
@@ -130,7 +130,7 @@ async def test_the_process_bound_holds_across_principals() -> None:
     """With ``max_listen_streams=3``: alice's two and bob's one fill the process; bob's
     second is refused with the same error though he holds only one; once alice closes
     one, bob's is acknowledged."""
-    async with serving(Tasks(max_listen_streams=3)) as (alice, bob):
+    async with serving(Tasks(serving=ServingOptions(max_listen_streams=3))) as (alice, bob):
         mine, theirs = await working_task(alice), await working_task(bob)
         async with AsyncExitStack() as held:
             first = AsyncExitStack()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import httpx2 as httpx
@@ -25,7 +26,7 @@ from mcp_tasks.client import (
     tasks_client,
 )
 from mcp_tasks.stores.memory import MemoryTaskStore
-from mcp_tasks.tasks import collect_tasks
+from mcp_tasks.tasks import tasks_served_by
 from mcp_tasks.testing import running
 
 if TYPE_CHECKING:
@@ -153,10 +154,9 @@ async def test_unknown_task_id_is_invalid_params(demo_url: str) -> None:
 @pytest.fixture
 async def strict_demo_url() -> AsyncIterator[str]:
     """The demo tools on a server that refuses tasks/* without Mcp-Name."""
-    with collect_tasks() as found:
-        server = demo_server(MemoryTaskStore(), step_seconds=0.05, log_level="WARNING")
-    (tasks,) = found
-    tasks.engine.require_name_header = True
+    server = demo_server(MemoryTaskStore(), step_seconds=0.05, log_level="WARNING")
+    (tasks,) = tasks_served_by(server)
+    tasks.engine.options = replace(tasks.engine.options, require_name_header=True)
     async with running(server) as url:
         yield url
 

@@ -10,12 +10,6 @@ import pytest
 from mcp_tasks import ManualClock, MemoryTaskStore, NewTask, TaskNotFound, system_clock
 from mcp_tasks.domain.ids import new_task_id, new_token, redact
 
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 URL_SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 

@@ -22,7 +22,7 @@ from commit_log import CommitLog, log, ran_before
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
-from mcp_tasks import TaskContext, Tasks, store_from_url
+from mcp_tasks import RunnerOptions, TaskContext, Tasks, store_from_url
 
 LEASE_MS = int(os.environ.get("CRASH_LEASE_MS", "3000"))
 #: Unset: the default heartbeat (a third of the lease, at most 10 s).
@@ -34,9 +34,9 @@ store: Any = CommitLog(store_from_url(os.environ["CRASH_STORE_URL"]))
 tasks = Tasks(
     store=store,
     close_store=True,
-    lease_ms=LEASE_MS,
-    heartbeat_ms=HEARTBEAT_MS,
-    recovery_interval_s=RECOVERY_S,
+    runner=RunnerOptions(
+        lease_ms=LEASE_MS, heartbeat_ms=HEARTBEAT_MS, recovery_interval_s=RECOVERY_S
+    ),
 )
 mcp: MCPServer[Any] = MCPServer("crash", extensions=[tasks.extension()], lifespan=tasks.lifespan)
 #: The same app as the server on another host serves it (test_remote_store.py): reached by

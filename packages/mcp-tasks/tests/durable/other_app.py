@@ -10,14 +10,10 @@ from typing import Any
 from commit_log import CommitLog
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import Tasks, store_from_url
+from mcp_tasks import RunnerOptions, Tasks, store_from_url
 
 store: Any = CommitLog(store_from_url(os.environ["CRASH_STORE_URL"]))
-tasks = Tasks(
-    store=store,
-    close_store=True,
-    recovery_interval_s=1.0,
-)
+tasks = Tasks(store=store, close_store=True, runner=RunnerOptions(recovery_interval_s=1.0))
 mcp: MCPServer[Any] = MCPServer("other", extensions=[tasks.extension()], lifespan=tasks.lifespan)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import StoreOptions, Tasks, store_from_url
+from mcp_tasks import RunnerOptions, ServingOptions, StoreOptions, Tasks, store_from_url
 
 #: Long enough for a client on a loaded machine to see its task completed before it expires
 #: (2 s and 4 s were not), short enough that the tasks alive at once (the soak's rate x TTL)
@@ -30,9 +30,8 @@ store: Any = store_from_url(os.environ["SOAK_STORE_URL"], StoreOptions(result_re
 tasks = Tasks(
     store=store,
     close_store=True,
-    default_ttl_ms=TTL_MS,
-    lease_ms=TTL_MS,
-    reap_interval_s=REAP_S,
+    runner=RunnerOptions(lease_ms=TTL_MS, reap_interval_s=REAP_S),
+    serving=ServingOptions(default_ttl_ms=TTL_MS),
 )
 mcp: MCPServer[Any] = MCPServer(
     "soak", extensions=[tasks.extension()], lifespan=tasks.lifespan, log_level="WARNING"

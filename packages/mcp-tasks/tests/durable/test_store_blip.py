@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import anyio
 import pytest
 
-from mcp_tasks import ANY_OWNER, Complete, NewTask, Tasks, TaskStatus, drop_namespace
+from mcp_tasks import ANY_OWNER, Complete, NewTask, RunnerOptions, Tasks, TaskStatus, drop_namespace
 from mcp_tasks.runtime.runner import tool_work
 from mcp_tasks.stores.opening import (
     describe_store,
@@ -391,7 +391,7 @@ async def test_an_outage_longer_than_the_lease_stops_the_body_and_the_task_runs_
                 await anyio.sleep(TICK_S)
         return Complete({"content": [{"type": "text", "text": "second run"}]})
 
-    tasks = Tasks(lease_ms=3_000, heartbeat_ms=1_000, recovery_interval_s=0.2)
+    tasks = Tasks(runner=RunnerOptions(lease_ms=3_000, heartbeat_ms=1_000, recovery_interval_s=0.2))
     tasks.use_store(blip.url)
     tasks.runner.executors["long"] = body
     async with tasks.running():

@@ -17,6 +17,7 @@ from mcp_tasks import (
     NewTask,
     RequestView,
     Runner,
+    RunnerOptions,
     TaskControl,
     Tasks,
     TaskStatus,
@@ -226,8 +227,8 @@ async def test_a_re_run_by_another_runner_checks_the_records_capabilities(store:
         finally:
             done.set()
 
-    first = Runner(store, LocalNotifier(), worker_id="first", reap_interval_s=None)
-    second = Runner(store, LocalNotifier(), worker_id="second", reap_interval_s=None)
+    first = Runner(store, LocalNotifier(), RunnerOptions(worker_id="first", reap_interval_s=None))
+    second = Runner(store, LocalNotifier(), RunnerOptions(worker_id="second", reap_interval_s=None))
     async with first.run(), second.run():
         claimed = await store.claim("first", lease_ms=60_000, task_id=RERUN_ID)
         assert claimed is not None

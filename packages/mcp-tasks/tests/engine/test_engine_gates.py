@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks import MemoryTaskStore, NewTask, RequestView, RequireInput, Tasks
+from mcp_tasks import MemoryTaskStore, NewTask, RequestView, RequireInput, ServingOptions, Tasks
 from mcp_tasks.domain.rules import ANY_OWNER
 
 if TYPE_CHECKING:
@@ -90,8 +90,8 @@ async def test_a_missing_mcp_name_is_accepted_by_default(tasks: Tasks) -> None:
 
 
 async def test_a_missing_mcp_name_is_refused_when_required() -> None:
-    """``Tasks(require_name_header=True)``: a missing header is -32020 as well."""
-    tasks = Tasks(store=MemoryTaskStore(), require_name_header=True)
+    """``ServingOptions(require_name_header=True)``: a missing header is -32020 as well."""
+    tasks = Tasks(store=MemoryTaskStore(), serving=ServingOptions(require_name_header=True))
     async with tasks.running():
         missing = await error_of(tasks, view(headers={}), "tasks/cancel", {"taskId": "t"})
         mismatch = await error_of(

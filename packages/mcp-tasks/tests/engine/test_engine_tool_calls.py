@@ -14,6 +14,7 @@ from mcp_tasks import (
     MemoryBackend,
     MemoryTaskStore,
     RequestView,
+    RunnerOptions,
     StoreOptions,
     TaskContext,
     Tasks,
@@ -44,7 +45,8 @@ class Harness:
     def __init__(self, options: StoreOptions | None = None) -> None:
         self.backend = MemoryBackend()
         self.tasks = Tasks(
-            store=MemoryTaskStore(options, backend=self.backend), lease_ms=2_000, heartbeat_ms=500
+            store=MemoryTaskStore(options, backend=self.backend),
+            runner=RunnerOptions(lease_ms=2_000, heartbeat_ms=500),
         )
         self.calls = 0
 
@@ -226,7 +228,10 @@ async def test_answers_from_rounds_before_the_task_are_persisted_and_replayed() 
         return Complete({"content": []})
 
     # The body is handed over by hand: no recovery loop may take the task first.
-    second_node = Tasks(store=MemoryTaskStore(backend=first_node.backend), recovery_interval_s=None)
+    second_node = Tasks(
+        store=MemoryTaskStore(backend=first_node.backend),
+        runner=RunnerOptions(recovery_interval_s=None),
+    )
     async with second_node.running():
         await second_node.runner.start(created["taskId"], replay)
         done = await first_node.wait_terminal(created["taskId"])  # the same backend

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from mcp_tasks import RequestView, Tasks
+from mcp_tasks import RequestView, ServingOptions, Tasks
 from mcp_tasks.engine.listen_slots import (
     DEFAULT_MAX_LISTEN_STREAMS,
     DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
@@ -40,7 +40,7 @@ async def test_past_either_bound_a_listen_is_refused_until_a_stream_ends() -> No
     """Per principal 2, per process 3: alice's third watch is refused, then bob's second
     once three are open (unauthenticated callers count as one principal); ending one of
     alice's watches lets bob's through."""
-    tasks = Tasks(max_listen_streams=3, max_listen_streams_per_owner=2)
+    tasks = Tasks(serving=ServingOptions(max_listen_streams=3, max_listen_streams_per_owner=2))
     engine = tasks.engine
     alice, bob = caller('["i","c","alice"]'), caller('["i","c","bob"]')
     async with AsyncExitStack() as held:

@@ -10,7 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 
-from mcp_tasks import MemoryBackend, MemoryTaskStore, RequestView, Tasks, TaskStatus
+from mcp_tasks import MemoryBackend, MemoryTaskStore, RequestView, RunnerOptions, Tasks, TaskStatus
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.engine import ToolOptions, result_to_change
 
@@ -33,7 +33,8 @@ class Harness:
         self.backend = MemoryBackend()
         # The lease is shorter than every TTL the tests choose (a live lease holds its task).
         self.tasks = Tasks(
-            store=MemoryTaskStore(backend=self.backend), lease_ms=2_000, heartbeat_ms=500
+            store=MemoryTaskStore(backend=self.backend),
+            runner=RunnerOptions(lease_ms=2_000, heartbeat_ms=500),
         )
 
     async def call(

@@ -8,7 +8,6 @@ from mcp_tasks import MemoryTaskStore, NewTask, StorePinned, Tasks, new_task_id
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.stores.observed import ObservedStore
 from mcp_tasks.stores.opening import URL_ENV
-from mcp_tasks.tasks import collect_tasks
 
 pytestmark = pytest.mark.anyio
 
@@ -76,14 +75,3 @@ def test_an_unpinned_tasks_reads_the_store_url_from_the_environment(
     assert tasks.store_description == "memory://from-env"
     assert tasks.close_store
     assert not tasks.store_pinned
-
-
-def test_collect_tasks_finds_every_tasks_built_in_the_block() -> None:
-    """What serve uses to find an app's Tasks without reading the server's internals."""
-    before = Tasks()
-    with collect_tasks() as found:
-        first, second = Tasks(), Tasks(store="memory://")
-    after = Tasks()
-    assert found == [first, second]
-    assert before not in found
-    assert after not in found

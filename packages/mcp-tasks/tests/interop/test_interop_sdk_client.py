@@ -7,7 +7,7 @@ The SDK ships no tasks client, only the hooks for one: a ``ClientExtension`` dec
 spec's wire shapes (flat ``CreateTaskResult``, ``tasks/get`` / ``tasks/update`` /
 ``tasks/cancel`` with ``taskId``, ``Mcp-Name`` from ``name_param``), with nothing of
 mcp-tasks in it. The server is strict about ``Mcp-Name`` here
-(``Tasks(require_name_header=True)``), so every tasks/* request proves the header too.
+(``ServingOptions(require_name_header=True)``), so every tasks/* request proves the header too.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from mcp_types import (
 )
 from pydantic import ConfigDict, TypeAdapter
 
-from mcp_tasks import ANY_OWNER
+from mcp_tasks import ANY_OWNER, ServingOptions
 
 pytestmark = pytest.mark.anyio
 
@@ -162,7 +162,7 @@ async def test_a_task_is_created_and_polled_to_completion(serve: Callable[..., A
     sees it working while the body is held, then completed with the tool's result, which
     lives in our Store."""
     async with (
-        serve(require_name_header=True) as served,
+        serve(serving=ServingOptions(require_name_header=True)) as served,
         Client(served.url, extensions=[TasksClient(no_elicitation)]) as client,
     ):
         created = await client.session.call_tool("double", {"n": 21}, allow_claimed=True)
@@ -192,7 +192,7 @@ async def test_an_input_round_is_answered_through_tasks_update(
 
     extension = TasksClient(elicit)
     async with (
-        serve(require_name_header=True) as served,
+        serve(serving=ServingOptions(require_name_header=True)) as served,
         Client(served.url, extensions=[extension], elicitation_callback=elicit) as client,
     ):
         result = await client.call_tool("confirm", {"item": "vase"})
@@ -211,7 +211,7 @@ async def test_cancel_ends_the_task_cancelled_and_stops_the_body(
     """tasks/cancel on a running body: the ack is empty, the task ends cancelled, and the
     body stops after the cancel was sent (not before, not at shutdown)."""
     async with (
-        serve(require_name_header=True) as served,
+        serve(serving=ServingOptions(require_name_header=True)) as served,
         Client(served.url, extensions=[TasksClient(no_elicitation)]) as client,
     ):
         probe = served.probe

@@ -21,6 +21,7 @@ from mcp_tasks import (
     NewTask,
     Outcome,
     RequireInput,
+    RunnerOptions,
     StaleLease,
     Tasks,
     TaskStatus,
@@ -43,7 +44,7 @@ async def test_a_lost_lease_stops_the_body_and_drops_its_outcome() -> None:
     its outcome is not written over the new holder's."""
     clock = ManualClock()
     store = MemoryTaskStore(clock=clock)
-    tasks = Tasks(store=store, lease_ms=300, recovery_interval_s=None)
+    tasks = Tasks(store=store, runner=RunnerOptions(lease_ms=300, recovery_interval_s=None))
     started, stopped = anyio.Event(), anyio.Event()
 
     async def body(context: RunningTaskContext) -> StatusChange:
@@ -85,7 +86,7 @@ async def test_progress_and_outcome_are_recorded_with_the_lease() -> None:
     no claim, renew or leased write can use a finished task's claim."""
     clock = ManualClock()
     store = CountingReleases(clock=clock)
-    tasks = Tasks(store=store, recovery_interval_s=None)
+    tasks = Tasks(store=store, runner=RunnerOptions(recovery_interval_s=None))
     messages: list[str | None] = []
 
     async def body(context: RunningTaskContext) -> StatusChange:
@@ -123,7 +124,7 @@ async def test_a_body_that_ends_without_finishing_its_task_releases_the_claim() 
     """A retry leaves the task working: the runner releases the claim at once, so the task
     is claimable when its delay is over (not only when the lease runs out)."""
     store = CountingReleases()
-    tasks = Tasks(store=store, recovery_interval_s=None)
+    tasks = Tasks(store=store, runner=RunnerOptions(recovery_interval_s=None))
 
     async def body(context: RunningTaskContext) -> StatusChange:
         context.retry("try again")
@@ -164,7 +165,10 @@ async def test_the_reaper_removes_expired_tasks() -> None:
     """The lifespan's reaper loop deletes tasks whose TTL has passed."""
     clock = ManualClock()
     backend = MemoryBackend()
-    tasks = Tasks(store=MemoryTaskStore(clock=clock, backend=backend), reap_interval_s=0.02)
+    tasks = Tasks(
+        store=MemoryTaskStore(clock=clock, backend=backend),
+        runner=RunnerOptions(reap_interval_s=0.02),
+    )
     async with tasks.running():
         await tasks.store.create(NewTask(task_id="old", ttl_ms=1_000))
         clock.advance(1_001)
@@ -187,7 +191,7 @@ async def test_lifespan_is_reentrant_and_composable() -> None:
 async def test_shutdown_releases_the_claim_of_a_running_body() -> None:
     """Leaving the lifespan stops running bodies and frees their claims for another node."""
     store = MemoryTaskStore()
-    tasks = Tasks(store=store, recovery_interval_s=None)
+    tasks = Tasks(store=store, runner=RunnerOptions(recovery_interval_s=None))
     started = anyio.Event()
 
     async def body(context: RunningTaskContext) -> StatusChange:
@@ -213,7 +217,9 @@ async def test_frequent_changes_do_not_postpone_lease_renewal() -> None:
     recorded. No real-time window: a renewal that never comes fails the test."""
     clock = ManualClock()
     store = MemoryTaskStore(clock=clock)
-    tasks = Tasks(store=store, lease_ms=600, recovery_interval_s=None)  # renewed every 200 ms
+    tasks = Tasks(
+        store=store, runner=RunnerOptions(lease_ms=600, recovery_interval_s=None)
+    )  # renewed every 200 ms
     done = anyio.Event()
 
     async def body(context: RunningTaskContext) -> StatusChange:
@@ -265,7 +271,7 @@ async def test_a_body_s_own_progress_does_not_wake_its_watch() -> None:
     turns of the event loop in which a woken watch would have read. Another party's change
     still wakes it: a cancel stops the body."""
     store = CountingGets()
-    tasks = Tasks(store=store, recovery_interval_s=None)
+    tasks = Tasks(store=store, runner=RunnerOptions(recovery_interval_s=None))
     reports, stopped = 20, anyio.Event()
 
     async def body(context: RunningTaskContext) -> StatusChange:
@@ -303,7 +309,9 @@ async def test_one_watch_keeps_every_body_s_lease_and_stops_only_the_cancelled_o
     own body alone, and the others go on to record their outcomes."""
     clock = ManualClock()
     store = MemoryTaskStore(clock=clock)
-    tasks = Tasks(store=store, lease_ms=600, recovery_interval_s=None)  # renewed every 200 ms
+    tasks = Tasks(
+        store=store, runner=RunnerOptions(lease_ms=600, recovery_interval_s=None)
+    )  # renewed every 200 ms
     ids = [f"m{i}" for i in range(8)]
     stopped: set[str] = set()
     finish = anyio.Event()

@@ -27,6 +27,7 @@ from mcp_tasks import (
     NewTask,
     RequestView,
     RequireInput,
+    RunnerOptions,
     TaskContext,
     Tasks,
     TaskStatus,
@@ -79,10 +80,11 @@ def text_of(record: TaskRecord) -> str:
     return str(first["text"])
 
 
-def recovering_tasks(backend: MemoryBackend, **kw: Any) -> Tasks:
-    return Tasks(
-        store=MemoryTaskStore(backend=backend), lease_ms=2_000, recovery_interval_s=0.05, **kw
-    )
+def recovering_tasks(backend: MemoryBackend, **runner: Any) -> Tasks:
+    """A process on ``backend`` with a short lease that looks for orphaned work often;
+    ``runner``: more of its :class:`RunnerOptions`."""
+    options = RunnerOptions(lease_ms=2_000, recovery_interval_s=0.05, **runner)
+    return Tasks(store=MemoryTaskStore(backend=backend), runner=options)
 
 
 async def test_an_mcpserver_tool_runs_again_from_the_record_alone() -> None:
@@ -229,10 +231,10 @@ async def test_adopted_bodies_are_bounded_by_max_adopted() -> None:
 
 
 async def test_a_server_that_runs_no_tasks_leaves_them_to_a_worker() -> None:
-    """``Tasks(run_tasks=False)`` creates the task unclaimed (generation 0) and runs nothing;
-    a worker process (another Tasks on the store) claims and completes it."""
+    """``RunnerOptions(run_tasks=False)`` creates the task unclaimed (generation 0) and runs
+    nothing; a worker process (another Tasks on the store) claims and completes it."""
     backend = MemoryBackend()
-    server = Tasks(store=MemoryTaskStore(backend=backend), run_tasks=False)
+    server = Tasks(store=MemoryTaskStore(backend=backend), runner=RunnerOptions(run_tasks=False))
     worker = recovering_tasks(backend)
     ran_in: list[str] = []
 
@@ -474,7 +476,7 @@ async def test_a_stopped_runner_claims_nothing_even_where_no_cancellation_reache
         NewTask(task_id=task_id, work=tool_work("job", {}, task_id=task_id))
     )
     store = ShieldedStore(backend)
-    tasks = Tasks(store=store, recovery_interval_s=0.05)
+    tasks = Tasks(store=store, runner=RunnerOptions(recovery_interval_s=0.05))
     store.runner = tasks.runner
 
     async def job(arguments: Any) -> str:

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import ManualClock, MemoryTaskStore, TaskContext, Tasks
+from mcp_tasks import ManualClock, MemoryTaskStore, RunnerOptions, TaskContext, Tasks
 from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
 from mcp_tasks.testing import running
 
@@ -34,7 +34,9 @@ async def test_a_running_task_outlives_its_ttl_and_its_result_stays_readable() -
     the result retention, after which the task is gone."""
     clock = ManualClock()
     store = MemoryTaskStore(clock=clock)  # the default result retention: 60 s
-    tasks = Tasks(store=store, reap_interval_s=0.01)  # the reaper runs all along
+    tasks = Tasks(
+        store=store, runner=RunnerOptions(reap_interval_s=0.01)
+    )  # the reaper runs all along
     started, finish = anyio.Event(), anyio.Event()
     mcp: MCPServer[Any] = MCPServer("ttl", extensions=[tasks.extension()], lifespan=tasks.lifespan)
 

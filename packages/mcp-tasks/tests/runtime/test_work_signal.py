@@ -18,6 +18,7 @@ from mcp_tasks import (
     MemoryBackend,
     MemoryTaskStore,
     RequestView,
+    RunnerOptions,
     Tasks,
     TaskStatus,
 )
@@ -33,12 +34,11 @@ REQUEST = RequestView(protocol_version="2026-07-28", client_capabilities=TASKS_C
 AN_HOUR_S = 3600.0
 
 
-def process(backend: MemoryBackend, notifier: Notifier, **options: Any) -> Tasks:
+def process(backend: MemoryBackend, notifier: Notifier, **runner: Any) -> Tasks:
     return Tasks(
         store=MemoryTaskStore(backend=backend),
         notifier=notifier,
-        recovery_interval_s=AN_HOUR_S,
-        **options,
+        runner=RunnerOptions(recovery_interval_s=AN_HOUR_S, **runner),
     )
 
 
@@ -80,7 +80,7 @@ async def test_a_clean_shutdown_hands_a_running_task_to_another_runner_by_the_si
 
 
 async def test_a_server_that_runs_no_tasks_wakes_the_workers_by_the_signal() -> None:
-    """``Tasks(run_tasks=False)`` creates the task unclaimed and signals the work: a worker
+    """``RunnerOptions(run_tasks=False)`` creates the task unclaimed and signals the work: a worker
     already idle runs it."""
     backend, notifier = MemoryBackend(), LocalNotifier()
     server = process(backend, notifier, run_tasks=False)

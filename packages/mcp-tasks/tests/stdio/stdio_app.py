@@ -14,13 +14,13 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 
-from mcp_tasks import TaskContext, Tasks
+from mcp_tasks import RunnerOptions, TaskContext, Tasks
 
 NOTE_SCHEMA = {"type": "object", "properties": {"note": {"type": "string"}}}
 
 
 def build(store_url: str, *, finish: bool) -> MCPServer[Any]:
-    tasks = Tasks(store=store_url, lease_ms=3_000)
+    tasks = Tasks(store=store_url, runner=RunnerOptions(lease_ms=3_000))
     mcp: MCPServer[Any] = MCPServer(
         "stdio-tasks", extensions=[tasks.extension()], lifespan=tasks.lifespan
     )

@@ -22,11 +22,6 @@ from mcp_tasks.stores import opening
 from mcp_tasks.stores.opening import InvalidStoreURL, describe_store
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_memory_url_gives_a_memory_store_with_the_options() -> None:
     """memory:// is registered by the core distribution itself and takes StoreOptions."""

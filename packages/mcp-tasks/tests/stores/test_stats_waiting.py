@@ -12,11 +12,6 @@ from mcp_tasks.domain.rules import UNCLAIMED_AFTER_MS
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_a_task_of_a_tool_nobody_claims_is_counted_once_it_waited() -> None:
     """A task of a tool no claim asks for counts once it is UNCLAIMED_AFTER_MS old, not
     before; claimed, it no longer counts; handed back, it counts again."""

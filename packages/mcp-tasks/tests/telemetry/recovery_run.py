@@ -23,6 +23,7 @@ from mcp_tasks import (
     MemoryBackend,
     MemoryTaskStore,
     NewTask,
+    RunnerOptions,
     Tasks,
     current_task_context,
     new_task_id,
@@ -57,7 +58,10 @@ async def run() -> None:
     await seed.create(
         NewTask(task_id=flaky, work=tool_work("flaky", {}, task_id=flaky, retry_delays_ms=(50,)))
     )
-    tasks = Tasks(store=MemoryTaskStore(backend=backend), lease_ms=2_000, recovery_interval_s=0.05)
+    tasks = Tasks(
+        store=MemoryTaskStore(backend=backend),
+        runner=RunnerOptions(lease_ms=2_000, recovery_interval_s=0.05),
+    )
 
     async def body(arguments: Any) -> str:
         context = current_task_context()

@@ -13,7 +13,15 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from mcp_tasks import InvalidArgument, MemoryTaskStore, StoreOptions, StoreUnavailable, Tasks
+from mcp_tasks import (
+    InvalidArgument,
+    MemoryTaskStore,
+    RunnerOptions,
+    StoreOptions,
+    StoreUnavailable,
+    Tasks,
+    TelemetryOptions,
+)
 from mcp_tasks.cli import main
 from mcp_tasks.domain.clock import system_clock
 from mcp_tasks.runtime.gauges import StoreGauges
@@ -211,19 +219,24 @@ async def test_a_store_without_stats_exports_no_gauge() -> None:
 
 
 async def test_without_an_sdk_a_tasks_with_gauges_never_reads_stats() -> None:
-    """``Tasks(store_gauges_s=…)`` with no meter provider installed: nothing collects, so
+    """``TelemetryOptions(store_gauges_s=…)`` with no meter provider installed: nothing collects, so
     the store is never counted (this test process installs none)."""
     store = Counted()
-    tasks = Tasks(store=store, store_gauges_s=10, recovery_interval_s=None)  # type: ignore[arg-type]
+    tasks = Tasks(
+        store=store,
+        runner=RunnerOptions(recovery_interval_s=None),
+        telemetry=TelemetryOptions(store_gauges_s=10),
+    )  # type: ignore[arg-type]
     async with tasks.running():
         await anyio.sleep(1.5)
     assert store.calls == 0
 
 
 def test_an_interval_below_the_minimum_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    """Below 10 s is a clear error: from Tasks, and from the CLI as a one-line usage error."""
+    """Below 10 s is a clear error: from the options, and from the CLI as a one-line usage
+    error."""
     with pytest.raises(InvalidArgument, match="at least 10 seconds"):
-        Tasks(store_gauges_s=5)
+        TelemetryOptions(store_gauges_s=5)
     assert main(["worker", "--store", "memory://", "--store-gauges", "5"]) == 2
     err = capsys.readouterr().err
     assert "--store-gauges: the store gauges' interval must be at least 10 seconds" in err

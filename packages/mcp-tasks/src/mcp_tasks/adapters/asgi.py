@@ -5,13 +5,19 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from starlette.applications import Starlette
+from starlette.routing import Mount, Route, Router
 
 from mcp_tasks.adapters.fast_path import TasksFastPath, with_fast_path
+from mcp_tasks.adapters.listen_middleware import TaskListenMiddleware
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from mcp_tasks.engine import TaskEngine
 
 MCP_PATH = "/mcp"
@@ -62,3 +68,60 @@ def asgi_app(
         f"cannot serve {type(app).__name__}: expected MCPServer, Server, FastMCP or "
         "tasks.http_app(server)"
     )
+
+
+def served_engines(app: object) -> list[TaskEngine]:
+    """The task engines ``app`` serves, each once, found on its public parts where the ways
+    of serving one leave them: the notification middleware on an SDK server's chain
+    (``install()``, ``tool()``, ``serve_notifications()``, FastMCP's extension), the engine
+    a ``TasksFastPath`` answers for (``http_app()``), and the SDK servers behind a
+    Starlette app's routes."""
+    return list({id(engine): engine for engine in _engines_in(app, depth=0)}.values())
+
+
+def lifespan_of(app: object) -> object:
+    """The lifespan ``app`` was built with (``MCPServer``, ``Server`` or Starlette), or
+    ``None``: how a ``Tasks`` whose lifespan an app runs is found from the app."""
+    if isinstance(app, MCPServer):
+        return app.settings.lifespan
+    if isinstance(app, Server):
+        return app.lifespan
+    if isinstance(app, TasksFastPath):
+        return lifespan_of(app.app)
+    if isinstance(app, Starlette):
+        return app.router.lifespan_context
+    return None
+
+
+#: How deep a Starlette app's mounts are followed to the SDK servers behind them.
+_MAX_MOUNT_DEPTH = 8
+
+
+def _engines_in(app: object, depth: int) -> Iterator[TaskEngine]:
+    if isinstance(app, MCPServer | Server):
+        yield from (m.engine for m in app.middleware if isinstance(m, TaskListenMiddleware))
+    if is_fastmcp(app):
+        yield from _fastmcp_engines(app)
+    if isinstance(app, TasksFastPath):
+        if app.engine is not None:
+            yield app.engine
+        yield from _engines_in(app.app, depth)
+    if isinstance(app, StreamableHTTPASGIApp):
+        yield from _engines_in(app.session_manager.app, depth)
+    if isinstance(app, RequireAuthMiddleware):
+        yield from _engines_in(app.app, depth)
+    if isinstance(app, Starlette | Router) and depth < _MAX_MOUNT_DEPTH:
+        for route in app.routes:
+            if isinstance(route, Route):
+                yield from _engines_in(route.endpoint, depth + 1)
+            elif isinstance(route, Mount):
+                yield from _engines_in(route.app, depth + 1)
+
+
+def _fastmcp_engines(app: object) -> Iterator[TaskEngine]:
+    """The engines on a FastMCP server's SDK chain (our extension puts its middleware there
+    when FastMCP binds it); none when no extension of ours was built (the adapter's module,
+    which imports fastmcp, is then not loaded)."""
+    adapter = sys.modules.get("mcp_tasks.adapters.fastmcp")
+    if adapter is not None:
+        yield from _engines_in(adapter.sdk_server_of(app), depth=0)

@@ -253,6 +253,11 @@ class FastMCPTasksExtension(ServerExtension):
     def __repr__(self) -> str:
         return f"FastMCPTasksExtension({self._engine!r})"
 
+    @property
+    def engine(self) -> TaskEngine:
+        """The engine this extension serves."""
+        return self._engine
+
     def clone(self) -> FastMCPTasksExtension:
         # The Store and runner are shared state, never deep-copied.
         return FastMCPTasksExtension(self._engine, self._running)
@@ -263,16 +268,26 @@ class FastMCPTasksExtension(ServerExtension):
     def lifespan(self) -> AbstractAsyncContextManager[None]:
         """Serve ``taskIds`` on ``subscriptions/listen`` and run the task runner and reaper
         while the server lives."""
-        ref = self._server_ref
-        server = ref() if ref is not None else None
-        if server is not None:  # unbound (entered by hand): there is no listen to serve
-            # FastMCP's auth provider is its token verifier (None: no auth).
-            verifier = server.auth
-            serve_task_notifications(self._engine, sdk_server_of(server), view_of, verifier)
+        server = self._serve_notifications()
         return _checked_then(server, _running_in_own_task(self._running))
 
     def methods(self) -> Sequence[MethodBinding]:
+        # FastMCP asks for the methods once it bound this extension to its server: from
+        # then on the server's SDK chain holds our middleware, which is also how
+        # `mcp-tasks serve` finds the Tasks of a FastMCP app (adapters.asgi.served_engines).
+        self._serve_notifications()
         return tasks_method_bindings(self._engine, MethodBinding)
+
+    def _serve_notifications(self) -> FastMCP | None:
+        """Serve ``taskIds`` on the bound server's ``subscriptions/listen`` (once); the
+        server, or ``None`` when unbound (entered by hand: there is no listen to serve)."""
+        ref = self._server_ref
+        server = ref() if ref is not None else None
+        if server is not None:
+            # FastMCP's auth provider is its token verifier (None: no auth).
+            verifier = server.auth
+            serve_task_notifications(self._engine, sdk_server_of(server), view_of, verifier)
+        return server
 
     async def intercept_tool_call(
         self,

@@ -271,7 +271,7 @@ class TaskListenMiddleware:
             serve = stream.alone() if alone else stream.beside(call_next, notifications)
             if token is None:
                 return await serve
-            recheck_s = self.engine.listen_token_recheck_s
+            recheck_s = self.engine.options.listen_token_recheck_s
             authority = ListenAuthority(token, self.verifier, recheck_s=recheck_s)
             return await stream.while_authorized(serve, authority)
 

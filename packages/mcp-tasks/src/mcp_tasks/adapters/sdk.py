@@ -71,6 +71,11 @@ class TasksExtension(Extension):
     def __repr__(self) -> str:
         return "TasksExtension()"
 
+    @property
+    def engine(self) -> TaskEngine:
+        """The engine this extension serves."""
+        return self._engine
+
     def settings(self) -> dict[str, Any]:
         return {}  # the extension defines no settings: an empty object means support
 

@@ -34,11 +34,10 @@ from mcp_tasks.cli.demo_tools import demo_server
 from mcp_tasks.cli.log_output import configure_logging, uvicorn_log_config
 from mcp_tasks.cli.otel import configure_from_environment
 from mcp_tasks.domain.errors import InvalidArgument
-from mcp_tasks.runtime.gauges import gauge_interval
-from mcp_tasks.runtime.runner import DEFAULT_RECOVERY_INTERVAL_S
+from mcp_tasks.runtime.gauges import TelemetryOptions
 from mcp_tasks.stores.encrypted import KEYS_ENV, Keyring
 from mcp_tasks.stores.opening import describe_store, store_from_url
-from mcp_tasks.tasks import Tasks, collect_tasks
+from mcp_tasks.tasks import Tasks, tasks_served_by
 
 if TYPE_CHECKING:
     import argparse
@@ -64,9 +63,9 @@ class Prepared:
     tasks: list[Tasks] = field(default_factory=list)
 
 
-def load_object(spec: str) -> tuple[Any, Any]:
-    """Import `module:attr` (the current directory is importable, as with `uvicorn`);
-    returns the module and the object."""
+def load_object(spec: str) -> Any:
+    """Import `module:attr` (the current directory is importable, as with `uvicorn`) and
+    return the object."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ServeError(f"APP must be module:attr, got {spec!r}")
@@ -91,7 +90,7 @@ def load_object(spec: str) -> tuple[Any, Any]:
         if not hasattr(target, part):
             raise ServeError(f"module {module_name!r} has no attribute {attr!r}")
         target = getattr(target, part)
-    return module, target
+    return target
 
 
 def use_encryption_keys_file(path: str | None) -> None:
@@ -121,14 +120,10 @@ def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
     """
     if spec is None:
         store = store_from_url(resolve_store_url(store_flag, for_serving=True))
-        with collect_tasks() as demo:
-            server = demo_server(store)
-        return Prepared(server, [describe_store(store)], [store], demo)
-    with collect_tasks() as created:
-        module, app = load_object(spec)
-    # Tasks built at import, and (for a module imported before) the module's own.
-    found = [*created, *(v for v in vars(module).values() if isinstance(v, Tasks))]
-    attached = list({id(t): t for t in found if t.attached}.values())
+        server = demo_server(store)
+        return Prepared(server, [describe_store(store)], [store], tasks_served_by(server))
+    app = load_object(spec)
+    attached = [t for t in tasks_served_by(app) if t.attached]
     if attached:
         return Prepared(
             app,
@@ -273,11 +268,11 @@ def export_store_gauges(prepared: Prepared, seconds: float | None) -> None:
     if seconds is None:
         return
     try:
-        interval = gauge_interval(seconds)
+        telemetry = TelemetryOptions(store_gauges_s=seconds)
     except InvalidArgument as error:
         raise UsageError(f"--store-gauges: {error}") from None
     for tasks in prepared.tasks:
-        tasks.store_gauges_s = interval
+        tasks.telemetry = telemetry
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -366,9 +361,7 @@ def work(args: argparse.Namespace) -> int:
     runners = [tasks.runner for tasks in prepared.tasks]
     for runner in runners:
         # The app may be built for servers that leave the running to workers: here we run.
-        runner.run_tasks = True
-        if runner.recovery_interval_s is None:
-            runner.recovery_interval_s = DEFAULT_RECOVERY_INTERVAL_S
+        runner.options = runner.options.for_worker()
     stores = ", ".join(dict.fromkeys(prepared.stores))
 
     async def main() -> None:

@@ -2,7 +2,7 @@
 
 A worker claims the tasks nobody holds on the app's store (oldest first): tasks whose
 process died or stopped, retries that are due, and tasks created by servers that do not run
-them (``Tasks(run_tasks=False)``). It runs each through its tool, exactly as the server
+them (``RunnerOptions(run_tasks=False)``). It runs each through its tool, exactly as the server
 would. Any number of workers and servers can share one store.
 """
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 DESCRIPTION = """Run the task bodies of APP (module:attr, as for `serve`; no APP: the demo
 tools) on its store, without serving HTTP: work whose process died or stopped, retries that
-are due, and tasks created by servers built with Tasks(run_tasks=False). The store is
+are due, and tasks created by servers built with RunnerOptions(run_tasks=False). The store is
 chosen as for `serve` (--store, else $MCP_TASKS_STORE_URL, else sqlite:///./mcp-tasks.db).
 
 Spans and metrics: set up from the standard OTEL_* variables as for `serve`.

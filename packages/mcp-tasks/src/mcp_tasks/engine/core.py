@@ -25,7 +25,6 @@ from mcp_tasks.domain.errors import (
 )
 from mcp_tasks.domain.ids import new_task_id, redact
 from mcp_tasks.domain.models import (
-    DEFAULT_TTL_MS,
     Complete,
     Fail,
     NewTask,
@@ -37,11 +36,11 @@ from mcp_tasks.domain.models import (
 )
 from mcp_tasks.domain.retries import retry_delays
 from mcp_tasks.engine import errors
-from mcp_tasks.engine.listen_slots import DEFAULT_TOKEN_RECHECK_S, ListenSlots
+from mcp_tasks.engine.listen_slots import ListenSlots
+from mcp_tasks.engine.options import ServingOptions
 from mcp_tasks.engine.policy import Policy, TaskMode, check_policy, resolve_mode
 from mcp_tasks.engine.wire import (
     ACK,
-    DEFAULT_POLL_INTERVAL_MS,
     create_task_result,
     get_task_result,
 )
@@ -234,28 +233,25 @@ class TaskEngine:
         store: Store,
         runner: Runner,
         notifier: Notifier,
+        options: ServingOptions | None = None,
         *,
-        default_ttl_ms: int | None = DEFAULT_TTL_MS,
-        default_poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
-        require_name_header: bool = False,
         clock: Clock = system_clock,
-        listen_slots: ListenSlots | None = None,
-        listen_token_recheck_s: float = DEFAULT_TOKEN_RECHECK_S,
+        facade: object = None,
     ) -> None:
         self.serve_from(store)
+        #: What built this engine and serves through it (the ``Tasks``; ``None`` for an
+        #: engine built alone): found from the adapters an app holds (``mcp-tasks serve``).
+        self.facade = facade
+        #: How requests are served (default TTL and poll interval, the ``Mcp-Name`` rule,
+        #: listen bounds).
+        self.options = options if options is not None else ServingOptions()
         #: Bounds on open task listen streams (per process, per principal).
-        self.listen_slots = listen_slots or ListenSlots()
-        if not listen_token_recheck_s > 0:
-            raise ValueError("listen_token_recheck_s must be a positive number of seconds")
-        #: Seconds between checks of a listen stream's token with the server's verifier.
-        self.listen_token_recheck_s = listen_token_recheck_s
+        self.listen_slots = ListenSlots(
+            self.options.max_listen_streams, self.options.max_listen_streams_per_owner
+        )
         self.runner = runner
         self._said_not_running = False
         self.notifier = notifier
-        self.default_ttl_ms = default_ttl_ms
-        self.default_poll_interval_ms = default_poll_interval_ms
-        #: Refuse ``tasks/*`` over HTTP without ``Mcp-Name`` (a mismatch is refused either way).
-        self.require_name_header = require_name_header
         self.tools: dict[str, ToolOptions] = {}
         #: Per tool, the SDK's own argument validation, run before a task is created.
         self.argument_checks: dict[str, ArgumentsCheck] = {}
@@ -468,7 +464,7 @@ class TaskEngine:
         client's."""
         ttl = options.ttl_ms
         if isinstance(ttl, Unset):
-            return self.default_ttl_ms
+            return self.options.default_ttl_ms
         if not callable(ttl):
             return ttl
         chosen: object = ttl(arguments)
@@ -523,7 +519,8 @@ class TaskEngine:
                     task_id=task_id,
                     owner=request.owner,
                     ttl_ms=self._ttl_for(name, options, arguments),
-                    poll_interval_ms=options.poll_interval_ms or self.default_poll_interval_ms,
+                    poll_interval_ms=options.poll_interval_ms
+                    or self.options.default_poll_interval_ms,
                     work=tool_work(
                         name,
                         arguments,
@@ -621,7 +618,7 @@ class TaskEngine:
             ttl_ms=self._ttl_for(name, options, arguments) if isinstance(ttl, Unset) else ttl,
             poll_interval_ms=deferred.poll_interval_ms
             or options.poll_interval_ms
-            or self.default_poll_interval_ms,
+            or self.options.default_poll_interval_ms,
             status_message=deferred.status_message,
             work=None,
             client_capabilities=_capabilities_of(request),
@@ -684,7 +681,7 @@ class TaskEngine:
             raise errors.missing_capability()
         raw = params if isinstance(params, Mapping) else {}
         task_id = raw.get("taskId")
-        self._check_name_header(request, task_id, required=self.require_name_header)
+        self._check_name_header(request, task_id, required=self.options.require_name_header)
         if not isinstance(task_id, str) or not task_id:
             raise errors.invalid_params("Missing taskId")
         responses: Mapping[str, Any] | None = None

@@ -21,6 +21,7 @@ import logging
 import math
 import time
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Final
 
@@ -47,6 +48,7 @@ __all__ = [
     "MIN_GAUGE_INTERVAL_S",
     "StoreGauges",
     "StoreReading",
+    "TelemetryOptions",
     "gauge_interval",
     "store_gauges",
 ]
@@ -71,6 +73,28 @@ def gauge_interval(seconds: float | None) -> float | None:
             f"got {seconds:g}"
         )
     return seconds
+
+
+@dataclass(frozen=True, kw_only=True)
+class TelemetryOptions:
+    """What a ``Tasks`` exports beyond its spans and counters:
+    ``Tasks(telemetry=TelemetryOptions(store_gauges_s=60))``.
+
+    ``store_gauges_s``: export gauges of the store's state (tasks by status, rows against
+    the row cap) from its ``counts()`` (else its ``stats()``), read in the background at
+    most once per that many seconds (at least 10) and only while an exporter collects
+    them; ``None`` (the default): none. ``counts()`` is one small read at any table size;
+    ``stats()`` may scan the whole table, so where a store has only that, turn the gauges
+    on in one process (docs/monitoring.md).
+
+    Raises:
+        InvalidArgument: ``store_gauges_s`` below :data:`MIN_GAUGE_INTERVAL_S`.
+    """
+
+    store_gauges_s: float | None = None
+
+    def __post_init__(self) -> None:
+        gauge_interval(self.store_gauges_s)
 
 
 class StoreReading:

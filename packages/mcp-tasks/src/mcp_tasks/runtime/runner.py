@@ -18,6 +18,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import anyio
@@ -163,54 +164,79 @@ class RunnerNotStarted(MCPTasksError):
     """The task runner is not running: enter Tasks.lifespan (see the adapters' docs)."""
 
 
-class Runner:
-    """Runs task bodies in this process; one per :class:`~mcp_tasks.tasks.Tasks`.
+@dataclass(frozen=True, kw_only=True)
+class RunnerOptions:
+    """How this process runs task bodies: ``Tasks(runner=RunnerOptions(lease_ms=...))``.
 
     ``lease_ms`` is how long a claim lives without renewal (how soon another process takes
     over a task whose process died); ``heartbeat_ms`` how often a running body's lease is
-    renewed (less than the lease; default: a third of it, at most 10 s).
+    renewed (less than the lease; ``None``: a third of it, at most 10 s).
     ``recovery_interval_s`` is how often the recovery loop looks for work nobody holds when
     it found none (``None``: no recovery loop, e.g. a process that only creates tasks); it
-    keeps at most ``max_adopted`` adopted bodies running at once.
-    ``run_tasks=False``: this process runs no body at all; it creates tasks unclaimed for
-    workers (``mcp-tasks worker``) to run, and only reaps.
+    keeps at most ``max_adopted`` adopted bodies running at once. ``reap_interval_s``: how
+    often expired tasks are deleted (``None``: never here). ``run_tasks=False``: this
+    process runs no body at all; it creates tasks unclaimed for workers (``mcp-tasks
+    worker``) to run, and only reaps. ``worker_id`` names this process in leases
+    (``None``: ``inproc-`` and a random suffix).
+
+    Raises:
+        InvalidArgument: a value out of range (checked when the options are built).
     """
 
-    def __init__(
-        self,
-        store: Store,
-        notifier: Notifier,
-        *,
-        worker_id: str | None = None,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        heartbeat_ms: int | None = None,
-        recovery_interval_s: float | None = DEFAULT_RECOVERY_INTERVAL_S,
-        max_adopted: int = DEFAULT_MAX_ADOPTED,
-        reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S,
-        run_tasks: bool = True,
-    ) -> None:
+    worker_id: str | None = None
+    lease_ms: int = DEFAULT_LEASE_MS
+    heartbeat_ms: int | None = None
+    recovery_interval_s: float | None = DEFAULT_RECOVERY_INTERVAL_S
+    max_adopted: int = DEFAULT_MAX_ADOPTED
+    reap_interval_s: float | None = DEFAULT_REAP_INTERVAL_S
+    run_tasks: bool = True
+
+    def __post_init__(self) -> None:
+        lease_ms = self.lease_ms
         if isinstance(lease_ms, bool) or not isinstance(lease_ms, int) or lease_ms <= 0:
             raise InvalidArgument("lease_ms must be a positive integer")
-        if heartbeat_ms is None:
-            heartbeat_ms = max(1, min(DEFAULT_HEARTBEAT_MS, lease_ms // 3))
+        heartbeat_ms = self.renew_every_ms
         if (
             isinstance(heartbeat_ms, bool)
             or not isinstance(heartbeat_ms, int)
             or not 0 < heartbeat_ms < lease_ms
         ):
             raise InvalidArgument("heartbeat_ms must be a positive integer below lease_ms")
-        if recovery_interval_s is not None and not recovery_interval_s > 0:
+        if self.recovery_interval_s is not None and not self.recovery_interval_s > 0:
             raise InvalidArgument("recovery_interval_s must be positive or None")
+        max_adopted = self.max_adopted
         if isinstance(max_adopted, bool) or not isinstance(max_adopted, int) or max_adopted < 1:
             raise InvalidArgument("max_adopted must be a positive integer")
+
+    @property
+    def renew_every_ms(self) -> int:
+        """The heartbeat: ``heartbeat_ms``, or a third of the lease (at most 10 s)."""
+        if self.heartbeat_ms is not None:
+            return self.heartbeat_ms
+        return max(1, min(DEFAULT_HEARTBEAT_MS, self.lease_ms // 3))
+
+    def for_worker(self) -> RunnerOptions:
+        """These options for a process that runs tasks (``mcp-tasks worker``): bodies run,
+        and the recovery loop looks for work (every second unless the options say)."""
+        return replace(
+            self,
+            run_tasks=True,
+            recovery_interval_s=self.recovery_interval_s or DEFAULT_RECOVERY_INTERVAL_S,
+        )
+
+
+class Runner:
+    """Runs task bodies in this process; one per :class:`~mcp_tasks.tasks.Tasks`, as its
+    :class:`RunnerOptions` say."""
+
+    def __init__(
+        self, store: Store, notifier: Notifier, options: RunnerOptions | None = None
+    ) -> None:
+        options = options if options is not None else RunnerOptions()
+        #: How this runner runs; replaced (not changed) before it starts, if at all.
+        self.options = options
         self.notifier = notifier
-        self.worker_id = worker_id or f"inproc-{secrets.token_hex(4)}"
-        self.lease_ms = lease_ms
-        self.heartbeat_ms = heartbeat_ms
-        self.recovery_interval_s = recovery_interval_s
-        self.max_adopted = max_adopted
-        self.reap_interval_s = reap_interval_s
-        self.run_tasks = run_tasks
+        self.worker_id = options.worker_id or f"inproc-{secrets.token_hex(4)}"
         #: Tool name → the executor that runs a task of that tool from its record alone.
         self.executors: dict[str, Body] = {}
         #: Asked in order when :attr:`executors` has no entry for a tool.
@@ -230,8 +256,8 @@ class Runner:
         #: One watch for every body running here (lease renewals, stops).
         self._watcher = Watcher(
             lambda: self.store,
-            lease_ms=lease_ms,
-            heartbeat_ms=heartbeat_ms,
+            lease_ms=options.lease_ms,
+            heartbeat_ms=options.renew_every_ms,
             outage=lambda: self._watch_outage,
             lease_ran_out=self._lease_ran_out,
         )
@@ -294,11 +320,11 @@ class Runner:
         async with anyio.create_task_group() as group:
             self._group = group
             group.start_soon(self._watcher.run)
-            if self.reap_interval_s is not None:
-                group.start_soon(self._reap_forever, self.reap_interval_s)
-            if self.run_tasks and self.recovery_interval_s is not None:
-                group.start_soon(self._recover_forever, self.recovery_interval_s)
-            elif not self.run_tasks:
+            if self.options.reap_interval_s is not None:
+                group.start_soon(self._reap_forever, self.options.reap_interval_s)
+            if self.options.run_tasks and self.options.recovery_interval_s is not None:
+                group.start_soon(self._recover_forever, self.options.recovery_interval_s)
+            elif not self.options.run_tasks:
                 logger.info("running no tasks: workers on the store run them")
             try:
                 yield
@@ -327,11 +353,11 @@ class Runner:
         """
         if not self.running:
             raise RunnerNotStarted
-        if not self.run_tasks:
+        if not self.options.run_tasks:
             record = await create(task)
             await self.notifier.publish(WORK_SIGNAL)
             return record
-        record = await create(task.claimed(self.worker_id, self.lease_ms))
+        record = await create(task.claimed(self.worker_id, self.options.lease_ms))
         claimed = Claimed(record, lease_of(record))
         group = self._group
         if group is None:  # stopped while the task was being created
@@ -350,7 +376,9 @@ class Runner:
         group = self._group
         if group is None:
             raise RunnerNotStarted
-        claimed = await self.store.claim(self.worker_id, lease_ms=self.lease_ms, task_id=task_id)
+        claimed = await self.store.claim(
+            self.worker_id, lease_ms=self.options.lease_ms, task_id=task_id
+        )
         if claimed is None:  # cancelled, reaped or taken between create and claim
             logger.debug("task %s was not claimable", redact(task_id))
             return
@@ -378,12 +406,12 @@ class Runner:
         async with self.notifier.subscribe(WORK_SIGNAL) as work:
             while self.running:
                 claimed: Claimed | None = None
-                if self._adopted < self.max_adopted:
+                if self._adopted < self.options.max_adopted:
                     try:
                         with Untraced():  # a poll: the run of what it claims is traced
                             claimed = await self.store.claim(
                                 self.worker_id,
-                                lease_ms=self.lease_ms,
+                                lease_ms=self.options.lease_ms,
                                 work_types=await self.work_types(),
                             )
                     except MCPTasksError as exc:
@@ -408,7 +436,7 @@ class Runner:
         await anyio.sleep(delay_ms / 1000)
         try:
             claimed = await self.store.claim(
-                self.worker_id, lease_ms=self.lease_ms, task_id=task_id
+                self.worker_id, lease_ms=self.options.lease_ms, task_id=task_id
             )
         except MCPTasksError:
             return  # the recovery loop will find it
@@ -451,7 +479,7 @@ class Runner:
             return
         if interrupted(record):  # a takeover: this attempt's lease ran out or was released
             instruments.recoveries.add(1, tool_attributes(record))
-            claimed_at = claimed.lease.expires_at - self.lease_ms
+            claimed_at = claimed.lease.expires_at - self.options.lease_ms
             waited_s = max(0, claimed_at - record.last_updated_at) / 1000
             logger.info(
                 "resuming a task of tool %r after %.1f s without progress "
@@ -494,7 +522,7 @@ class Runner:
             notifier=self.notifier,
             lease=claimed.lease,
             # Claimed just now: by then the claim has run out for certain unless renewed.
-            lease_lapses_at=anyio.current_time() + self.lease_ms / 1000,
+            lease_lapses_at=anyio.current_time() + self.options.lease_ms / 1000,
             arguments=arguments,
             input_responses=input_responses,
             client_capabilities=record.client_capabilities,
@@ -524,7 +552,7 @@ class Runner:
         """Measure how long the task waited for its first run (store clock)."""
         record = claimed.record
         if record.generation == 1:
-            claimed_at = claimed.lease.expires_at - self.lease_ms
+            claimed_at = claimed.lease.expires_at - self.options.lease_ms
             instruments.first_run_delay.record(
                 max(0, claimed_at - record.created_at) / 1000, tool_attributes(record)
             )
