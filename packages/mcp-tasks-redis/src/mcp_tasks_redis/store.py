@@ -94,6 +94,7 @@ from mcp_tasks.domain.models import (
 )
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.domain.states import LIVE, TaskStatus
+from mcp_tasks.stores.abilities import MigrationWords
 from mcp_tasks.stores.kit import CloseGuard, DriverErrors, within
 from mcp_tasks.stores.location import StoreLocation, mask_password, query_value, with_query
 from mcp_tasks.stores.stats import StoreCounts, StoreStats, counts_of, tally
@@ -662,6 +663,14 @@ class RedisTaskStore:
             return counts_of(await self.stats())
         by_status = {status: int(n) for status, n in zip(TaskStatus, found[3:], strict=True)}
         return StoreCounts(now=now, rows=rows, by_status=by_status, max_rows=self.options.max_rows)
+
+    #: What :meth:`migrate` makes, for ``mcp-tasks migrate`` and ``doctor``.
+    migration = MigrationWords(
+        done="counted the tasks written before the counts (filed each in its status's set)",
+        current="every task was already counted; nothing changed",
+        capability="keeps counts of its tasks by status; `mcp-tasks migrate` counts the "
+        "tasks written before them (Redis keeps no schema)",
+    )
 
     async def migrate(self) -> bool:
         """File every task in its status's set (the counts, :meth:`counts`), once: a walk

@@ -16,7 +16,13 @@ from mcp_tasks.domain.ids import new_task_id
 from mcp_tasks.domain.models import NewTask
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.runtime.notifier import OffersNotifier
-from mcp_tasks.stores.abilities import Diagnoses, Migrates
+from mcp_tasks.stores.abilities import (
+    SCHEMA_MIGRATION,
+    Diagnoses,
+    Migrates,
+    MigrationWords,
+    NamesItsMigration,
+)
 from mcp_tasks.stores.opening import describe_store
 from mcp_tasks.stores.protocol import STORE_OPERATIONS
 
@@ -35,7 +41,7 @@ CAPABILITY_ABILITIES: dict[str, type] = {
 
 OPTIONAL_CAPABILITIES = {
     "migrate": (
-        "has a schema, created by `mcp-tasks migrate` (or on first use)",
+        SCHEMA_MIGRATION.capability,
         "keeps no schema: `mcp-tasks migrate` has nothing to do",
     ),
     "notifier": (
@@ -100,6 +106,11 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
+def migration_words(store: Migrates) -> MigrationWords:
+    """What ``store``'s ``migrate()`` makes, in the CLI's words (a schema unless it says)."""
+    return store.migration if isinstance(store, NamesItsMigration) else SCHEMA_MIGRATION
+
+
 def migrate(args: argparse.Namespace) -> int:
     """Call the store's `migrate()` if it has one; say whether it created the schema."""
 
@@ -112,12 +123,11 @@ def migrate(args: argparse.Namespace) -> int:
             reported = await _maybe_await(store.migrate())
             # The SQL stores say whether they created the schema; a store of a user's may not.
             created = reported if isinstance(reported, bool) else None
+            words = migration_words(store)
             if created is None:
                 print(f"{name}: schema is current (created if it was missing)")
-            elif created:
-                print(f"{name}: created the schema")
             else:
-                print(f"{name}: schema was already current; nothing changed")
+                print(f"{name}: {words.done if created else words.current}")
             return 0
 
     return anyio.run(run)
@@ -227,12 +237,15 @@ def doctor(args: argparse.Namespace) -> int:
         print("capabilities:")
         for name, (with_it, without_it) in OPTIONAL_CAPABILITIES.items():
             present = isinstance(store, CAPABILITY_ABILITIES[name])
-            shown = f"yes  {with_it}" if present else f"no   {without_it}"
+            if present and isinstance(store, Migrates) and name == "migrate":
+                shown = f"yes  {migration_words(store).capability}"
+            else:
+                shown = f"yes  {with_it}" if present else f"no   {without_it}"
             print(f"  {name.ljust(width)}  {shown}")
         print("changed:")
         wrote = any(name == "write" for name, _, _ in rows)
-        if created:
-            print("  created the schema (as `mcp-tasks migrate` would)")
+        if created and isinstance(store, Migrates):
+            print(f"  {migration_words(store).done} (as `mcp-tasks migrate` would)")
         elif created is None and isinstance(store, Migrates) and wrote:
             print("  the schema, if it was missing (this store does not say)")
         if wrote:

@@ -12,6 +12,7 @@ well, only the tool that needs it says it is missing (``mcp-tasks stats``, ``mig
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 from mcp_tasks.domain.models import TaskRecord
@@ -25,12 +26,15 @@ if TYPE_CHECKING:
     from mcp_tasks.stores.stats import StoreCounts, StoreStats
 
 __all__ = [
+    "SCHEMA_MIGRATION",
     "Configured",
     "CountsReader",
     "Diagnoses",
     "InFile",
     "Located",
     "Migrates",
+    "MigrationWords",
+    "NamesItsMigration",
     "Rewrite",
     "Rewrites",
     "StatsReader",
@@ -95,6 +99,39 @@ class Migrates(Protocol):
     async def migrate(self) -> bool:
         """Make the schema; whether anything was created (``False``: it was there)."""
         ...
+
+
+@runtime_checkable
+class NamesItsMigration(Protocol):
+    """A :class:`Migrates` store whose ``migrate()`` makes something other than a schema,
+    and says what, for ``mcp-tasks migrate`` and ``doctor`` (a store without it: "the
+    schema")."""
+
+    @property
+    def migration(self) -> MigrationWords:
+        """What its ``migrate()`` makes, in the CLI's words."""
+        ...
+
+
+@dataclass(frozen=True)
+class MigrationWords:
+    """How the CLI says what a store's ``migrate()`` did, or makes."""
+
+    #: ``migrate()`` returned True: "created the schema".
+    done: str
+    #: ``migrate()`` returned False: "schema was already current; nothing changed".
+    current: str
+    #: doctor's capability line: "has a schema, created by `mcp-tasks migrate` …".
+    capability: str
+
+
+#: What a SQL store's ``migrate()`` makes (the words for a :class:`Migrates` store that
+#: does not say).
+SCHEMA_MIGRATION = MigrationWords(
+    done="created the schema",
+    current="schema was already current; nothing changed",
+    capability="has a schema, created by `mcp-tasks migrate` (or on first use)",
+)
 
 
 @runtime_checkable
