@@ -12,6 +12,7 @@ BEHAVIOURS: Final[dict[str, str]] = {
     "notifier": "O-NOTIFIER",
     "server_restart": "O-RESTART",
     "rewrite": "O-REWRITE",
+    "counts": "O-COUNTS",
 }
 
 
@@ -42,6 +43,12 @@ class Offers:
     """The store rewrites its tasks in place for an operator's maintenance
     (:class:`~mcp_tasks.stores.abilities.Rewrites`, ``mcp-tasks rekey``): every task once,
     in id order, only its payload, with a compare-and-set."""
+
+    counts: bool = False
+    """The store keeps its counts as it writes
+    (:class:`~mcp_tasks.stores.abilities.CountsReader`, ``counts()``: what the gauges
+    read): exactly the rows and unexpired tasks per status ``stats()`` gives, across
+    concurrent writes, expiry and reaps (checked by ``StatsContract``)."""
 
     def not_offered(self) -> list[str]:
         """The ids of the optional behaviours this declaration leaves out."""

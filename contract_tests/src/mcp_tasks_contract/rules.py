@@ -105,4 +105,6 @@ OPTIONAL: Final[dict[str, str]] = {
     "O-RESTART": "every acknowledged write survives a restart of the store's server",
     "O-REWRITE": "rewrite_after visits every task once in id order and writes only its "
     "payload, with a compare-and-set: no write that comes between is lost",
+    "O-COUNTS": "counts() gives exactly the rows and unexpired tasks per status stats() "
+    "gives, across concurrent writes, expiry by TTL and concurrent reaps",
 }

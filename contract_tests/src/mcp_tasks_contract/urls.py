@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from mcp_tasks import drop_namespace, namespaced_url, store_from_url
 from mcp_tasks.runtime.notifier import OffersNotifier
-from mcp_tasks.stores.abilities import Rewrites
+from mcp_tasks.stores.abilities import CountsReader, Rewrites
 from mcp_tasks.stores.opening import NamespacesNotSupported, with_query
 from mcp_tasks_contract.offers import Offers
 
@@ -95,7 +95,8 @@ def offers_of_url(url: str) -> Offers:
     """What the backend registered for ``url``'s scheme offers: namespaces when
     :func:`mcp_tasks.namespaced_url` can point the URL at one, a notifier when its store
     offers one (:class:`~mcp_tasks.runtime.notifier.OffersNotifier`), rewrites when it
-    rewrites (:class:`~mcp_tasks.stores.abilities.Rewrites`). A store opened by
+    rewrites (:class:`~mcp_tasks.stores.abilities.Rewrites`), counts when it keeps counts
+    (:class:`~mcp_tasks.stores.abilities.CountsReader`). A store opened by
     URL keeps the real clock, and its server's restarts are the backend's own tests'."""
     try:
         namespaced_url(url, "mcpt_probe")
@@ -106,4 +107,9 @@ def offers_of_url(url: str) -> Offers:
     # Opening does no I/O (StoreBackend.open): the handle holds nothing to close.
     opened = store_from_url(url)
     notifier = isinstance(opened, OffersNotifier)
-    return Offers(namespaces=namespaces, notifier=notifier, rewrite=isinstance(opened, Rewrites))
+    return Offers(
+        namespaces=namespaces,
+        notifier=notifier,
+        rewrite=isinstance(opened, Rewrites),
+        counts=isinstance(opened, CountsReader),
+    )

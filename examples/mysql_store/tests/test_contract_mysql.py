@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 class TestMySQLStore(StoreContract, StatsContract):
     """Handles on one namespace are separate connection pools on the same tables."""
 
-    offers = Offers(namespaces=True, rewrite=True)  # no injectable clock, no notifier (polling)
+    offers = Offers(
+        namespaces=True, rewrite=True, counts=True
+    )  # no injectable clock, no notifier (polling)
     stateful_max_examples = 20
 
     @pytest.fixture

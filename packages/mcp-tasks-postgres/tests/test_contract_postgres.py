@@ -21,7 +21,7 @@ class TestPostgresStore(StoreContract, StatsContract):
     stateful_max_examples = 20
     # A schema per namespace, LISTEN/NOTIFY; restarts are test_postgres_server_restart.py's,
     # on a server of its own (this one is shared).
-    offers = Offers(namespaces=True, notifier=True, rewrite=True)
+    offers = Offers(namespaces=True, notifier=True, rewrite=True, counts=True)
 
     @pytest.fixture
     async def store(self, postgres_url: str) -> AsyncIterator[UrlStoreFactory]:

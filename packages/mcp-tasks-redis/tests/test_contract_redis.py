@@ -21,7 +21,7 @@ class TestRedisStore(StoreContract, StatsContract):
     stateful_max_examples = 20
     # A key prefix per namespace, pub/sub; restarts are test_redis_server_restart.py's, on
     # a server of its own (this one is shared).
-    offers = Offers(namespaces=True, notifier=True, rewrite=True)
+    offers = Offers(namespaces=True, notifier=True, rewrite=True, counts=True)
 
     @pytest.fixture
     async def store(self, redis_url: str) -> AsyncIterator[UrlStoreFactory]:

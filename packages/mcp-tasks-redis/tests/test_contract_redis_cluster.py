@@ -127,7 +127,7 @@ class TestRedisClusterStore(StoreContract, StatsContract):
     """Handles on one namespace are separate cluster clients on the same prefix."""
 
     stateful_max_examples = 5
-    offers = Offers(namespaces=True, notifier=True, rewrite=True)
+    offers = Offers(namespaces=True, notifier=True, rewrite=True, counts=True)
 
     @pytest.fixture
     async def store(self, cluster_url: str) -> AsyncIterator[UrlStoreFactory]:

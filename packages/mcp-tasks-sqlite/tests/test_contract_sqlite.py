@@ -27,7 +27,7 @@ class TestSQLiteStore(StoreContract, StatsContract):
     stateful_max_examples = 20  # each example opens files and fsyncs every write
     # A table prefix per namespace, a notifier on the file's data version; a file has no
     # server to restart.
-    offers = Offers(clock=True, namespaces=True, notifier=True, rewrite=True)
+    offers = Offers(clock=True, namespaces=True, notifier=True, rewrite=True, counts=True)
 
     @pytest.fixture
     def store(self, tmp_path: Path, store_clock: ManualClock) -> StoreFactory:

@@ -23,7 +23,7 @@ class TestMemoryStore(StoreContract, StatsContract):
     stateful_max_examples = 60
     # memory://NAME namespaces; in one process only, so no cross-process notifier and no
     # server to restart.
-    offers = Offers(clock=True, namespaces=True, rewrite=True)
+    offers = Offers(clock=True, namespaces=True, rewrite=True, counts=True)
 
     @pytest.fixture
     def backends(self) -> dict[str, MemoryBackend]:
