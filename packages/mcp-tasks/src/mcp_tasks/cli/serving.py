@@ -147,8 +147,10 @@ def prepare_app(spec: str | None, store_flag: str | None) -> Prepared:
     if isinstance(app, MCPServer | Server):
         # Which tools are tasks is the app's own decision (tasks.tool / tasks.register).
         raise ServeError(
-            f"{spec} does not enable mcp-tasks; see Tasks.extension() (MCPServer) or "
-            "Tasks.install() (low-level Server)"
+            f"{spec} does not enable mcp-tasks where serve can find it; see "
+            "Tasks.extension() (MCPServer) or Tasks.install() (low-level Server), and serve "
+            "finds them through lifespan=tasks.lifespan, tasks.tool(server) or "
+            "tasks.serve_notifications(server)"
         )
     raise ServeError(f"{spec} is a {type(app).__name__}, not an MCP server")
 
