@@ -282,12 +282,16 @@ class PostgresDialect:
             await pool.release(conn)  # a no-op when asyncpg took it back already
         self._waiting += 1
         try:
-            # An acquire may connect: detached as the pool's opening is (_get_pool), and a
-            # connection it brings after the session stopped waiting goes back to the pool.
-            return await detached(
-                _acquire(pool, self._timeout_s),
-                abandoned=lambda late: detach(pool.release(late)),
-            )
+            if pool.get_size() < pool.get_max_size():
+                # An acquire may connect: detached as the pool's opening is (_get_pool), and
+                # a connection it brings after the session stopped waiting goes back.
+                return await detached(
+                    _acquire(pool, self._timeout_s),
+                    abandoned=lambda late: detach(pool.release(late)),
+                )
+            # Every connection open: the acquire waits for one a session gives back, and
+            # connects nothing (a task of its own would cost more than the wait).
+            return await _acquire(pool, self._timeout_s)
         finally:
             self._waiting -= 1
 
