@@ -207,14 +207,7 @@ class SQLTaskStore(ReadModifyWrite):
             StoreNotMigrated: the namespace has no tables (a ``StoreUnavailable``).
             StoreUnavailable: the database cannot be reached."""
         self._guard.check()
-        try:
-            row = await self._fetch_one(self._sql.stats, self._with_now({}))
-        except StoreUnavailable as error:
-            missing = await self._schema_missing()
-            if missing is not None:
-                raise StoreNotMigrated(missing) from error
-            raise
-        assert row is not None  # an aggregate always yields its one row
+        row = await self._aggregate(self._sql.stats)
         busiest = (row[f"busiest_{place}"] for place in range(1, BUSIEST_OWNERS + 1))
         return from_counts(
             row,
@@ -223,6 +216,22 @@ class SQLTaskStore(ReadModifyWrite):
             busiest_owners=(n for n in busiest if n is not None),
             options=self.options,
         )
+
+    async def _aggregate(self, sql: CompiledSQL) -> Row:
+        """The one row of an aggregate read (``stats``, ``counts``) at the store's now.
+
+        Raises:
+            StoreNotMigrated: the namespace has no tables (a ``StoreUnavailable``).
+            StoreUnavailable: the database cannot be reached."""
+        try:
+            row = await self._fetch_one(sql, self._with_now({}))
+        except StoreUnavailable as error:
+            missing = await self._schema_missing()
+            if missing is not None:
+                raise StoreNotMigrated(missing) from error
+            raise
+        assert row is not None  # an aggregate always yields its one row
+        return row
 
     async def counts(self) -> StoreCounts:
         """Rows and unexpired tasks per status (the store gauges): where the dialect keeps
@@ -235,14 +244,7 @@ class SQLTaskStore(ReadModifyWrite):
         self._guard.check()
         if self._sql.counts is None:
             return counts_of(await self.stats())
-        try:
-            row = await self._fetch_one(self._sql.counts, self._with_now({}))
-        except StoreUnavailable as error:
-            missing = await self._schema_missing()
-            if missing is not None:
-                raise StoreNotMigrated(missing) from error
-            raise
-        assert row is not None  # an aggregate always yields its one row
+        row = await self._aggregate(self._sql.counts)
         by_status = {
             status: int(row[f"kept_{status.value}"]) - int(row[f"expired_{status.value}"])
             for status in TaskStatus
