@@ -185,8 +185,7 @@ class PostgresDialect:
         if pool is None:
             self._guard.check()
             if self._opening is None:
-                self._opening = asyncio.ensure_future(self._open_pool())
-                self._opening.add_done_callback(_read_failure)
+                self._opening = detach(self._open_pool())  # its failure read, if unawaited
             # Shielded: a session's bound stops its wait, never asyncpg's connect (asyncpg
             # cancelled just after its TCP connect leaves its SSL probe's failure unread);
             # the opening ends by its own timeout.
@@ -487,12 +486,6 @@ def _usable(conn: PoolConnectionProxy) -> bool:
         return not conn.is_closed()
     except asyncpg.InterfaceError:  # detached: the pool has it back
         return False
-
-
-def _read_failure(opening: asyncio.Future[Any]) -> None:
-    """An opening's failure marked as seen: every session may have stopped waiting."""
-    if not opening.cancelled():
-        opening.exception()
 
 
 async def _acquire(pool: asyncpg.Pool, timeout_s: float) -> PoolConnectionProxy:
