@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 #: The version of the rules this suite checks.
-CONTRACT_VERSION: Final = 4
+CONTRACT_VERSION: Final = 5
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,13 @@ CHANGES: Final[tuple[RuleChange, ...]] = (
         "tasks per status, the row cap; the store gauges read it) gives exactly what stats() "
         "gives, across concurrent creates, status changes, claims, answers, expiry by TTL "
         "with no write, and concurrent reaps; a store without it is not tested for it",
+    ),
+    RuleChange(
+        5,
+        ("S-PUT.6",),
+        "a Retry with a delay left also drops the keys of the outstanding input requests "
+        "from asked_inputs (rules.unasked; answered keys stay): the next attempt may ask "
+        "such a key again, with the same request or another",
     ),
 )
 

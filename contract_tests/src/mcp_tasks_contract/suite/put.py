@@ -305,6 +305,42 @@ class PutContract(ContractBase):
         await assert_unchanged(store, seen)
 
     @pytest.mark.rule("S-PUT.6")
+    async def test_retry_forgets_the_questions_it_left_unanswered(
+        self, handles: StoreHandles
+    ) -> None:
+        """A retry drops the outstanding requests' keys from asked_inputs (answered keys stay):
+        the next attempt may ask such a key again, with any request, and may not reuse an
+        answered one."""
+        store, other = await handles.open_many(2)
+        record = await new_task(store, work=job(0, 0))
+        first = await store.claim("w1", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+        assert first is not None
+        confirm: JSONObject = {"method": "elicitation/create", "params": {"message": "Sure?"}}
+        lease = first.lease
+        await store.put_status(record.task_id, RequireInput({"a": ELICIT}), lease=lease)
+        await other.update(record.task_id, None, {"a": 1})
+        await store.put_status(record.task_id, RequireInput({"b": confirm}), lease=lease)
+        retried = await store.put_status(record.task_id, Retry(BOOM), lease=lease)
+        assert retried.outcome is Outcome.APPLIED
+        seen = await current(other, record.task_id)
+        assert seen.input_requests == {}
+        assert dict(seen.asked_inputs) == {"a": input_digest(ELICIT)}
+        assert dict(retried.record.asked_inputs) == {"a": input_digest(ELICIT)}
+        second = await other.claim("w2", lease_ms=LONG_LEASE_MS, task_id=record.task_id)
+        assert second is not None
+        with pytest.raises(DuplicateInputKeys):
+            await other.put_status(record.task_id, RequireInput({"a": ELICIT}), lease=second.lease)
+        asked = await other.put_status(
+            record.task_id, RequireInput({"b": ELICIT}), lease=second.lease
+        )
+        assert asked.outcome is Outcome.APPLIED
+        assert dict(asked.record.asked_inputs) == {
+            "a": input_digest(ELICIT),
+            "b": input_digest(ELICIT),
+        }
+        assert dict((await current(store, record.task_id)).input_requests) == {"b": ELICIT}
+
+    @pytest.mark.rule("S-PUT.6")
     async def test_retry_with_no_delay_left_fails_the_task(self, handles: StoreHandles) -> None:
         """Each retry consumes one delay; with none left, Retry fails the task with its error."""
         store = await handles.open()

@@ -115,11 +115,15 @@ local function applied(key, status, now, nonce)
   redis.call('HSET', key, 's', status, 'n', revision, 'u', ms(updated),
     'op', with_op(f[3], nonce, revision))
 end
--- the outstanding input requests dropped (their keys stay in 'd:', asked over the life)
-local function clear_requests(key)
+-- the outstanding input requests dropped; their keys stay in 'd:', asked over the life,
+-- unless ``unask`` (a retry: rules.unasked, the next attempt may ask them again)
+local function clear_requests(key, unask)
   if redis.call('HGET', key, 'qn') == '0' then return end
   for _, name in ipairs(redis.call('HKEYS', key)) do
-    if string.sub(name, 1, 2) == 'q:' then redis.call('HDEL', key, name) end
+    if string.sub(name, 1, 2) == 'q:' then
+      redis.call('HDEL', key, name)
+      if unask then redis.call('HDEL', key, 'd:' .. string.sub(name, 3)) end
+    end
   end
   redis.call('HSET', key, 'qn', 0)
 end
@@ -339,7 +343,7 @@ elseif event == 'fail' then
   redis.call('HSET', key, 'err', ARGV[10])
   if ARGV[9] ~= '' then set_message(key, ARGV[9]) else set_message(key, ARGV[11]) end
 else
-  clear_requests(key)
+  clear_requests(key, kind == 'retry')
   if ARGV[9] ~= '' then set_message(key, ARGV[9]) end
   if kind == 'require_input' then
     for i = 13, #ARGV, 3 do

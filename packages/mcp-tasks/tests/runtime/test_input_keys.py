@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -16,12 +17,13 @@ from mcp_tasks import (
     LocalNotifier,
     MemoryTaskStore,
     NewTask,
+    Retry,
     TaskContext,
     Tasks,
 )
 from mcp_tasks.domain.errors import MCPTasksError
 from mcp_tasks.domain.rules import ANY_OWNER
-from mcp_tasks.runtime.context import RunningTaskContext
+from mcp_tasks.runtime.context import RunningTaskContext, retry_error
 from mcp_tasks.runtime.runner import tool_work
 from mcp_tasks.stores.encrypted import Keyring, encrypting, new_key
 from mcp_tasks.testing import RawClient, running_asgi
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
+    from mcp_tasks.domain.models import Lease
     from mcp_tasks.stores.protocol import Store
 
 pytestmark = pytest.mark.anyio
@@ -63,12 +66,13 @@ async def claimed_context(store: Store) -> RunningTaskContext:
     await store.create(NewTask(task_id=TASK_ID, work=tool_work("t", {}), client_capabilities=CAPS))
     claimed = await store.claim("w", lease_ms=60_000, task_id=TASK_ID)
     assert claimed is not None
+    return running(store, claimed.lease)
+
+
+def running(store: Store, lease: Lease) -> RunningTaskContext:
+    """The context of the attempt holding ``lease``."""
     return RunningTaskContext(
-        task_id=TASK_ID,
-        store=store,
-        notifier=NOTIFIER,
-        lease=claimed.lease,
-        client_capabilities=claimed.record.client_capabilities,
+        task_id=TASK_ID, store=store, notifier=NOTIFIER, lease=lease, client_capabilities=CAPS
     )
 
 
@@ -117,6 +121,46 @@ async def test_the_same_request_under_the_same_key_is_a_replay(store: Store) -> 
     with anyio.fail_after(10):
         assert await context.elicit("k", "First?") == YES
     assert (await store.get(TASK_ID, ANY_OWNER)).revision == revision
+
+
+async def test_a_question_a_retry_left_unanswered_is_asked_again_by_the_next_attempt(
+    store: Store,
+) -> None:
+    """A body gives up waiting for "k" and asks for a retry (``ctx.retry`` after its own
+    timeout): the next attempt's ``elicit("k", ...)`` asks again, the client sees the
+    question and its answer reaches the body; never an endless wait for a question nobody
+    sees any more."""
+    await store.create(
+        NewTask(
+            task_id=TASK_ID,
+            work=replace(tool_work("t", {}), retry_delays_ms=(0,)),
+            client_capabilities=CAPS,
+        )
+    )
+    first = await store.claim("w", lease_ms=60_000, task_id=TASK_ID)
+    assert first is not None
+    attempt = running(store, first.lease)
+    async with anyio.create_task_group() as tg, NOTIFIER.subscribe(TASK_ID) as changes:
+        tg.start_soon(attempt.elicit, "k", "First?")
+        with anyio.fail_after(10):
+            while "k" not in (await store.get(TASK_ID, ANY_OWNER)).input_requests:
+                await changes.wait(5.0)
+        tg.cancel_scope.cancel()  # the body's own timeout
+    await store.put_status(TASK_ID, Retry(retry_error("nobody answered")), lease=first.lease)
+    assert (await store.get(TASK_ID, ANY_OWNER)).input_requests == {}
+    second = await store.claim("w", lease_ms=60_000, task_id=TASK_ID)
+    assert second is not None
+    rerun = RunningTaskContext(
+        task_id=TASK_ID,
+        store=store,
+        notifier=NOTIFIER,
+        lease=second.lease,
+        client_capabilities=CAPS,
+    )
+    async with anyio.create_task_group() as tg:
+        await tg.start(answer_when_asked, store, "k", YES)
+        with anyio.fail_after(10):
+            assert await rerun.elicit("k", "First?") == YES
 
 
 # --- over HTTP: the task fails, the second question never reaches the client -------------

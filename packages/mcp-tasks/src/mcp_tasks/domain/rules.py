@@ -401,8 +401,16 @@ def _change(current: TaskRecord, change: StatusChange, status: TaskStatus, now: 
                 retry_at=now + delay,
                 claim=None,
                 input_requests={},
+                asked_inputs=unasked(current),
                 status_message=text if text is not None else message,
             )
+
+
+def unasked(record: TaskRecord) -> dict[str, str]:
+    """``asked_inputs`` without the keys of the outstanding requests: a question left
+    unanswered belongs to the attempt that asked it, and the next may ask it again
+    (``S-PUT.6``). Answered keys stay asked for the task's life."""
+    return {k: v for k, v in record.asked_inputs.items() if k not in record.input_requests}
 
 
 def _failed(
