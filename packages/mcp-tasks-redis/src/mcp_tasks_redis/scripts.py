@@ -45,6 +45,11 @@ JANITOR_GRACE_MS = 60_000
 #: calls in between are few.
 OPS_KEPT = 8
 
+#: The value of ``{p}:rows:counted`` once every task is filed in every set the counts and
+#: stats read (set by a namespace's first create, or by ``migrate`` after filing the tasks
+#: written before); another value, or none, and they read the tasks themselves.
+FILED = "2"
+
 
 def _status_machine() -> str:
     """The status machine as Lua tables: ``NEXT['status:event']`` and ``TERMINAL[status]``."""
@@ -64,6 +69,7 @@ _COMMON = (
     + f"""
 local JANITOR_GRACE_MS = {JANITOR_GRACE_MS}
 local OPS_KEPT = {OPS_KEPT}
+local FILED = '{FILED}'
 local RECENT_EVENTS_KEPT = {RECENT_EVENTS_KEPT}
 local function now_ms()
   local t = redis.call('TIME')
@@ -185,6 +191,34 @@ local function file_status(id, s, score)
     end
   end
 end
+-- ``member`` in sorted set ``set`` with ``score`` when ``wanted``, else out of it
+local function filed(set, wanted, score, member)
+  if wanted then
+    redis.call('ZADD', set, score, member)
+  else
+    redis.call('ZREM', set, member)
+  end
+end
+-- The task filed in the sets stats counts from ('{{p}}:rows:' .. name; ``s`` nil: in none):
+-- the active tasks with a claim by its end ('leases': rules.is_claimed, lease_lapsed), with
+-- a retry by retry_at ('retries': rules.retry_due, retry_pending), the working tasks by
+-- created_at ('working-since': the oldest one)
+local function file_stats(id, s, c, r, ce)
+  local live = s and not TERMINAL[s]
+  filed(KEYS[2] .. ':leases', live and ce ~= '', ce, id)
+  filed(KEYS[2] .. ':retries', live and r ~= '', r, id)
+  filed(KEYS[2] .. ':working-since', s == 'working', c, id)
+end
+-- An owner's active tasks counted (its active set's size) in '{{p}}:rows:owners', and its
+-- set's earliest expiry in '{{p}}:rows:owner-expiry' (members: the sets' keys, never read
+-- out): stats' per-owner figures. Tasks without an owner ('{{p}}:active:n') are no owner's.
+local function count_owner(a)
+  if not a or not string.find(a, ':active:s:', 1, true) then return end
+  local n = redis.call('ZCARD', a)
+  local first = redis.call('ZRANGE', a, 0, 0, 'WITHSCORES')
+  filed(KEYS[2] .. ':owners', n > 0, n, a)
+  filed(KEYS[2] .. ':owner-expiry', n > 0, first[2], a)
+end
 -- Every index and the janitor's expiry from the task's fields (module docstring of store):
 -- the claim lanes are the ready sets and the delayed set
 local function reindex(key, id)
@@ -194,11 +228,9 @@ local function reindex(key, id)
   if e == '' then score = '+inf' end
   redis.call('ZADD', KEYS[2], score, id)
   file_status(id, s, score)
-  if TERMINAL[s] then
-    redis.call('ZREM', f[9], id)
-  else
-    redis.call('ZADD', f[9], score, id)
-  end
+  file_stats(id, s, f[3], f[7], f[8])
+  filed(f[9], not TERMINAL[s], score, id)
+  count_owner(f[9])
   local lane, at = claim_lane(s, f[2], f[3], f[7], f[8])
   redis.call('ZREM', KEYS[3], id)
   if lane == 'ready' then
@@ -243,9 +275,10 @@ if redis.call('EXISTS', key) == 1 then
 end
 local now = now_ms()
 -- a namespace's first task: its status sets hold every task from here on
-if redis.call('ZCARD', KEYS[2]) == 0 then redis.call('SET', KEYS[2] .. ':counted', '1') end
+if redis.call('ZCARD', KEYS[2]) == 0 then redis.call('SET', KEYS[2] .. ':counted', FILED) end
 -- expired tasks are not active: drop them from the owner's set while we are here
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ms(now))
+count_owner(KEYS[6])
 if ARGV[2] ~= '' and redis.call('ZCOUNT', KEYS[2], '(' .. ms(now), '+inf') >= tonumber(ARGV[2]) then
   return 'limit'
 end
@@ -600,20 +633,23 @@ end
 for _, id in ipairs(ids) do
   local key = ARGV[1] .. id
   local f = redis.call('HMGET', key, 'a', 'wt')
-  if f[1] then redis.call('ZREM', f[1], id) end
+  if f[1] then
+    redis.call('ZREM', f[1], id)
+    count_owner(f[1])
+  end
   if f[2] then redis.call('ZREM', ready_key(f[2]), id) end
   redis.call('DEL', key)
   for i = 2, 5 do redis.call('ZREM', KEYS[i], id) end
   file_status(id, nil, 0)
+  file_stats(id, nil)
 end
 return #ids
 """
 )
 
 # The counts (rules.counts_toward_cap per status): read from the status sets, no task read.
-# KEYS: 2 rows; ARGV: 1 a horizon in ms ('' none) → {now, rows, counted ('1': the status
-# sets hold every task), then the unexpired tasks of each status in STATUSES' order, then
-# with a horizon the tasks that expire within it (rules.expires_within)}
+# KEYS: 2 rows → {now, rows, counted (FILED: the sets hold every task), then the unexpired
+# tasks of each status in STATUSES' order}
 COUNTS = (
     _COMMON
     + """
@@ -622,8 +658,97 @@ local out = {now, redis.call('ZCARD', KEYS[2]), redis.call('GET', KEYS[2] .. ':c
 for _, status in ipairs(STATUSES) do
   table.insert(out, redis.call('ZCOUNT', KEYS[2] .. ':' .. status, '(' .. ms(now), '+inf'))
 end
-if ARGV[1] and ARGV[1] ~= '' then
-  table.insert(out, redis.call('ZCOUNT', KEYS[2], '(' .. ms(now), ms(now + tonumber(ARGV[1]))))
+return out
+"""
+)
+
+# stats(): every figure of StoreStats but the caps from the sets the writes keep, reading
+# only the tasks whose figure moves with the clock alone: lapsed leases and due retries
+# (claimable or not), and the ones past their TTL the reaper has not deleted (to take them
+# out of what they are still filed in). KEYS: 2 rows, 3 ready; ARGV: 1 task key prefix,
+# 2 rules.EXPIRY_HORIZON_MS, 3 rules.UNCLAIMED_AFTER_MS, 4 how many owners to rank
+# → {now, rows, counted, the unexpired tasks of each status in STATUSES' order,
+#    expiring_soon, claimed, lease_lapsed, retry_due, retry_pending, waiting_unclaimed,
+#    oldest working created_at ('' none), owners, then the largest per-owner counts}
+STATS = (
+    _COMMON
+    + """
+local now = now_ms()
+local rows, prefix = KEYS[2], ARGV[1]
+local before = now - tonumber(ARGV[3])
+local out = {now, redis.call('ZCARD', rows), redis.call('GET', rows .. ':counted') or ''}
+for _, status in ipairs(STATUSES) do
+  table.insert(out, redis.call('ZCOUNT', rows .. ':' .. status, '(' .. ms(now), '+inf'))
+end
+local function count(set, low, high) return redis.call('ZCOUNT', set, low, high) end
+local later, soon = '(' .. ms(now), ms(now + tonumber(ARGV[2]))
+local ready = {KEYS[3]}
+for _, wt in ipairs(redis.call('SMEMBERS', types_key())) do table.insert(ready, ready_key(wt)) end
+local function is_ready(id)
+  for _, set in ipairs(ready) do
+    if redis.call('ZSCORE', set, id) then return true end
+  end
+  return false
+end
+-- rules.waits_unclaimed: the ready lanes hold claimable tasks (until past their TTL)
+local waiting = 0
+for _, set in ipairs(ready) do waiting = waiting + count(set, '-inf', ms(before)) end
+-- rules.claimable of a task whose claim ran out or whose retry is due (at most one of
+-- the two: a claim clears retry_at, a retry the claim); one a claim moved to a ready lane
+-- is counted there already
+local function due(set, other)
+  local n = 0
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', set, '-inf', ms(now))) do
+    local f = redis.call('HMGET', prefix .. id, 's', 'e', 'w', 'c', other)
+    if f[1] and not expired(f[2], now) and f[3] == '1' and NEXT[f[1] .. ':claim']
+        and (f[5] == '' or tonumber(f[5]) <= now) then
+      n = n + 1
+      if tonumber(f[4]) <= before and not is_ready(id) then waiting = waiting + 1 end
+    end
+  end
+  return n
+end
+local claimed = count(rows .. ':leases', later, '+inf')
+local lapsed = due(rows .. ':leases', 'r')
+local retry_due = due(rows .. ':retries', 'ce')
+local pending = count(rows .. ':retries', later, '+inf')
+-- the tasks past their TTL, still filed where they were
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', rows, '-inf', ms(now))) do
+  local r = redis.call('ZSCORE', rows .. ':retries', id)
+  if r and tonumber(r) > now then pending = pending - 1 end
+  for _, set in ipairs(ready) do
+    local c = redis.call('ZSCORE', set, id)
+    if c and tonumber(c) <= before then waiting = waiting - 1 end
+  end
+end
+local oldest, place = '', 0
+while true do
+  local head = redis.call('ZRANGE', rows .. ':working-since', place, place, 'WITHSCORES')
+  if #head == 0 then break end
+  local e = redis.call('HGET', prefix .. head[1], 'e')
+  if e and not expired(e, now) then
+    oldest = head[2]
+    break
+  end
+  place = place + 1
+end
+for _, n in ipairs({count(rows, later, soon), claimed, lapsed, retry_due, pending, waiting}) do
+  table.insert(out, n)
+end
+table.insert(out, oldest)
+-- owners: their active counts, but for the owners with a task past its TTL (counted anew)
+local owners = rows .. ':owners'
+local stale = redis.call('ZRANGEBYSCORE', rows .. ':owner-expiry', '-inf', ms(now))
+local live, gone = {}, 0
+for _, a in ipairs(stale) do
+  live[a] = count(a, later, '+inf')
+  if live[a] == 0 then gone = gone + 1 end
+end
+table.insert(out, redis.call('ZCARD', owners) - gone)
+local top = redis.call('ZREVRANGE', owners, 0, tonumber(ARGV[4]) + #stale - 1, 'WITHSCORES')
+for i = 1, #top, 2 do
+  local n = live[top[i]] or tonumber(top[i + 1])
+  if n > 0 then table.insert(out, n) end
 end
 return out
 """
@@ -638,14 +763,17 @@ FILE_STATUSES = (
     _COMMON
     + """
 if ARGV[1] == '' then
-  redis.call('SET', KEYS[2] .. ':counted', '1')
+  redis.call('SET', KEYS[2] .. ':counted', FILED)
   return 0
 end
 for i = 2, #ARGV do
-  local f = redis.call('HMGET', ARGV[1] .. ARGV[i], 's', 'e')
-  local score = f[2]
-  if score == '' then score = '+inf' end
-  file_status(ARGV[i], f[1], score)
+  local key = ARGV[1] .. ARGV[i]
+  if redis.call('EXISTS', key) == 1 then
+    reindex(key, ARGV[i])
+  else
+    file_status(ARGV[i], nil, 0)
+    file_stats(ARGV[i], nil)
+  end
 end
 return #ARGV - 1
 """

@@ -21,6 +21,11 @@ in one cluster slot and every script touches one slot:
   the unexpired ones of each (``ZCOUNT``); ``{p}:rows:counted`` says every task is filed
   (set by a namespace's first create, or by ``migrate`` once it has filed the tasks
   written before the sets existed);
+* ``{p}:rows:leases`` / ``{p}:rows:retries`` — the live tasks with a claim, by its end, and
+  with a retry, by ``retry_at``; ``{p}:rows:working-since`` — the working tasks by
+  ``created_at``; ``{p}:rows:owners`` / ``{p}:rows:owner-expiry`` — each owner's active set
+  (its key) by its size and by its earliest ``expires_at``: what ``stats()`` counts from,
+  kept by the writes like the status sets (and filed by ``migrate`` with them);
 * ``{p}:active:n`` / ``{p}:active:s:<owner>`` — one owner's live tasks by ``expires_at``:
   the per-owner cap;
 * ``{p}:ready:<work type>`` — live tasks of that work type (the hash's ``wt``) in
@@ -93,11 +98,18 @@ from mcp_tasks.domain.models import (
     input_digest,
 )
 from mcp_tasks.domain.rules import ANY_OWNER
-from mcp_tasks.domain.states import LIVE, TaskStatus
+from mcp_tasks.domain.states import TaskStatus
 from mcp_tasks.stores.abilities import MigrationWords
 from mcp_tasks.stores.kit import CloseGuard, DriverErrors, within
 from mcp_tasks.stores.location import StoreLocation, mask_password, query_value, with_query
-from mcp_tasks.stores.stats import StoreCounts, StoreStats, counts_of, tally
+from mcp_tasks.stores.stats import (
+    BUSIEST_OWNERS,
+    StoreCounts,
+    StoreStats,
+    counts_of,
+    from_counts,
+    tally,
+)
 from mcp_tasks_redis import scripts
 from mcp_tasks_redis.notify import driver_url, relay_notifier
 from mcp_tasks_redis.provision import RedisTestServers
@@ -134,7 +146,19 @@ _SCRIPTS = {
     "reap": scripts.REAP,
     "counts": scripts.COUNTS,
     "file_statuses": scripts.FILE_STATUSES,
+    "stats": scripts.STATS,
 }
+#: The figures the ``stats`` script counts, in the order it answers them.
+_STATS_FIGURES = (
+    "expiring_soon",
+    "claimed",
+    "lease_lapsed",
+    "retry_due",
+    "retry_pending",
+    "waiting_unclaimed",
+)
+#: ``{p}:rows:counted`` once every task is filed where counts and stats read it.
+FILED = scripts.FILED.encode()
 #: The kind of a worker's change, as the ``put`` script names it.
 _KINDS: dict[type, str] = {
     Progress: "progress",
@@ -605,44 +629,60 @@ class RedisTaskStore:
         return int(await self._run("reap", self._keys(""), args))
 
     async def stats(self) -> StoreStats:
-        """Aggregates of the namespace's tasks for ``mcp-tasks stats``, counted by
-        :func:`mcp_tasks.stores.stats.tally` (the rules themselves). Not a request path:
-        the rows, the statuses and the tasks expiring within the hour come from the
-        indexes (one script, as :meth:`counts`); the figures of active tasks (claims,
-        retries, owners, the oldest working task) from a walk of the active tasks only
-        (``ZSCAN`` of the ``working`` and ``input_required`` sets, the few fields the rules
-        look at by ``HMGET``, :data:`STATS_BATCH` tasks per round trip), so its cost grows
-        with the active tasks, not with the finished ones. No snapshot: a task written
-        meanwhile may count as it was or as it is. A namespace written before the status
-        sets existed is walked whole until ``migrate``. Writes nothing."""
-        found = await self._run("counts", self._keys("")[:2], [rules.EXPIRY_HORIZON_MS])
-        now, rows, counted = int(found[0]), int(found[1]), found[2]
+        """Aggregates of the namespace's tasks for ``mcp-tasks stats``, in one script
+        (:data:`scripts.STATS`) that counts from the sets every write keeps (``ZCOUNT``s,
+        O(log n) each) and reads only the tasks whose figure moves with the clock alone:
+        lapsed leases, due retries, and the tasks past their TTL the reaper has not deleted
+        yet; so it costs what those do, not what the table holds. Exact at the server's
+        now, the rules of :func:`mcp_tasks.stores.stats.tally` restated per figure. A
+        namespace written before the sets existed is walked whole (``tally``) until
+        ``migrate`` has filed it. Writes nothing."""
+        found = await self._run(
+            "stats",
+            self._keys("")[:3],
+            [
+                self._task_prefix,
+                rules.EXPIRY_HORIZON_MS,
+                rules.UNCLAIMED_AFTER_MS,
+                BUSIEST_OWNERS,
+            ],
+        )
+        now, rows = int(found[0]), int(found[1])
+        if found[2] != FILED and rows:
+            return tally(await self._walk(), now, self.options)
+        figures: dict[str, Any] = {"rows": rows}
+        figures.update(
+            {
+                f"status_{status.value}": int(n)
+                for status, n in zip(TaskStatus, found[3:8], strict=True)
+            }
+        )
+        figures.update({name: int(n) for name, n in zip(_STATS_FIGURES, found[8:14], strict=True)})
+        oldest = found[14]
+        figures["oldest_working_created_at"] = int(oldest) if oldest else None
+        return from_counts(
+            figures,
+            now=now,
+            owners=int(found[15]),
+            busiest_owners=[int(n) for n in found[16:]],
+            options=self.options,
+        )
+
+    async def _walk(self) -> list[TaskRecord]:
+        """Every task as far as ``stats`` reads them (:func:`_counted_record`)."""
         client = self._client()
         records: list[TaskRecord] = []
-        if counted != b"1" and rows:
-            with _UNAVAILABLE:
-                async for batch in self._batches(client.zscan_iter(self._rows, count=STATS_BATCH)):
-                    records += await self._counted(client, batch)
-            return tally(records, now, self.options)
-        for status in LIVE:
-            members = client.zscan_iter(f"{self._rows}:{status.value}", count=STATS_BATCH)
-            with _UNAVAILABLE:
-                async for batch in self._batches(members, after=now):
-                    records += await self._counted(client, batch)
-        active = tally(records, now, self.options)
-        by_status = {status: int(n) for status, n in zip(TaskStatus, found[3:8], strict=True)}
-        return replace(active, rows=rows, by_status=by_status, expiring_soon=int(found[8]))
+        with _UNAVAILABLE:
+            async for batch in self._batches(client.zscan_iter(self._rows, count=STATS_BATCH)):
+                records += await self._counted(client, batch)
+        return records
 
     @staticmethod
-    async def _batches(
-        members: AsyncIterator[tuple[bytes, float]], after: int | None = None
-    ) -> AsyncIterator[list[bytes]]:
-        """The members of a ``ZSCAN``, :data:`STATS_BATCH` at a time; with ``after``, only
-        those scored after it (unexpired at that now)."""
+    async def _batches(members: AsyncIterator[tuple[bytes, float]]) -> AsyncIterator[list[bytes]]:
+        """The members of a ``ZSCAN``, :data:`STATS_BATCH` at a time."""
         batch: list[bytes] = []
-        async for member, score in members:
-            if after is None or score > after:
-                batch.append(member)
+        async for member, _ in members:
+            batch.append(member)
             if len(batch) == STATS_BATCH:
                 yield batch
                 batch = []
@@ -659,7 +699,7 @@ class RedisTaskStore:
         :meth:`migrate` has filed its tasks."""
         found = await self._run("counts", self._keys("")[:2], [])
         now, rows, counted = int(found[0]), int(found[1]), found[2]
-        if counted != b"1" and rows:
+        if counted != FILED and rows:
             return counts_of(await self.stats())
         by_status = {status: int(n) for status, n in zip(TaskStatus, found[3:], strict=True)}
         return StoreCounts(now=now, rows=rows, by_status=by_status, max_rows=self.options.max_rows)
@@ -673,15 +713,16 @@ class RedisTaskStore:
     )
 
     async def migrate(self) -> bool:
-        """File every task in its status's set (the counts, :meth:`counts`), once: a walk
+        """File every task in the sets the counts and stats read (its status's set, the
+        leases, retries, working and owner sets: :meth:`counts`, :meth:`stats`), once: a walk
         of ``{p}:rows``, :data:`STATS_BATCH` tasks a script; writes meanwhile file their own
         tasks. Whether it filed tasks written before (``False``: the sets were complete, or
         the namespace had no task: then it only marks them complete)."""
         found = await self._run("counts", self._keys("")[:2], [])
-        if found[2] == b"1":
+        if found[2] == FILED:
             return False
         if not int(found[1]):
-            await self._run("file_statuses", self._keys("")[:2], [""])
+            await self._run("file_statuses", self._keys(""), [""])
             return False
         client = self._client()
         with _UNAVAILABLE:
@@ -692,12 +733,12 @@ class RedisTaskStore:
                     await self._file_statuses(batch)
                     batch = []
         await self._file_statuses(batch)
-        await self._run("file_statuses", self._keys("")[:2], [""])
+        await self._run("file_statuses", self._keys(""), [""])
         return True
 
     async def _file_statuses(self, task_ids: list[str | int]) -> None:
         if task_ids:
-            await self._run("file_statuses", self._keys("")[:2], [self._task_prefix, *task_ids])
+            await self._run("file_statuses", self._keys(""), [self._task_prefix, *task_ids])
 
     async def rewrite_after(self, after: str | None, rewrite: Rewrite) -> str | None:
         """The next task by id rewritten in place (``Rewrites``): read it (the ``read``
