@@ -62,11 +62,13 @@ def rabbitmq_url() -> str:
     url = os.environ.get(RABBITMQ_URL_ENV, MACHINE_RABBITMQ)
     try:
         with Connection(url, connect_timeout=5) as connection:
+            shown = connection.as_uri()  # the password masked
             connection.ensure_connection(max_retries=1)
     except Exception as error:
-        message = f"no RabbitMQ at {RABBITMQ_URL_ENV} or {MACHINE_RABBITMQ} ({error!r})"
+        message = f"RabbitMQ at {shown} accepts no connection ({error!r})"
         if os.environ.get("CI"):
-            pytest.fail(f"{message} (CI is set, so this fails instead of skipping)")
+            message += " (CI is set, so this fails instead of skipping)"
+            pytest.fail(message, pytrace=False)
         pytest.skip(f"{message}; start one (Debian: rabbitmq-server) or set {RABBITMQ_URL_ENV}")
     return url
 

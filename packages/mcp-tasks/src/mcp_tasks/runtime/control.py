@@ -120,9 +120,10 @@ class TaskControl:
 
     Each write may carry an ``event_id`` (store contract S-PUT.2): the same id written
     again with the same change answers outcome ``duplicate`` and writes nothing, even after
-    the task ended. A job that a queue may deliver twice (a worker killed mid-job, the job
-    redelivered) names each of its steps so, and its second run replays its first one's
-    writes as no-ops. A task remembers the ids of its last 64 applied writes.
+    the task ended (with another change it raises ``EventIdReused``). A job that a queue
+    may deliver twice (a worker killed mid-job, the job redelivered) names each of its
+    steps so, and its second run replays its first one's writes as no-ops. A task
+    remembers the ids of its last 64 applied writes.
 
     Each write is then published, so listen streams and waiters on every process wake at
     once rather than at their next poll. ``notifier``: by default the store's own
