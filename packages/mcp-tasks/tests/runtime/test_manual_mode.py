@@ -10,6 +10,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_tasks import (
     MemoryBackend,
     MemoryTaskStore,
+    Outcome,
     RequestView,
     TaskControl,
     Tasks,
@@ -155,3 +156,34 @@ async def test_task_control_drives_a_task_by_id() -> None:
     await control.fail(third, "worker crashed", code=-32000, data={"attempt": 1})
     failed = await control.status(third)
     assert failed.error == {"code": -32000, "message": "worker crashed", "data": {"attempt": 1}}
+
+
+async def test_a_replayed_job_writes_each_step_once() -> None:
+    """Each write with an event id applies once: a second run of the same job (a queue's
+    redelivery) replays the first run's writes as ``duplicate`` outcomes that write nothing,
+    and its own new steps apply; after the end, its final write is a ``duplicate`` too."""
+    manual = Manual()
+    control = TaskControl(manual.tasks.store)
+    caps = {**EXT, "elicitation": {}}
+    task_id = (await manual.call(defer(lambda task_id: None), caps))["taskId"]
+    ask = {"ok": {"method": "elicitation/create", "params": {}}}
+    first_run = [await control.progress(task_id, "frame 1", event_id="frame-1")]
+    revision = (await control.status(task_id)).revision
+
+    second_run = [
+        await control.progress(task_id, "frame 1", event_id="frame-1"),
+        await control.progress(task_id, "frame 2", event_id="frame-2"),
+        await control.require_input(task_id, ask, event_id="ask"),
+        await control.require_input(task_id, ask, event_id="ask"),
+    ]
+    await manual.tasks.store.update(task_id, None, {"ok": {"action": "accept"}})
+    done = await control.complete(task_id, "all done", event_id="done")
+    again = await control.complete(task_id, "all done", event_id="done")
+
+    assert [t.outcome for t in first_run] == [Outcome.APPLIED]
+    outcomes = [t.outcome for t in second_run]
+    assert outcomes == [Outcome.DUPLICATE, Outcome.APPLIED, Outcome.APPLIED, Outcome.DUPLICATE]
+    assert (done.outcome, again.outcome) == (Outcome.APPLIED, Outcome.DUPLICATE)
+    # frame 2, the question, the answer and the result: four writes after the first run's.
+    assert again.record.revision == revision + 4
+    assert again.record.status is TaskStatus.COMPLETED

@@ -118,6 +118,13 @@ class TaskControl:
     Writes are unleased: they are refused (``StaleLease``) while an in-process runner
     holds a claim, so manual and runner-driven tasks do not mix.
 
+    Each write may carry an ``event_id`` (store contract S-PUT.2): the same id written
+    again with the same change answers outcome ``duplicate`` and writes nothing, even after
+    the task ended (with another change it raises ``EventIdReused``). A job that a queue
+    may deliver twice (a worker killed mid-job, the job redelivered) names each of its
+    steps so, and its second run replays its first one's writes as no-ops. A task
+    remembers the ids of its last 64 applied writes.
+
     Each write is then published, so listen streams and waiters on every process wake at
     once rather than at their next poll. ``notifier``: by default the store's own
     cross-process notifier (:func:`~mcp_tasks.notifier_for`), used to publish only (no
@@ -163,9 +170,12 @@ class TaskControl:
             await self._publisher.aclose()
 
     async def _put(
-        self, task_id: str, change: Complete | Fail | Progress | RequireInput
+        self,
+        task_id: str,
+        change: Complete | Fail | Progress | RequireInput,
+        event_id: str | None,
     ) -> Transition:
-        transition = await self.store.put_status(task_id, change)
+        transition = await self.store.put_status(task_id, change, event_id=event_id)
         if transition.outcome is Outcome.APPLIED:
             count_end(transition.record)
         if self._publisher is not None:
@@ -173,10 +183,16 @@ class TaskControl:
         return transition
 
     async def complete(
-        self, task_id: str, result: object, *, status_message: str | None = None
+        self,
+        task_id: str,
+        result: object,
+        *,
+        status_message: str | None = None,
+        event_id: str | None = None,
     ) -> Transition:
         """Finish with a tool result (text, a ``CallToolResult`` or its mapping)."""
-        return await self._put(task_id, Complete(tool_result(result), status_message))
+        change = Complete(tool_result(result), status_message)
+        return await self._put(task_id, change, event_id)
 
     async def fail(
         self,
@@ -186,12 +202,13 @@ class TaskControl:
         code: int = -32603,
         data: JSONValue = None,
         status_message: str | None = None,
+        event_id: str | None = None,
     ) -> Transition:
         """Finish with a JSON-RPC error (a protocol failure, not a tool error)."""
         error: JSONObject = {"code": code, "message": message}
         if data is not None:
             error["data"] = data
-        return await self._put(task_id, Fail(error, status_message))
+        return await self._put(task_id, Fail(error, status_message), event_id)
 
     async def require_input(
         self,
@@ -199,6 +216,7 @@ class TaskControl:
         requests: Mapping[str, Mapping[str, Any]],
         *,
         status_message: str | None = None,
+        event_id: str | None = None,
     ) -> Transition:
         """Park the task in ``input_required``; answers appear on :meth:`status`'s record.
 
@@ -211,11 +229,13 @@ class TaskControl:
         record = await self.store.get(task_id, ANY_OWNER)
         if record.client_capabilities is not None:
             check_input_requests(change.requests, record.client_capabilities)
-        return await self._put(task_id, change)
+        return await self._put(task_id, change, event_id)
 
-    async def progress(self, task_id: str, message: str) -> Transition:
+    async def progress(
+        self, task_id: str, message: str, *, event_id: str | None = None
+    ) -> Transition:
         """Record progress as the task's ``statusMessage``."""
-        return await self._put(task_id, Progress(message))
+        return await self._put(task_id, Progress(message), event_id)
 
     async def is_cancelled(self, task_id: str) -> bool:
         """Whether the worker should stop: the task was cancelled, or is gone."""
