@@ -86,8 +86,8 @@ def all_gates(session: nox.Session) -> None:
             session.log(f"{gate.name}: {gate.result()}")
             gate.show()
             ended.append(gate)
-    finally:
-        for gate in running.values():  # interrupted: stop what still runs, with its children
+    finally:  # interrupted: stop what still runs (with its children), start nothing more
+        for gate in [*running.values(), *waiting]:
             gate.stop()
     failed = [gate.name for gate in ended if gate.code != 0]
     session.log(f"{len(ended) - len(failed)} gates passed, {len(failed)} failed, "
@@ -106,20 +106,26 @@ class _Gate:
         self.name = name
         self.pid = 0
         self.code = 0
-        self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed in show)
+        # Held until it has ended: a Popen dropped while its process runs is polled (and may
+        # be reaped) by the next Popen made, before the session's wait4 sees it end.
+        self._process: subprocess.Popen[bytes] | None = None
+        self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed in show or stop)
         self._began = self._took = self._cpu = 0.0
 
     def start(self) -> None:
         command = (sys.executable, "-m", "nox", "--noxfile", __file__, "-s", self.name)
         self._began = time.monotonic()
         # Its own process group, so that an interrupted run can stop its servers too.
-        process = subprocess.Popen(
+        self._process = subprocess.Popen(
             command, stdout=self._output, stderr=subprocess.STDOUT, start_new_session=True
         )
-        self.pid = process.pid
+        self.pid = self._process.pid
 
     def end(self, code: int, usage: resource.struct_rusage) -> None:
+        """It has ended (the session's wait4 reaped it) with ``code``, using ``usage``."""
         self.code = code
+        if self._process is not None:
+            self._process.returncode = code
         self._took = time.monotonic() - self._began
         self._cpu = usage.ru_utime + usage.ru_stime  # its own and every child it waited for
 
@@ -135,8 +141,11 @@ class _Gate:
         self._output.close()
 
     def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pid, signal.SIGTERM)
+        """Stop it and its children if it was started and still runs."""
+        if self._process is not None and self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGTERM)
+        self._output.close()
 
 
 def _minutes(seconds: float) -> str:
