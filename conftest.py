@@ -79,6 +79,21 @@ def mongodb_url(store_servers: StoreServers) -> str:
 
 
 @pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "slow: runs for tens of seconds (servers started and killed, soaks, waits on real "
+        "leases): started before the others",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``slow`` tests first, each group in its own order: a parallel run (xdist hands
+    each worker its next test as it frees one) has its long tests running from the start,
+    under the short ones, rather than one of them still running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not os.environ.get("CI") or exitstatus != pytest.ExitCode.OK:
         return

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nox
 
+if TYPE_CHECKING:
+    import resource
+
 nox.options.default_venv_backend = "none"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = [
+nox.options.sessions = ["all"]
+
+#: The gates, in the order the ``all`` session starts them: the longest first, so that the
+#: others run beside it.
+GATES = (
+    "tests",
     "lint",
     "typecheck",
-    "tests",
     "packaging",
     "contract-memory",
     "contract-sqlite",
@@ -27,13 +38,20 @@ nox.options.sessions = [
     "interop-ts",
     "mysql-example",
     "docs",
-]
+)
+#: Gates running at once in the ``all`` session. Most of a gate's time is waiting (servers
+#: starting, leases and TTLs running out, installs), so two of them share 2 cores; more
+#: only slow each other down.
+LANES = 2
 
 PYTEST = ("python", "-m", "pytest")
 #: pytest-xdist for the sessions of many tests: most of their time is waiting (processes and
 #: servers starting, leases and TTLs running out), so there are more workers than cores, and
 #: an idle worker takes tests queued on a busy one. `nox -s tests -- -n 0` runs in one process.
 PARALLEL = ("-n", "4", "--dist", "worksteal")
+#: The tests session's: each worker is handed one test at a time as it frees up, the
+#: ``slow`` ones first (conftest.py), so the long tests overlap from the start.
+TESTS_WORKERS = ("-n", "4", "--dist", "load", "--maxschedchunk", "1")
 
 # Each backend runs the shared contract suite from its own package's tests, in a file named
 # test_contract_<backend>.py; the contract-* sessions run those files, and the tests session
@@ -41,6 +59,97 @@ PARALLEL = ("-n", "4", "--dist", "worksteal")
 # the working directory (nox runs at the root), and fnmatch's * spans folders; the suite's
 # own meta-tests (contract_tests/tests/meta/test_contract_doc.py) are not under packages/.
 CONTRACT_RUNS = "packages/*/test_contract_*.py"
+
+
+@nox.session(name="all")
+def all_gates(session: nox.Session) -> None:
+    """Every gate (``GATES``), each as its own ``nox -s NAME`` process, ``LANES`` at a time:
+    a line as each starts and ends, each one's whole output once it has ended (never two
+    interleaved), then every gate's result, wall time and CPU time; fails when any gate
+    failed. ``nox -s NAME`` runs one gate alone."""
+    if session.posargs:
+        session.error("all passes no arguments on; give them to one gate: nox -s NAME -- ARGS")
+    started = time.monotonic()
+    waiting, running, ended = [_Gate(name) for name in GATES], {}, []
+    try:
+        while waiting or running:
+            while waiting and len(running) < LANES:
+                gate = waiting.pop(0)
+                gate.start()
+                running[gate.pid] = gate
+                session.log(f"{gate.name}: started")
+            pid, status, usage = os.wait4(-1, 0)
+            gate = running.pop(pid, None)
+            if gate is None:
+                continue
+            gate.end(os.waitstatus_to_exitcode(status), usage)
+            session.log(f"{gate.name}: {gate.result()}")
+            gate.show()
+            ended.append(gate)
+    finally:  # interrupted: stop what still runs (with its children), start nothing more
+        for gate in [*running.values(), *waiting]:
+            gate.stop()
+    failed = [gate.name for gate in ended if gate.code != 0]
+    session.log(f"{len(ended) - len(failed)} gates passed, {len(failed)} failed, "
+                f"in {_minutes(time.monotonic() - started)}:")  # fmt: skip
+    for gate in sorted(ended, key=lambda gate: GATES.index(gate.name)):
+        session.log(f"  {gate.name:<18} {gate.result()}")
+    if failed:
+        session.error(f"failed: {', '.join(failed)}")
+
+
+class _Gate:
+    """One gate run as ``nox -s NAME`` in a process group of its own, its output kept in a
+    temporary file until it ends."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.pid = 0
+        self.code = 0
+        # Held until it has ended: a Popen dropped while its process runs is polled (and may
+        # be reaped) by the next Popen made, before the session's wait4 sees it end.
+        self._process: subprocess.Popen[bytes] | None = None
+        self._output = tempfile.TemporaryFile()  # noqa: SIM115 (closed in show or stop)
+        self._began = self._took = self._cpu = 0.0
+
+    def start(self) -> None:
+        command = (sys.executable, "-m", "nox", "--noxfile", __file__, "-s", self.name)
+        self._began = time.monotonic()
+        # Its own process group, so that an interrupted run can stop its servers too.
+        self._process = subprocess.Popen(
+            command, stdout=self._output, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.pid = self._process.pid
+
+    def end(self, code: int, usage: resource.struct_rusage) -> None:
+        """It has ended (the session's wait4 reaped it) with ``code``, using ``usage``."""
+        self.code = code
+        if self._process is not None:
+            self._process.returncode = code
+        self._took = time.monotonic() - self._began
+        self._cpu = usage.ru_utime + usage.ru_stime  # its own and every child it waited for
+
+    def result(self) -> str:
+        verdict = "passed" if self.code == 0 else f"FAILED (exit code {self.code})"
+        return f"{verdict} in {_minutes(self._took)}, CPU {_minutes(self._cpu)}"
+
+    def show(self) -> None:
+        self._output.seek(0)
+        sys.stdout.write(f"\n{'=' * 30} {self.name} {'=' * 30}\n")
+        sys.stdout.write(self._output.read().decode(errors="replace"))
+        sys.stdout.flush()
+        self._output.close()
+
+    def stop(self) -> None:
+        """Stop it and its children if it was started and still runs."""
+        if self._process is not None and self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGTERM)
+        self._output.close()
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{seconds % 60:04.1f}s"
 
 
 @nox.session
@@ -71,7 +180,7 @@ def tests(session: nox.Session) -> None:
         "contract_tests/tests",
         "bench/tests",
         f"--ignore-glob={CONTRACT_RUNS}",
-        *PARALLEL,
+        *TESTS_WORKERS,
         *session.posargs,
     )
 

@@ -50,6 +50,7 @@ anyio.run(main)
 """
 
 
+@pytest.mark.slow
 def test_the_stripped_copy_keeps_no_hook_and_still_runs_a_task(tmp_path: Path) -> None:
     """Every hook goes (the rewrite's own check finds no telemetry name left), every module
     still compiles, and a task created over HTTP on the copy completes."""
@@ -92,6 +93,7 @@ def test_a_hook_that_moved_stops_the_bench(tmp_path: Path) -> None:
         otel_overhead.strip_hooks(tmp_path / "out", source)
 
 
+@pytest.mark.slow
 def test_a_reformatted_source_loses_no_hook(tmp_path: Path) -> None:
     """The same source laid out anew (ruff format at 60 columns: other line breaks, calls
     split over lines): the rewrite finds and removes as many hooks as in the source as it

@@ -16,6 +16,8 @@ from bench.common import find_backends
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.slow
+
 #: The two sizes, small enough for every run of the tests (the embedded MongoDB server, a
 #: test server, writes slowly: smaller there).
 SIZES = {"sqlite": (1_000, 4_000), "postgres": (1_000, 4_000), "redis": (1_000, 4_000)}

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+import pytest
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -85,6 +87,7 @@ def test_contract_rejects_a_target_that_is_neither(tmp_path: Path) -> None:
     assert "neither a store URL nor module:factory" in run.stderr
 
 
+@pytest.mark.slow
 def test_contract_runs_against_postgres(postgres_url: str, tmp_path: Path) -> None:
     """A postgresql:// URL runs the suite with a schema per test (dropped afterwards)."""
     run = contract(postgres_url, "--", "-k", "create", cwd=tmp_path)
@@ -92,6 +95,7 @@ def test_contract_runs_against_postgres(postgres_url: str, tmp_path: Path) -> No
     assert " passed" in run.stdout
 
 
+@pytest.mark.slow
 def test_contract_runs_against_redis(redis_url: str, tmp_path: Path) -> None:
     """A redis:// URL runs the suite with a key prefix per test (dropped afterwards)."""
     run = contract(redis_url, "--", "-k", "create", cwd=tmp_path)

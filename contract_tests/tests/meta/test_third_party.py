@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from third_party_store import FACTORY_MODULE, FINISHED_MAY_CHANGE, planted, run_python
 
 from mcp_tasks_contract import RULES, StoreContract
@@ -46,6 +47,7 @@ class TestDictStore(StoreContract):
 """
 
 
+@pytest.mark.slow
 def test_the_minimal_store_passes_the_whole_suite(tmp_path: Path) -> None:
     """In a directory with no pytest configuration, the guide's minimal store and a subclass
     of StoreContract that overrides `store` and declares `offers` run every contract test
@@ -106,6 +108,7 @@ def run_planted(
     return completed, json.loads((folder / "rules.json").read_text()), elapsed
 
 
+@pytest.mark.slow
 def test_a_finished_task_that_changes_fails_the_run_quickly_naming_s_put_4(
     tmp_path: Path,
 ) -> None:
@@ -139,6 +142,7 @@ def test_a_finished_task_that_changes_fails_the_run_quickly_naming_s_put_4(
     assert re.search(r"stateful test: step \d+ \(\w+: .+\) breaks .*INV-TERMINAL", out)
 
 
+@pytest.mark.slow
 def test_a_bug_only_the_stateful_test_finds_is_named_with_its_step(tmp_path: Path) -> None:
     """The whole suite on a store whose expired tasks still count toward their owner's cap:
     only the stateful test fails, and it names the diverging step (a create), its

@@ -9,6 +9,7 @@ import re
 import textwrap
 from pathlib import Path
 
+import pytest
 from third_party_store import planted, run_python
 
 from mcp_tasks_contract import CONTRACT_VERSION, RULES
@@ -99,6 +100,7 @@ def test_the_contract_page_lists_every_version() -> None:
                     assert f"`{rule}`" in row.group(0), (version, rule)
 
 
+@pytest.mark.slow
 def test_a_store_pinned_before_a_rule_still_fails_it_marked_as_new(tmp_path: Path) -> None:
     """The minimal store with claims that ignore work_types, pinned at version 2: the
     S-CLAIM.4 tests still run and fail; the failure report, the closing section and the
@@ -133,6 +135,7 @@ def test_a_store_pinned_before_a_rule_still_fails_it_marked_as_new(tmp_path: Pat
     assert {"S-CLAIM.1", "S-CLAIM.2"} <= set(rules["passed"])
 
 
+@pytest.mark.slow
 def test_a_pin_newer_than_the_suite_stops_the_run(tmp_path: Path) -> None:
     """A store pinned at a version this suite does not check yet: a usage error naming the
     upgrade, before any test runs."""

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from conftest import Process, Processes
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SKEW_S = 90
 #: Longer than the crash tests' 3 s: a libfaketime'd process on a loaded 2-core machine can

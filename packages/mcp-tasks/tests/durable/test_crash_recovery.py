@@ -24,7 +24,7 @@ from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
 if TYPE_CHECKING:
     from conftest import Processes
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TASKS = 10
 #: Long enough that every body is still running when the test has seen them all start, on a

@@ -34,7 +34,7 @@ from mcp_tasks.testing import RawClient, decode
 if TYPE_CHECKING:
     from conftest import Process, Processes
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SEED_ENV = "MCP_TASKS_CRASH_SEED"
 SERVERS = 3

@@ -9,7 +9,7 @@ import pytest
 from remote_host import processes, remote, store_url
 from test_crash_recovery import test_sigkill_mid_task_another_process_completes_every_task_once
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 __all__ = [
     "processes",

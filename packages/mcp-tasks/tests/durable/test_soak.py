@@ -33,7 +33,7 @@ from mcp_tasks.testing import RawClient
 if TYPE_CHECKING:
     from conftest import Processes
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SOAK_TASKS = int(os.environ.get("MCP_TASKS_SOAK_TASKS") or 1_400)
 WARM_TASKS = 1_000
