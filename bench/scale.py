@@ -43,10 +43,8 @@ class Population:
 
     def __init__(self) -> None:
         self.ids: list[str] = []
-        #: the tasks seeded as queued with work and not yet claimed, and those seeded
-        #: completed: the templates a bulk copy copies (``bench/bulk_seed.py``)
+        #: the tasks seeded as queued with work and not yet claimed
         self.queued: dict[str, None] = {}
-        self.finished: list[str] = []
         self.rows = 0
         self.by_status: Counter[TaskStatus] = Counter()
 
@@ -79,7 +77,6 @@ async def seed(  # noqa: PLR0917 - the batch has its default
         for task in batch:
             population.ids.append(task.task_id)
             if task.work is None:
-                population.finished.append(task.task_id)
                 population.wrote(TaskStatus.COMPLETED)
             else:
                 population.queued[task.task_id] = None
@@ -87,20 +84,28 @@ async def seed(  # noqa: PLR0917 - the batch has its default
         made += len(batch)
 
 
-#: Rows a bulk copy inserts per statement, and creates in flight where there is none.
+#: Rows a bulk copy inserts per statement; the tasks created through the store first as
+#: its templates; creates in flight where there is no bulk copy.
 COPY_CHUNK = 20_000
-CREATES_IN_FLIGHT = 1_000
+TEMPLATES = 1_000
+CREATES_IN_FLIGHT = 200
 
 
 async def grow(store: Store, population: Population, count: int, deadline: float) -> None:
-    """``count`` more tasks shaped as :func:`seed`'s (fewer if ``deadline`` passes): copies
-    of the seeded rows inside the database where the store has a bulk copy
-    (``bench/bulk_seed.py``), else creates through the store, many in flight."""
+    """``count`` more tasks shaped as :func:`seed`'s (fewer if ``deadline`` passes): where
+    the store has a bulk copy (``bench/bulk_seed.py``), :data:`TEMPLATES` created through
+    it and copies of their rows made inside the database; else creates through the store,
+    many in flight."""
     copy = copier(store)
-    if copy is None or not population.finished or not population.queued:
+    if copy is None or count <= TEMPLATES:
         await seed(store, population, count, deadline, CREATES_IN_FLIGHT)
         return
-    finished, queued, made = list(population.finished), list(population.queued), 0
+    known = len(population.ids)
+    await seed(store, population, TEMPLATES, deadline)
+    templates = population.ids[known:]
+    queued = [task_id for task_id in templates if task_id in population.queued]
+    finished = [task_id for task_id in templates if task_id not in population.queued]
+    made = TEMPLATES
     while made < count and time.monotonic() < deadline:
         pairs, work = [], []
         for i in range(made, made + min(COPY_CHUNK, count - made)):
