@@ -228,7 +228,7 @@ async def measure(name: str, url: str, calls: int) -> dict[str, Any]:
               f" {near or 0:>6.0f} µs here", flush=True)  # fmt: skip
     delayed_by = "netem on the veth pair" if netem else "the forwarder (no netem in this kernel)"
     return {"rtt_ms": round(rtt_s * 1000, 3), "delayed_by": delayed_by, "calls": calls,
-            "operations": ops}  # fmt: skip
+            "namespace": host.name, "operations": ops}  # fmt: skip
 
 
 async def ping(host: Any) -> float:
