@@ -6,7 +6,9 @@
 * ``processes``: completed tasks per second with 1, 2 and 4 ``mcp-tasks serve`` processes
   and with 2 ``mcp-tasks worker``s on one store (``bench/scale_processes.py``);
 * ``remote``: the round trips of each store operation to a store on another host
-  (``bench/remote_store.py``).
+  (``bench/remote_store.py``);
+* ``listen``: 1,000 open ``subscriptions/listen`` streams on 1 and on 4 processes, the
+  latency of a change's notification and the memory per stream (``bench/listen_streams.py``).
 
 Each part's figures replace that part's in ``scale.json`` (the others stay), with the
 goals they meet or miss (``ratios``) and the machine's load average when they were taken.
@@ -28,7 +30,7 @@ from bench import scale
 from bench.common import ROOT, find_backends, namespace_factory
 from bench.run import goal
 
-PARTS = ("ops", "processes", "remote")
+PARTS = ("ops", "processes", "remote", "listen")
 #: The stores measured at every size.
 HUGE = ("sqlite", "postgres", "redis")
 #: The run's sizes of ``ops`` (``--quick``: a smoke run).
@@ -76,8 +78,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a small run (a smoke test)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
     args = parser.parse_args()
-    results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
-    results.setdefault("ratios", {})
     for part in args.parts:
         started, load = time.perf_counter(), os.getloadavg()
         with ExitStack() as stack:
@@ -89,10 +89,14 @@ def main() -> None:
                 from bench import scale_processes  # noqa: PLC0415 - one part's module
 
                 found, ratios = scale_processes.part(stack, directory, quick=args.quick)
-            else:
+            elif part == "remote":
                 from bench import remote_store  # noqa: PLC0415 - one part's module
 
                 found, ratios = remote_store.part(stack, directory, quick=args.quick)
+            else:
+                from bench import listen_streams  # noqa: PLC0415 - one part's module
+
+                found, ratios = listen_streams.part(stack, directory, quick=args.quick)
         found["machine"] = {
             "cpus": os.cpu_count(),
             "load_before": [round(x, 2) for x in load],
@@ -100,8 +104,12 @@ def main() -> None:
             "seconds": round(time.perf_counter() - started, 1),
             "quick": args.quick,
         }
+        # Read again now: another part's run may have written meanwhile.
+        results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+        results.setdefault("ratios", {})
         results[part] = found
-        prefix = {"ops": "scale_ops.", "processes": "processes.", "remote": "remote."}[part]
+        prefix = {"ops": "scale_ops.", "processes": "processes.", "remote": "remote.",
+                  "listen": "listen."}[part]  # fmt: skip
         kept = {k: v for k, v in results["ratios"].items() if not k.startswith(prefix)}
         results["ratios"] = {**kept, **ratios}
         args.out.write_text(json.dumps(results, indent=2) + "\n")
