@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from mcp_tasks import Store
 
+
 def copier(store: Store) -> Callable[[Sequence[tuple[str, str]]], Awaitable[None]] | None:
     """The bulk copy of ``store``'s rows, or ``None`` where it has none here: ``copy(pairs)``
     inserts, for each ``(new_id, template_id)``, a copy of the template's row."""

@@ -9,7 +9,7 @@ task's stream when there are several (the change crosses processes through the s
 notifier), each timed from the ``tasks/cancel`` sent until its stream delivers
 ``cancelled``. With 10 streams and with 1,000: p50 and p99 of that latency, and the
 serving processes' resident memory per stream (RSS with 1,000 streams open less RSS with
-10, over the 990 streams more). Goal: p99 with 1,000 streams ≤ 2× p99 with 10.
+10, over the 990 streams more). Goal: p99 with 1,000 streams ≤ twice p99 with 10.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ PROCESSES = (1, 4)
 FEW, MANY = 10, 1_000
 
 
-async def listening(client: RawClient, task_id: str, heard: dict[str, float], ready: asyncio.Event) -> None:
+async def listening(
+    client: RawClient, task_id: str, heard: dict[str, float], ready: asyncio.Event
+) -> None:
     """A listen stream on ``task_id`` until it delivers ``cancelled`` (its time: ``heard``)."""
     params = {"notifications": {"taskIds": [task_id]}}
     async with client.stream("subscriptions/listen", params) as stream:
@@ -83,7 +85,7 @@ async def measure(ports: list[int], pids: list[int], streams: int, samples: int)
                 reply = await other.call("tasks/cancel", {"taskId": task_ids[index]})
                 if "result" not in reply:
                     raise RuntimeError(f"tasks/cancel failed: {reply.get('error')}")
-                while task_ids[index] not in heard:  # noqa: ASYNC110 - set by its listener
+                while task_ids[index] not in heard:
                     if listeners[index].done():
                         listeners[index].result()  # its failure, raised
                         raise RuntimeError("a listen stream ended before its cancel")
@@ -97,8 +99,12 @@ async def measure(ports: list[int], pids: list[int], streams: int, samples: int)
             for listener in listeners:
                 with contextlib.suppress(BaseException):
                     await listener
-    return {"p50_ms": round(percentile(took, 0.5), 2), "p99_ms": round(percentile(took, 0.99), 2),
-            "samples": samples, "rss_bytes": rss}  # fmt: skip
+    return {
+        "p50_ms": round(percentile(took, 0.5), 2),
+        "p99_ms": round(percentile(took, 0.99), 2),
+        "samples": samples,
+        "rss_bytes": rss,
+    }
 
 
 def arrangement(backend: Backend, processes: int, *, quick: bool) -> dict[str, Any]:
@@ -108,18 +114,33 @@ def arrangement(backend: Backend, processes: int, *, quick: bool) -> dict[str, A
         ports, pids = [], []
         for _ in range(processes):
             port = free_port()
-            argv = [CLI, "serve", "bench.serve_app:listening", "--store", backend.url,
-                    "--port", str(port), "--log-level", "warning"]  # fmt: skip
+            argv = [
+                CLI,
+                "serve",
+                "bench.serve_app:listening",
+                "--store",
+                backend.url,
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ]
             pids.append(stack.enter_context(server_process(argv, port)).pid)
             ports.append(port)
         few = asyncio.run(measure(ports, pids, FEW, FEW))
         lots = asyncio.run(measure(ports, pids, many, 20 if quick else 100))
     per_stream = (lots["rss_bytes"] - few["rss_bytes"]) / (many - FEW)
-    return {"streams_few": few, "streams_many": lots, "many": many,
-            "rss_bytes_per_stream": round(per_stream)}  # fmt: skip
+    return {
+        "streams_few": few,
+        "streams_many": lots,
+        "many": many,
+        "rss_bytes_per_stream": round(per_stream),
+    }
 
 
-def part(stack: ExitStack, directory: Path, *, quick: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+def part(
+    stack: ExitStack, directory: Path, *, quick: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Each of :data:`PROCESSES` on each of :data:`STORES` (``listen.*``)."""
     found: dict[str, Any] = {}
     ratios: dict[str, Any] = {}
@@ -135,10 +156,13 @@ def part(stack: ExitStack, directory: Path, *, quick: bool) -> tuple[dict[str, A
                 print(f"4f. {name}: listen streams on {label}", flush=True)
                 figures = arrangement(backend, processes, quick=quick)
                 few, lots = figures["streams_few"], figures["streams_many"]
-                print(f"  {name:<9}{label:<12} {FEW} streams p50 {few['p50_ms']} p99"
-                      f" {few['p99_ms']} ms; {figures['many']} streams p50 {lots['p50_ms']} p99"
-                      f" {lots['p99_ms']} ms; {figures['rss_bytes_per_stream'] / 1024:.1f} KiB"
-                      " per stream", flush=True)  # fmt: skip
+                print(
+                    f"  {name:<9}{label:<12} {FEW} streams p50 {few['p50_ms']} p99"
+                    f" {few['p99_ms']} ms; {figures['many']} streams p50 {lots['p50_ms']} p99"
+                    f" {lots['p99_ms']} ms; {figures['rss_bytes_per_stream'] / 1024:.1f} KiB"
+                    " per stream",
+                    flush=True,
+                )
             found[name][label] = figures or {"missing": missing}
             many_p99 = figures.get("streams_many", {}).get("p99_ms")
             few_p99 = figures.get("streams_few", {}).get("p99_ms")

@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import os
 import shutil
 import sys
 import time
-from collections import Counter
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -36,18 +33,28 @@ import anyio.streams.buffered
 from bench.common import ROOT, find_backends
 from bench.run import goal
 from bench.stores import new_task
-from mcp_tasks import ANY_OWNER, Complete, StoreOptions, drop_namespace, store_from_url
+from mcp_tasks import ANY_OWNER, Complete, StoreOptions, store_from_url
 from mcp_tasks.stores.abilities import CountsReader, StatsReader
 
 if TYPE_CHECKING:
-    from mcp_tasks import Claimed, Store
+    from pathlib import Path
+
+    from mcp_tasks import Claimed
 
 #: The delay of each way of the link (netem on both ends of the veth pair).
 DELAY_S = 0.001
 #: The operations, in the order the child runs them.
 OPERATIONS = (
-    "create", "get", "claim", "renew", "complete", "put_status", "reap", "stats", "counts",
-)  # fmt: skip
+    "create",
+    "get",
+    "claim",
+    "renew",
+    "complete",
+    "put_status",
+    "reap",
+    "stats",
+    "counts",
+)
 #: The stores measured (the servers the tests' helper forwards to).
 STORES = ("postgres", "redis")
 #: Why an operation takes more than one round trip on a store, by ``store.op``: the
@@ -88,7 +95,8 @@ def helper() -> Any:
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, HELPER)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # a dataclass's module must be found while it is made
     spec.loader.exec_module(module)
@@ -114,7 +122,8 @@ async def child(url: str, calls: int) -> None:
 
         async def claim(_: int) -> object:
             got = await store.claim("bench", lease_ms=600_000)
-            assert got is not None
+            if got is None:
+                raise RuntimeError("nothing left to claim")
             claimed.append(got)
             return got
 
@@ -173,7 +182,8 @@ async def run_child(
     argv = [*prefix, sys.executable, "-m", "bench.remote_store", "child", url, str(calls)]
     found: dict[str, dict[str, float]] = {}
     async with await anyio.open_process(argv, cwd=ROOT) as process:
-        assert process.stdout is not None and process.stdin is not None
+        assert process.stdout is not None
+        assert process.stdin is not None
         buffered = anyio.streams.buffered.BufferedByteReceiveStream(process.stdout)
         before = 0
         with anyio.fail_after(600):
@@ -223,12 +233,20 @@ async def measure(name: str, url: str, calls: int) -> dict[str, Any]:
             "remote_us": round(figures["mean_us"], 1),
             "local_us": near,
         }
-        print(f"  {name:<9}{op:<11}{figures['round_trips']:>6.2f} round trips"
-              f"  (from latency {growth or 0:.2f})  {figures['mean_us']:>8.0f} µs there,"
-              f" {near or 0:>6.0f} µs here", flush=True)  # fmt: skip
+        print(
+            f"  {name:<9}{op:<11}{figures['round_trips']:>6.2f} round trips"
+            f"  (from latency {growth or 0:.2f})  {figures['mean_us']:>8.0f} µs there,"
+            f" {near or 0:>6.0f} µs here",
+            flush=True,
+        )
     delayed_by = "netem on the veth pair" if netem else "the forwarder (no netem in this kernel)"
-    return {"rtt_ms": round(rtt_s * 1000, 3), "delayed_by": delayed_by, "calls": calls,
-            "namespace": host.name, "operations": ops}  # fmt: skip
+    return {
+        "rtt_ms": round(rtt_s * 1000, 3),
+        "delayed_by": delayed_by,
+        "calls": calls,
+        "namespace": host.name,
+        "operations": ops,
+    }
 
 
 async def ping(host: Any) -> float:
@@ -256,7 +274,9 @@ async def ping(host: Any) -> float:
     return float(done.stdout.decode())
 
 
-def part(stack: ExitStack, directory: Path, *, quick: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+def part(
+    stack: ExitStack, directory: Path, *, quick: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The round trips of each operation on each of :data:`STORES` (``remote.*``)."""
     why = unavailable()
     found: dict[str, Any] = {"delay_each_way_ms": DELAY_S * 1000}

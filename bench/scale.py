@@ -59,7 +59,7 @@ class Population:
         self.by_status[after] += 1
 
 
-async def seed(  # noqa: PLR0917 - the batch has its default
+async def seed(
     store: Store, population: Population, count: int, deadline: float, batch_size: int = 100
 ) -> None:
     """``count`` more tasks (fewer if ``deadline``, a ``time.monotonic`` instant, passes):
@@ -242,9 +242,7 @@ async def section(  # noqa: PLR0917 - the run's settings, as stores.scale takes 
         result["rows"]["asked_huge"] = huge
     try:
         await seed(store, population, small, float("inf"))
-        result["small"], result["exact"]["small"] = await measure(
-            store, population, ops, expired
-        )
+        result["small"], result["exact"]["small"] = await measure(store, population, ops, expired)
         result["rows"]["small"] = population.rows
         for size, target in (("large", large), ("huge", huge)):
             if target is None:

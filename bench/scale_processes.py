@@ -34,7 +34,12 @@ if TYPE_CHECKING:
 STORES = ("postgres", "redis", "sqlite")
 #: The arrangements measured: serving processes, and workers beside them (then the serving
 #: process creates tasks and runs none).
-ARRANGEMENTS = {"1 serve": (1, 0), "2 serve": (2, 0), "4 serve": (4, 0), "1 serve + 2 workers": (1, 2)}
+ARRANGEMENTS = {
+    "1 serve": (1, 0),
+    "2 serve": (2, 0),
+    "4 serve": (4, 0),
+    "1 serve + 2 workers": (1, 2),
+}
 CLI = str(Path(sys.executable).parent / "mcp-tasks")
 
 
@@ -67,8 +72,17 @@ def arrangement(
         ports, pids = [], []
         for _ in range(serving):
             port = free_port()
-            argv = [CLI, "serve", app, "--store", backend.url, "--port", str(port),
-                    "--log-level", "warning"]  # fmt: skip
+            argv = [
+                CLI,
+                "serve",
+                app,
+                "--store",
+                backend.url,
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ]
             pids.append(stack.enter_context(server_process(argv, port)).pid)
             ports.append(port)
         worker_pids = [stack.enter_context(worker_process(backend.url)).pid for _ in range(workers)]
@@ -106,7 +120,9 @@ def arrangement(
     }
 
 
-def part(stack: ExitStack, directory: Path, *, quick: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+def part(
+    stack: ExitStack, directory: Path, *, quick: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every arrangement on each of :data:`STORES`; ratios of tasks per second."""
     settings = {"tasks": 200 if quick else 1_200, "in_flight": 40, "poll_ms": 20}
     found: dict[str, Any] = {"settings": settings}
@@ -122,11 +138,14 @@ def part(stack: ExitStack, directory: Path, *, quick: bool) -> tuple[dict[str, A
             for label, (serving, workers) in ARRANGEMENTS.items():
                 figures[label] = arrangement(backend, serving, workers, **settings)
                 shown = figures[label]
-                print(f"  {name:<9}{label:<22}{shown['tasks_per_s']:>8.1f} tasks/s"
-                      f"  CPU ms/task by process {shown['cpu_ms_per_task_by_process']}"
-                      f"  database {shown['database_cpu_ms_per_task']}"
-                      f"  (busiest process {shown['busiest_process_core_share']:.2f} core,"
-                      f" database {shown['database_core_share']:.2f})", flush=True)  # fmt: skip
+                print(
+                    f"  {name:<9}{label:<22}{shown['tasks_per_s']:>8.1f} tasks/s"
+                    f"  CPU ms/task by process {shown['cpu_ms_per_task_by_process']}"
+                    f"  database {shown['database_cpu_ms_per_task']}"
+                    f"  (busiest process {shown['busiest_process_core_share']:.2f} core,"
+                    f" database {shown['database_core_share']:.2f})",
+                    flush=True,
+                )
         found[name] = figures or {"missing": missing}
 
         def rate(label: str, figures: dict[str, Any] = figures) -> float | None:

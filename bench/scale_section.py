@@ -45,12 +45,22 @@ def ops_part(stack: ExitStack, directory: Path, sizes: dict[str, int]) -> dict[s
     backends = find_backends(stack, directory, list(HUGE))
     found: dict[str, Any] = {"missing": backends.missing}
     for backend in backends.available:
-        print(f"4c. {backend.name}: every operation at {sizes['small']:,},"
-              f" {sizes['large']:,} and {sizes['huge']:,} rows", flush=True)  # fmt: skip
+        print(
+            f"4c. {backend.name}: every operation at {sizes['small']:,},"
+            f" {sizes['large']:,} and {sizes['huge']:,} rows",
+            flush=True,
+        )
         url = namespace_factory(stack, directory, backend)()
         found[backend.name] = asyncio.run(
-            scale.section(url, sizes["small"], sizes["large"], sizes["ops"], SEED_BUDGET_S,
-                          sizes["expired"], huge=sizes["huge"])  # fmt: skip
+            scale.section(
+                url,
+                sizes["small"],
+                sizes["large"],
+                sizes["ops"],
+                SEED_BUDGET_S,
+                sizes["expired"],
+                huge=sizes["huge"],
+            )
         )
     return found
 
@@ -108,14 +118,20 @@ def main() -> None:
         results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
         results.setdefault("ratios", {})
         results[part] = found
-        prefix = {"ops": "scale_ops.", "processes": "processes.", "remote": "remote.",
-                  "listen": "listen."}[part]  # fmt: skip
+        prefix = {
+            "ops": "scale_ops.",
+            "processes": "processes.",
+            "remote": "remote.",
+            "listen": "listen.",
+        }[part]
         kept = {k: v for k, v in results["ratios"].items() if not k.startswith(prefix)}
         results["ratios"] = {**kept, **ratios}
         args.out.write_text(json.dumps(results, indent=2) + "\n")
         for name, entry in ratios.items():
-            print(f"  {name:<52}{entry['measured']!s:>8}  {entry['goal']:<8}"
-                  f" {entry['met']}  {entry.get('note', '')}")  # fmt: skip
+            print(
+                f"  {name:<52}{entry['measured']!s:>8}  {entry['goal']:<8}"
+                f" {entry['met']}  {entry.get('note', '')}"
+            )
     print(f"wrote {args.out}")
 
 

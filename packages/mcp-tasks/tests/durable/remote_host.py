@@ -189,6 +189,7 @@ async def store_url(
 ) -> AsyncIterator[str]:
     """A fresh namespace of the shared Postgres or Redis, as the namespace reaches it."""
     from conftest import durable_url  # noqa: PLC0415 - see the module's docstring
+
     async with durable_url(request, tmp_path) as url, forwarded(url, remote) as far:
         yield far
 
@@ -197,6 +198,7 @@ async def store_url(
 async def processes(store_url: str, tmp_path: Path, remote: RemoteHost) -> AsyncIterator[Processes]:
     """Processes in the namespace, bound to its address."""
     from conftest import processes_of  # noqa: PLC0415 - see the module's docstring
+
     async with processes_of(store_url, tmp_path / "crash.log") as started:
         started.prefix = remote.command()
         started.host = remote.address
