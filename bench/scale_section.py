@@ -11,7 +11,8 @@
   latency of a change's notification and the memory per stream (``bench/listen_streams.py``).
 
 Each part's figures replace that part's in ``scale.json`` (the others stay), with the
-goals they meet or miss (``ratios``) and the machine's load average when they were taken.
+goals they meet or miss (``ratios``, also as the table ``scale.md``) and the machine's load
+average when they were taken.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from bench import scale
 from bench.common import ROOT, find_backends, namespace_factory
-from bench.run import goal
+from bench.run import goal, markdown_table
 
 PARTS = ("ops", "processes", "remote", "listen")
 #: The stores measured at every size.
@@ -127,6 +128,7 @@ def main() -> None:
         kept = {k: v for k, v in results["ratios"].items() if not k.startswith(prefix)}
         results["ratios"] = {**kept, **ratios}
         args.out.write_text(json.dumps(results, indent=2) + "\n")
+        args.out.with_suffix(".md").write_text(markdown_table(results["ratios"]))
         for name, entry in ratios.items():
             print(
                 f"  {name:<52}{entry['measured']!s:>8}  {entry['goal']:<8}"
