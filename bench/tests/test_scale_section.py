@@ -1,9 +1,9 @@
 """The scale section at a small size: section 4c (bench/scale.py) on every durable store (it
 runs, and what each store counts stays exact as its table grows, through creates, bulk
 copies, completes, claims, renews and reaps), the processes arrangement with workers
-(bench/scale_processes.py) and the round trips to a store on another host
-(bench/remote_store.py). The speed itself is measured by ``bench.scale_section``, never
-asserted here."""
+(bench/scale_processes.py), listen streams (bench/listen_streams.py) and the round trips to
+a store on another host (bench/remote_store.py). The speed itself is measured by
+``bench.scale_section``, never asserted here."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from bench import remote_store, scale, scale_processes
+from bench import listen_streams, remote_store, scale, scale_processes
 from bench.common import find_backends
 
 if TYPE_CHECKING:
@@ -73,6 +73,19 @@ def test_one_serving_process_and_two_workers_complete_every_task(tmp_path: Path)
         found = scale_processes.arrangement(backend, 1, 2, tasks=10, in_flight=5, poll_ms=20)
     assert found["tasks_per_s"] > 0
     assert len(found["cpu_ms_per_task_by_process"]) == 3
+
+
+def test_a_cancel_reaches_its_listen_stream_among_a_hundred(tmp_path: Path) -> None:
+    """One ``mcp-tasks serve`` process on a SQLite file holding 10 and then 100 open listen
+    streams, one task each: every sampled task's cancel is delivered on its own stream
+    (``measure`` raises otherwise), and the memory per stream has a figure."""
+    with ExitStack() as stack:
+        backend = find_backends(stack, tmp_path, ["sqlite"]).get("sqlite")
+        assert backend is not None
+        found = listen_streams.arrangement(backend, 1, quick=True)
+    assert "failed" not in found, found.get("failed")
+    assert found["streams_many"]["samples"] == 20
+    assert "rss_bytes_per_stream" in found
 
 
 def _namespaces() -> set[str]:
