@@ -37,6 +37,7 @@ from mcp_tasks import ANY_OWNER, Complete, StoreOptions, store_from_url
 from mcp_tasks.stores.abilities import CountsReader, StatsReader
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from mcp_tasks import Claimed
@@ -133,7 +134,7 @@ async def child(url: str, calls: int) -> None:
             claimed.append(got)
             return got
 
-        steps = {
+        steps: dict[str, Callable[[int], Awaitable[object]]] = {
             "create": lambda _: store.create(new_task(work=True)),
             "get": lambda i: store.get(plain[i].task_id, ANY_OWNER),
             "claim": claim,
@@ -143,14 +144,12 @@ async def child(url: str, calls: int) -> None:
             ),
             "put_status": lambda i: store.put_status(plain[i].task_id, Complete({"content": []})),
             "reap": lambda _: store.reap(limit=1),
-            "stats": lambda _: store.stats() if isinstance(store, StatsReader) else None,
-            "counts": lambda _: store.counts() if isinstance(store, CountsReader) else None,
         }
-        for op in OPERATIONS:
-            if op in ("stats", "counts") and not isinstance(
-                store, StatsReader if op == "stats" else CountsReader
-            ):
-                continue
+        if isinstance(store, StatsReader):
+            steps["stats"] = lambda _: store.stats()
+        if isinstance(store, CountsReader):
+            steps["counts"] = lambda _: store.counts()
+        for op in (op for op in OPERATIONS if op in steps):
             print(f"begin {op}", flush=True)
             sys.stdin.readline()
             started = time.perf_counter()

@@ -149,7 +149,8 @@ def part(
         found[name] = figures or {"missing": missing}
 
         def rate(label: str, figures: dict[str, Any] = figures) -> float | None:
-            return figures.get(label, {}).get("tasks_per_s")
+            found: float | None = figures.get(label, {}).get("tasks_per_s")
+            return found
 
         # Goals scaled to the machine: n processes cannot pass its cores.
         for label, n in (("2 serve", 2), ("4 serve", 4)):
