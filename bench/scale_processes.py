@@ -6,9 +6,10 @@ The client is section 2's workload (``served.drive``): ``tasks`` tasks of a 0 ms
 ``in_flight`` at once spread evenly over the serving processes, each polled every
 ``poll_ms`` until completed. Per arrangement: completed tasks per second (wall clock), the
 CPU ms per task of each process (utime + stime from ``/proc``) and of the database's
-processes serving them (as section 2 reads them), and the busiest process's share of a
-core: where the curve flattens, it says which ran out (a process, the database, or the
-machine's cores, which the client shares).
+processes serving them (as section 2 reads them), the busiest process's, the database's
+and the client's (this process) share of a core, and how busy the machine's cores were
+(``/proc/stat``, everything on them included): where the curve flattens, they say which
+ran out (a process, the database, or the machine's cores).
 """
 
 from __future__ import annotations
@@ -62,6 +63,18 @@ def worker_process(store_url: str) -> Iterator[subprocess.Popen[bytes]]:
                 process.wait()
 
 
+def machine_times() -> tuple[int, int]:
+    """``(busy, total)`` clock ticks of every core so far (``/proc/stat``)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of every core's time that was busy between two :func:`machine_times`."""
+    return (after[0] - before[0]) / max(after[1] - before[1], 1)
+
+
 def arrangement(
     backend: Backend, serving: int, workers: int, *, tasks: int, in_flight: int, poll_ms: int
 ) -> dict[str, Any]:
@@ -97,9 +110,11 @@ def arrangement(
         for pid in pids:
             database |= set(database_pids(backend.name, backend.base or backend.url, pid) or [])
         before = cpu_of([*processes, *database])
+        client_before, machine_before = os.times(), machine_times()
         started = time.perf_counter()
         asyncio.run(run(tasks))
         wall = time.perf_counter() - started
+        client_after, machine_after = os.times(), machine_times()
         for pid in pids:  # connections opened meanwhile count from their start
             database |= set(database_pids(backend.name, backend.base or backend.url, pid) or [])
         after = cpu_of([*processes, *database])
@@ -116,6 +131,13 @@ def arrangement(
         "database_cpu_ms_per_task": round(database_s * 1000 / tasks, 3),
         "busiest_process_core_share": round(busiest / wall, 2),
         "database_core_share": round(database_s / wall, 2),
+        "client_core_share": round(
+            (client_after.user + client_after.system - client_before.user - client_before.system)
+            / wall,
+            2,
+        ),
+        # Every process's, this run's and the other work on the machine: 1.0 is every core.
+        "machine_busy_share": round(busy_share(machine_before, machine_after), 2),
         "wall_s": round(wall, 2),
     }
 
@@ -143,7 +165,9 @@ def part(
                     f"  CPU ms/task by process {shown['cpu_ms_per_task_by_process']}"
                     f"  database {shown['database_cpu_ms_per_task']}"
                     f"  (busiest process {shown['busiest_process_core_share']:.2f} core,"
-                    f" database {shown['database_core_share']:.2f})",
+                    f" database {shown['database_core_share']:.2f}, client"
+                    f" {shown['client_core_share']:.2f}; machine busy"
+                    f" {shown['machine_busy_share']:.0%})",
                     flush=True,
                 )
         found[name] = figures or {"missing": missing}
