@@ -4,7 +4,11 @@ Redis (which listen on 127.0.0.1 only) through TCP forwarders this process runs 
 veth's host-side address, which hold every chunk :data:`DELAY_S` each way (a store a few
 milliseconds away). Where the kernel has ``netem`` the veth itself delays every packet
 too (``tc qdisc … netem delay``); kernels without the module (a Firecracker VM's) get the
-forwarders' delay alone. The tests reach the servers over the veth. Needs root."""
+forwarders' delay alone. The tests reach the servers over the veth. Needs root.
+
+The bench (``bench/remote_store.py``) loads this file by its path for :func:`remote_host`
+and :func:`forwarded` (with its own delay, and ``heard`` to count the exchanges on the
+wire): nothing above the fixtures imports the tests' conftest."""
 
 from __future__ import annotations
 
@@ -19,10 +23,9 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import anyio.abc
 import pytest
-from conftest import durable_url, processes_of
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Callable, Iterator
     from pathlib import Path
 
     from conftest import Processes
@@ -57,10 +60,10 @@ def require_root() -> None:
 
 
 @contextmanager
-def remote_host() -> Iterator[RemoteHost]:
+def remote_host(delay_s: float = DELAY_S) -> Iterator[RemoteHost]:
     """A fresh namespace and veth pair (names unique per call, a /30 of 10.213.0.0/16
-    nobody on this machine uses), removed at the end whatever happened."""
-    require_root()
+    nobody on this machine uses), each end delaying its packets ``delay_s``, removed at
+    the end whatever happened."""
     token = secrets.token_hex(3)
     name, outside, inside = f"mtnet-{token}", f"mt{token}h", f"mt{token}n"
     used = subprocess.run(["ip", "-o", "addr"], check=True, capture_output=True, text=True).stdout
@@ -82,7 +85,7 @@ def remote_host() -> Iterator[RemoteHost]:
         ):
             _ip("netns", "exec", name, "ip", *args)
         for prefix, device in (([], outside), (["ip", "netns", "exec", name], inside)):
-            delay = f"{DELAY_S * 1000:g}ms"
+            delay = f"{delay_s * 1000:g}ms"
             # check=False: no netem in this kernel leaves the forwarders' delay alone.
             subprocess.run(
                 [*prefix, "tc", "qdisc", "add", "dev", device, "root", "netem", "delay", delay],
@@ -97,23 +100,37 @@ def remote_host() -> Iterator[RemoteHost]:
 
 
 @asynccontextmanager
-async def forwarded(url: str, host: RemoteHost) -> AsyncIterator[str]:
+async def forwarded(
+    url: str,
+    host: RemoteHost,
+    *,
+    delay_s: float = DELAY_S,
+    heard: Callable[[int, bool], None] | None = None,
+) -> AsyncIterator[str]:
     """``url`` (a server on this machine) as the namespace reaches it: through a TCP
-    forwarder on ``host.gateway`` that this process runs while the block lasts."""
+    forwarder on ``host.gateway`` that this process runs while the block lasts, holding
+    each chunk ``delay_s``. ``heard(connection, upstream)`` is told of each chunk read
+    (``connection`` numbers the forwarded connections; ``upstream``: towards the server)."""
     parts = urlsplit(url)
     target_host, target_port = parts.hostname or "127.0.0.1", parts.port
     assert target_port is not None, url
     listener = await anyio.create_tcp_listener(local_host=host.gateway, local_port=0)
 
-    async def pipe(source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream) -> None:
-        """Each chunk reaches ``sink`` DELAY_S after it left ``source``, in order; chunks
+    connections = iter(range(1 << 62))
+
+    async def pipe(
+        source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream, connection: int, upstream: bool
+    ) -> None:
+        """Each chunk reaches ``sink`` delay_s after it left ``source``, in order; chunks
         in flight overlap, as on a link (a delay per chunk would also cap the rate)."""
         send, receive = anyio.create_memory_object_stream[tuple[float, bytes]](1000)
 
         async def read() -> None:
             async with send:
                 async for chunk in source:
-                    await send.send((anyio.current_time() + DELAY_S, chunk))
+                    if heard is not None:
+                        heard(connection, upstream)
+                    await send.send((anyio.current_time() + delay_s, chunk))
 
         async def write() -> None:
             async with receive:
@@ -136,9 +153,10 @@ async def forwarded(url: str, host: RemoteHost) -> AsyncIterator[str]:
         except OSError:
             await client.aclose()
             return
+        connection = next(connections)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(pipe, client, upstream)
-            tg.start_soon(pipe, upstream, client)
+            tg.start_soon(pipe, client, upstream, connection, True)
+            tg.start_soon(pipe, upstream, client, connection, False)
 
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     netloc = parts.netloc.rsplit("@", 1)
@@ -160,6 +178,7 @@ async def forwarded(url: str, host: RemoteHost) -> AsyncIterator[str]:
 
 @pytest.fixture
 def remote() -> Iterator[RemoteHost]:
+    require_root()
     with remote_host() as host:
         yield host
 
@@ -169,6 +188,8 @@ async def store_url(
     request: pytest.FixtureRequest, tmp_path: Path, remote: RemoteHost
 ) -> AsyncIterator[str]:
     """A fresh namespace of the shared Postgres or Redis, as the namespace reaches it."""
+    from conftest import durable_url  # noqa: PLC0415 - see the module's docstring
+
     async with durable_url(request, tmp_path) as url, forwarded(url, remote) as far:
         yield far
 
@@ -176,6 +197,8 @@ async def store_url(
 @pytest.fixture
 async def processes(store_url: str, tmp_path: Path, remote: RemoteHost) -> AsyncIterator[Processes]:
     """Processes in the namespace, bound to its address."""
+    from conftest import processes_of  # noqa: PLC0415 - see the module's docstring
+
     async with processes_of(store_url, tmp_path / "crash.log") as started:
         started.prefix = remote.command()
         started.host = remote.address

@@ -1,0 +1,141 @@
+"""Section 4c and what scales beside it, on its own (``bench/results/scale.json``):
+
+    uv run --group bench python -m bench.scale_section [--parts ops processes remote]
+
+* ``ops``: every store operation at 1 k, 100 k and 1 M rows (``bench/scale.py``);
+* ``processes``: completed tasks per second with 1, 2 and 4 ``mcp-tasks serve`` processes
+  and with 2 ``mcp-tasks worker``s on one store (``bench/scale_processes.py``);
+* ``remote``: the round trips of each store operation to a store on another host
+  (``bench/remote_store.py``);
+* ``listen``: 1,000 open ``subscriptions/listen`` streams on 1 and on 4 processes, the
+  latency of a change's notification and the memory per stream (``bench/listen_streams.py``).
+
+Each part's figures replace that part's in ``scale.json`` (the others stay), with the
+goals they meet or miss (``ratios``, also as the table ``scale.md``) and the machine's load
+average when they were taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from bench import scale
+from bench.common import ROOT, find_backends, namespace_factory
+from bench.run import goal, markdown_table
+
+PARTS = ("ops", "processes", "remote", "listen")
+#: The stores measured at every size.
+HUGE = ("sqlite", "postgres", "redis")
+#: The run's sizes of ``ops`` (``--quick``: a smoke run).
+SIZES = {"small": 1_000, "large": 100_000, "huge": 1_000_000, "ops": 500, "expired": 2_000}
+QUICK = {"small": 1_000, "large": 5_000, "huge": 20_000, "ops": 200, "expired": 300}
+#: Seconds of seeding each size may take at most (``rows`` says how many were reached).
+SEED_BUDGET_S = 900
+
+
+def ops_part(stack: ExitStack, directory: Path, sizes: dict[str, int]) -> dict[str, Any]:
+    """Section 4c on each store of :data:`HUGE`: small, large and huge."""
+    backends = find_backends(stack, directory, list(HUGE))
+    found: dict[str, Any] = {"missing": backends.missing}
+    for backend in backends.available:
+        print(
+            f"4c. {backend.name}: every operation at {sizes['small']:,},"
+            f" {sizes['large']:,} and {sizes['huge']:,} rows",
+            flush=True,
+        )
+        url = namespace_factory(stack, directory, backend)()
+        found[backend.name] = asyncio.run(
+            scale.section(
+                url,
+                sizes["small"],
+                sizes["large"],
+                sizes["ops"],
+                SEED_BUDGET_S,
+                sizes["expired"],
+                huge=sizes["huge"],
+            )
+        )
+    return found
+
+
+def ops_ratios(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each operation's latency at the large and the huge size over the small (≤ 1.3)."""
+    out = {}
+    for name in HUGE:
+        measured = found.get(name, {})
+        for size in ("large", "huge"):
+            for op in scale.OPERATIONS:
+                figures = (
+                    measured.get(size, {}).get(f"{op}_us"),
+                    measured.get("small", {}).get(f"{op}_us"),
+                )
+                out[f"scale_ops.{name}.{op}_{size}_vs_small"] = goal(
+                    figures, "<=", 1.3, found.get("missing", {}).get(name)
+                )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="*", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--quick", action="store_true", help="a small run (a smoke test)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
+    args = parser.parse_args()
+    for part in args.parts:
+        started, load = time.perf_counter(), os.getloadavg()
+        with ExitStack() as stack:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            if part == "ops":
+                found = ops_part(stack, directory, QUICK if args.quick else SIZES)
+                ratios = ops_ratios(found)
+            elif part == "processes":
+                from bench import scale_processes  # noqa: PLC0415 - one part's module
+
+                found, ratios = scale_processes.part(stack, directory, quick=args.quick)
+            elif part == "remote":
+                from bench import remote_store  # noqa: PLC0415 - one part's module
+
+                found, ratios = remote_store.part(stack, directory, quick=args.quick)
+            else:
+                from bench import listen_streams  # noqa: PLC0415 - one part's module
+
+                found, ratios = listen_streams.part(stack, directory, quick=args.quick)
+        found["machine"] = {
+            "cpus": os.cpu_count(),
+            "load_before": [round(x, 2) for x in load],
+            "load_after": [round(x, 2) for x in os.getloadavg()],
+            "seconds": round(time.perf_counter() - started, 1),
+            "quick": args.quick,
+        }
+        # Read again now: another part's run may have written meanwhile.
+        results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
+        results.setdefault("ratios", {})
+        results[part] = found
+        prefix = {
+            "ops": "scale_ops.",
+            "processes": "processes.",
+            "remote": "remote.",
+            "listen": "listen.",
+        }[part]
+        kept = {k: v for k, v in results["ratios"].items() if not k.startswith(prefix)}
+        results["ratios"] = {**kept, **ratios}
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+        args.out.with_suffix(".md").write_text(markdown_table(results["ratios"]))
+        for name, entry in ratios.items():
+            print(
+                f"  {name:<52}{entry['measured']!s:>8}  {entry['goal']:<8}"
+                f" {entry['met']}  {entry.get('note', '')}"
+            )
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
