@@ -174,7 +174,8 @@ async def test_migrate_counts_the_tasks_of_an_older_table(
     await old.create(NewTask(new_task_id(), ttl_ms=1))  # expired: a row, in no status
     conn = await asyncpg.connect(postgres_url)
     try:
-        await conn.execute(f"DROP TABLE {old.schema}.task_counts")
+        for table in ("task_status_counts", "task_owner_counts", "task_expiry_counts"):
+            await conn.execute(f"DROP TABLE {old.schema}.{table}")
         await conn.execute(f"DROP FUNCTION {old.schema}.tasks_count_row() CASCADE")
         await conn.execute(f"DROP FUNCTION {old.schema}.tasks_count_gone() CASCADE")
     finally:

@@ -119,7 +119,7 @@ async def test_migrate_adds_the_work_type_to_an_older_table(
 async def test_migrate_counts_the_tasks_of_an_older_file(
     open_store: OpenStore, db_path: Path
 ) -> None:
-    """A file from before the counts per status: the first use makes the counters from the
+    """A file from before the counters: the first use makes the counters from the
     tasks there, in the migration's transaction, and the triggers that keep them, so
     ``counts()`` is exact at once and stays so through a cancel and a reap."""
     old = await open_store()
@@ -128,8 +128,9 @@ async def test_migrate_counts_the_tasks_of_an_older_file(
     await old.create(NewTask(new_task_id(), ttl_ms=1))  # expired: a row, in no status
     await old.close()
     with sqlite3.connect(db_path) as conn:
-        conn.execute("DROP TABLE task_counts")
-        for event in ("insert", "update", "delete"):
+        for table in ("task_status_counts", "task_owner_counts", "task_expiry_counts"):
+            conn.execute(f"DROP TABLE {table}")
+        for event in ("insert", "update", "expiry", "delete"):
             conn.execute(f"DROP TRIGGER tasks_count_{event}")
     store = await open_store()
     await store.get(tasks[1].task_id, ANY_OWNER)  # the first use migrates

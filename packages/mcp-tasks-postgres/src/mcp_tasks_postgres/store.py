@@ -36,7 +36,6 @@ from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
     column_upgrades,
-    compile_statement,
     run_on,
     schema_objects,
     schema_row,
@@ -131,7 +130,7 @@ class PostgresDialect:
             self._dialect,
             now,
             bump_owner_turn=fast_create.bump_owner_turn(self._tables, self._dialect),
-            counts=compile_statement(sql_counts.read_counts(self._tables, now), self._dialect),
+            **sql_counts.counted_statements(self._tables, self._dialect, now),
         )
         self._server_now = fast_create.server_now(self._dialect, now)
         self._bump_and_insert = fast_create.bump_and_insert(

@@ -32,6 +32,11 @@ def status_in(
     return column.in_([sa.literal_column(f"'{status.value}'") for status in statuses])
 
 
+def is_working(column: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
+    """``status = 'working'`` with the value inlined (the working index's predicate)."""
+    return column == sa.literal_column(f"'{TaskStatus.WORKING.value}'")
+
+
 @dataclass(frozen=True)
 class TaskTables:
     """The tables of one namespace."""
@@ -40,8 +45,12 @@ class TaskTables:
     tasks: sa.Table
     counter: sa.Table
     counts: sa.Table
-    """The tasks per status, kept by triggers where a dialect installs them
-    (:mod:`mcp_tasks_sql.counts`)."""
+    """The tasks per status (and with work or not), kept by triggers where a dialect
+    installs them (:mod:`mcp_tasks_sql.counts`), as the two below."""
+    owner_counts: sa.Table
+    """Each owner's active tasks."""
+    expiry_counts: sa.Table
+    """The tasks that expire in each minute."""
 
 
 def task_tables(
@@ -134,16 +143,40 @@ def task_tables(
         sa.Column("id", sa.SmallInteger, primary_key=True, autoincrement=False),
         sa.Column("n_rows", sa.BigInteger, nullable=False),
     )
-    # The tasks per status (``n`` tasks of ``status`` in counter ``slot``), kept by the
-    # triggers of mcp_tasks_sql.counts where a dialect installs them.
+    # Where stats reads the tasks whose figure moves with the clock alone: live leases and
+    # lapsed ones, retries due and pending, the oldest working task.
+    live = status_in(c.status, ACTIVE)
+    leased = sa.and_(live, c.claim_expires_at.is_not(None))
+    retrying = sa.and_(live, c.retry_at.is_not(None))
+    working = is_working(c.status)
+    sa.Index(f"{name}_leases_ix", c.claim_expires_at, postgresql_where=leased, sqlite_where=leased)
+    sa.Index(f"{name}_retries_ix", c.retry_at, postgresql_where=retrying, sqlite_where=retrying)
+    sa.Index(f"{name}_working_ix", c.created_at, postgresql_where=working, sqlite_where=working)
+    # The counters the triggers of mcp_tasks_sql.counts keep where a dialect installs them:
+    # ``n`` tasks of ``status``, with work (``work`` 1) or not, in counter ``slot``; each
+    # owner's active tasks; the tasks whose ``expires_at`` falls in each ``minute``.
     counts = sa.Table(
-        f"{prefix}task_counts",
+        f"{prefix}task_status_counts",
         metadata,
         sa.Column("status", types.get("status", sa.Text()), primary_key=True),
+        sa.Column("work", sa.SmallInteger, primary_key=True, autoincrement=False),
         sa.Column("slot", sa.SmallInteger, primary_key=True, autoincrement=False),
         sa.Column("n", sa.BigInteger, nullable=False),
     )
-    return TaskTables(metadata, tasks, counter, counts)
+    owner_counts = sa.Table(
+        f"{prefix}task_owner_counts",
+        metadata,
+        sa.Column("owner", types.get("owner", sa.Text()), primary_key=True),
+        sa.Column("n", sa.BigInteger, nullable=False),
+    )
+    expiry_counts = sa.Table(
+        f"{prefix}task_expiry_counts",
+        metadata,
+        sa.Column("minute", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("slot", sa.SmallInteger, primary_key=True, autoincrement=False),
+        sa.Column("n", sa.BigInteger, nullable=False),
+    )
+    return TaskTables(metadata, tasks, counter, counts, owner_counts, expiry_counts)
 
 
 #: How many owners' turn rows the counter table may hold (ids 2 and up, within SMALLINT).

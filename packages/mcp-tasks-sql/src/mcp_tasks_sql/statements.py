@@ -103,6 +103,10 @@ class Statements:
     #: migration installs the triggers that keep them; ``None`` elsewhere (``counts()``
     #: then counts with ``stats``).
     counts: CompiledSQL | None = None
+    #: ``stats`` from the same counters (:func:`mcp_tasks_sql.counts.read_stats`): the
+    #: columns of ``stats``, at a cost that does not grow with the table; ``None`` where
+    #: ``counts`` is (``stats()`` then aggregates the table).
+    counted_stats: CompiledSQL | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,10 +47,12 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mcp_tasks.domain import rules
-from mcp_tasks.domain.models import Claim, TaskRecord
+from mcp_tasks.domain.models import Claim, StoreOptions, TaskRecord
 from mcp_tasks.domain.states import TaskStatus
+from mcp_tasks.stores.stats import BUSIEST_OWNERS, StoreStats, from_counts, tally
 from mcp_tasks_contract.records import JOB, SPREAD_MS, task_records
 from mcp_tasks_sql.connection import Mode, execute, fetch_one
+from mcp_tasks_sql.counts import read_stats
 from mcp_tasks_sql.statements import Predicates, compile_statement, predicates
 from mcp_tasks_sql.store import values_of
 
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
     from hypothesis.vendor.pretty import RepresentationPrinter
     from sqlalchemy.engine.interfaces import Dialect
 
-    from mcp_tasks_sql.connection import Transaction
+    from mcp_tasks_sql.connection import Row, Transaction
     from mcp_tasks_sql.schema import TaskTables
     from mcp_tasks_sql.statements import CompiledSQL
     from mcp_tasks_sql.store import SQLDialect
@@ -188,19 +190,45 @@ def _compile(tables: TaskTables, sql_dialect: Dialect) -> dict[str, CompiledSQL]
     }
 
 
+def _counted_stats(tables: TaskTables, sql_dialect: Dialect) -> CompiledSQL:
+    """``stats`` from the counters (:func:`mcp_tasks_sql.counts.read_stats`) at ``:now``."""
+    now = sa.bindparam("now", type_=sa.BigInteger)
+    return compile_statement(read_stats(tables, predicates(tables, now), now), sql_dialect)
+
+
+def _stats_of(row: Row) -> StoreStats:
+    busiest = (row[f"busiest_{place}"] for place in range(1, BUSIEST_OWNERS + 1))
+    return from_counts(
+        row,
+        now=row["now_ms"],
+        owners=row["owners"],
+        busiest_owners=(n for n in busiest if n is not None),
+        options=STATS_OPTIONS,
+    )
+
+
+#: The caps the counted stats are compared with (they are the store's, not counted).
+STATS_OPTIONS: Final = StoreOptions()
+
+
 class _RollBack(Exception):
     """Not an error: how a batch leaves no rows behind (a session rolls back on any)."""
 
-    def __init__(self, selected: dict[str, frozenset[int]]) -> None:
+    def __init__(self, selected: dict[str, frozenset[int]], stats: StoreStats | None) -> None:
         super().__init__()
         self.selected = selected
+        self.stats = stats
 
 
 async def _select(
-    dialect: SQLDialect, checks: Mapping[str, CompiledSQL], case: PredicateCase
-) -> dict[str, frozenset[int]]:
+    dialect: SQLDialect,
+    checks: Mapping[str, CompiledSQL],
+    case: PredicateCase,
+    counted_stats: CompiledSQL | None,
+) -> tuple[dict[str, frozenset[int]], StoreStats | None]:
     """Write the case's records as rows in one transaction, select by each predicate at the
-    case's ``now``, and roll back: which records (by index) each predicate selected."""
+    case's ``now`` (and read the counted stats, where the dialect keeps counters), and roll
+    back: which records (by index) each predicate selected, and the stats."""
     batch = secrets.token_hex(4)
     ids = [f"predicates-{batch}-{i}" for i in range(len(case.records))]
     values = {"now": case.now, "retention": case.retention}
@@ -216,12 +244,17 @@ async def _select(
             for i in ids:
                 hits.append((yield from fetch_one(select, {**values, "task_id": i})))
             selected[name] = frozenset(n for n, hit in enumerate(hits) if hit is not None)
-        raise _RollBack(selected)
+        stats = None
+        if counted_stats is not None:
+            counted = yield from fetch_one(counted_stats, values)
+            assert counted is not None  # an aggregate always yields its one row
+            stats = _stats_of(counted)
+        raise _RollBack(selected, stats)
 
     try:
         await dialect.transact(Mode.TRANSACTION, body())
     except _RollBack as done:
-        return done.selected
+        return done.selected, done.stats
     raise AssertionError("unreachable: the batch always rolls back")  # pragma: no cover
 
 
@@ -238,6 +271,23 @@ def _compare(case: PredicateCase, selected: Mapping[str, frozenset[int]]) -> Non
         raise AssertionError(
             f"SQL predicates disagree with their rules at now={case.now},"
             f" retention={case.retention}:\n  " + "\n  ".join(wrong)
+        )
+
+
+def _compare_stats(case: PredicateCase, stats: StoreStats) -> None:
+    """The counted stats against :func:`~mcp_tasks.stores.stats.tally` of the records."""
+    expected = tally(case.records, case.now, STATS_OPTIONS)
+    wrong = [
+        f"{field.name}: counted {getattr(stats, field.name)!r}, "
+        f"the rules {getattr(expected, field.name)!r}"
+        for field in dataclasses.fields(StoreStats)
+        if getattr(stats, field.name) != getattr(expected, field.name)
+    ]
+    if wrong:
+        raise AssertionError(
+            f"counted stats disagree with the rules at now={case.now}:\n  "
+            + "\n  ".join(wrong)
+            + f"\n{case!r}"
         )
 
 
@@ -265,11 +315,16 @@ async def check_predicates(
     """
     await dialect.migrate()
     checks = _compile(tables, sql_dialect)
+    counted = None
+    if dialect.statements.counted_stats is not None:
+        counted = _counted_stats(tables, sql_dialect)
     outcomes = {name: set[bool]() for name in RULES}
 
     def agrees(case: PredicateCase) -> None:
-        selected = anyio.from_thread.run(_select, dialect, checks, case)
+        selected, stats = anyio.from_thread.run(_select, dialect, checks, case, counted)
         _compare(case, selected)
+        if stats is not None:
+            _compare_stats(case, stats)
         for name, picked in selected.items():
             outcomes[name].update(i in picked for i in range(len(case.records)))
 

@@ -30,7 +30,6 @@ from mcp_tasks_sql import (
     Mode,
     SQLTaskStore,
     column_upgrades,
-    compile_statement,
     schema_objects,
     schema_row,
     task_tables,
@@ -113,7 +112,7 @@ class SQLiteDialect:
             self._tables,
             self._dialect,
             now,
-            counts=compile_statement(sql_counts.read_counts(self._tables, now), self._dialect),
+            **sql_counts.counted_statements(self._tables, self._dialect, now),
         )
         self._reads: ConnectionThread | None = None
         self._writes: ConnectionThread | None = None
