@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
+import sys
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -26,7 +28,7 @@ import pytest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
-    from pathlib import Path
+    from types import ModuleType
 
     from conftest import Processes
 
@@ -176,6 +178,18 @@ async def forwarded(
 # The fixtures of test_remote_*.py (imported there).
 
 
+def _conftest() -> ModuleType:
+    """The conftest beside this file, as pytest loaded it: ``from conftest import …`` at
+    a fixture's run names whichever package's conftest was imported last (tests of
+    several packages share a worker process)."""
+    mine = Path(__file__).with_name("conftest.py")
+    for module in list(sys.modules.values()):
+        found = getattr(module, "__file__", None)
+        if found is not None and Path(found) == mine:
+            return module
+    raise LookupError(f"{mine} is not loaded: run these fixtures under pytest")
+
+
 @pytest.fixture
 def remote() -> Iterator[RemoteHost]:
     require_root()
@@ -188,16 +202,17 @@ async def store_url(
     request: pytest.FixtureRequest, tmp_path: Path, remote: RemoteHost
 ) -> AsyncIterator[str]:
     """A fresh namespace of the shared Postgres or Redis, as the namespace reaches it."""
-    from conftest import durable_url  # noqa: PLC0415 - see the module's docstring
-
-    async with durable_url(request, tmp_path) as url, forwarded(url, remote) as far:
+    async with (
+        _conftest().durable_url(request, tmp_path) as url,
+        forwarded(url, remote) as far,
+    ):
         yield far
 
 
 @pytest.fixture
 async def processes(store_url: str, tmp_path: Path, remote: RemoteHost) -> AsyncIterator[Processes]:
     """Processes in the namespace, bound to its address."""
-    from conftest import processes_of  # noqa: PLC0415 - see the module's docstring
+    processes_of = _conftest().processes_of
 
     async with processes_of(store_url, tmp_path / "crash.log") as started:
         started.prefix = remote.command()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import runpy
+import secrets
 import signal
 import sys
 from pathlib import Path
@@ -109,11 +110,15 @@ class Workers:
         self.env = {**os.environ, **env, "PYTHONPATH": pythonpath}
         self.logs = logs
         self.started: list[tuple[Process, Path]] = []
+        # Node names unique to this test: Celery gives each node an exclusive queue
+        # (``<name>.celery.pidbox``), and tests running at once on one broker would clash.
+        self.suffix = secrets.token_hex(3)
 
     async def start(self, name: str, *, concurrency: int = 1) -> Process:
         log = self.logs / f"{name}.log"
         command = [sys.executable, "-m", "celery", "--app=render_jobs", "worker"]
-        command += [f"--hostname={name}@%h", f"--concurrency={concurrency}", "--loglevel=INFO"]
+        hostname = f"--hostname={name}-{self.suffix}@%h"
+        command += [hostname, f"--concurrency={concurrency}", "--loglevel=INFO"]
         command += ["--without-mingle", "--without-gossip", "--without-heartbeat"]
         with log.open("wb") as sink:
             process = await anyio.open_process(
