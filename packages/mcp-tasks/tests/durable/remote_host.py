@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import sys
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,15 +177,15 @@ async def forwarded(
 # The fixtures of test_remote_*.py (imported there).
 
 
-def _conftest() -> ModuleType:
+def _conftest(config: pytest.Config) -> ModuleType:
     """The conftest beside this file, as pytest loaded it: ``from conftest import …`` at
     a fixture's run names whichever package's conftest was imported last (tests of
     several packages share a worker process)."""
     mine = Path(__file__).with_name("conftest.py")
-    for module in list(sys.modules.values()):
-        found = getattr(module, "__file__", None)
+    for plugin in config.pluginmanager.get_plugins():
+        found = getattr(plugin, "__file__", None)
         if found is not None and Path(found) == mine:
-            return module
+            return plugin  # type: ignore[no-any-return]
     raise LookupError(f"{mine} is not loaded: run these fixtures under pytest")
 
 
@@ -203,16 +202,18 @@ async def store_url(
 ) -> AsyncIterator[str]:
     """A fresh namespace of the shared Postgres or Redis, as the namespace reaches it."""
     async with (
-        _conftest().durable_url(request, tmp_path) as url,
+        _conftest(request.config).durable_url(request, tmp_path) as url,
         forwarded(url, remote) as far,
     ):
         yield far
 
 
 @pytest.fixture
-async def processes(store_url: str, tmp_path: Path, remote: RemoteHost) -> AsyncIterator[Processes]:
+async def processes(
+    request: pytest.FixtureRequest, store_url: str, tmp_path: Path, remote: RemoteHost
+) -> AsyncIterator[Processes]:
     """Processes in the namespace, bound to its address."""
-    processes_of = _conftest().processes_of
+    processes_of = _conftest(request.config).processes_of
 
     async with processes_of(store_url, tmp_path / "crash.log") as started:
         started.prefix = remote.command()
