@@ -51,7 +51,7 @@ from mcp_tasks_sql.statements import (
     reap_candidates,
     stats,
 )
-from mcp_tasks_sql.store import SQLDialect, SQLTaskStore, record_of, values_of
+from mcp_tasks_sql.store import SQLDialect, SQLTaskStore, record_of, stats_of, values_of
 
 # mcp_tasks_sql.testing is left out: it needs Hypothesis and mcp-tasks-contract, test dependencies.
 __all__ = [
@@ -98,6 +98,7 @@ __all__ = [
     "schema_row",
     "sqlite_triggers",
     "stats",
+    "stats_of",
     "status_in",
     "task_tables",
     "to_row",

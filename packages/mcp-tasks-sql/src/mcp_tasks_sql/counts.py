@@ -262,7 +262,9 @@ def read_counts(tables: TaskTables, now: sa.ColumnElement[int]) -> sa.Select[Any
     """One row, one snapshot: ``now_ms``, ``rows`` (every counted row), and per status
     ``kept_<status>`` (its counters) and ``expired_<status>`` (its rows past their TTL, an
     index range of ``expires_at``)."""
-    kept, expired = _kept(tables), _expired(tables, now)
+    t = tables.tasks
+    past_ttl = (t.c.expires_at.is_not(None), t.c.expires_at <= now)
+    kept, expired = _kept(tables), _expired(t, *past_ttl, name="expired")
     return sa.select(now.label("now_ms"), kept, expired).select_from(kept.join(expired, sa.true()))
 
 
@@ -279,19 +281,21 @@ def _kept(tables: TaskTables) -> sa.Subquery:
     ).subquery("kept")
 
 
-def _expired(tables: TaskTables, now: sa.ColumnElement[int]) -> sa.Subquery:
-    t = tables.tasks
+def _expired(rows: sa.FromClause, *where: sa.ColumnElement[bool], name: str) -> sa.Subquery:
+    """``expired_<status>`` per status: the rows of ``rows`` (those ``where`` keeps) that
+    have it, counted."""
     return (
         sa.select(
             *(
-                sa.func.count(sa.case((t.c.status == status.value, 1))).label(
+                sa.func.count(sa.case((rows.c.status == status.value, 1))).label(
                     f"expired_{status.value}"
                 )
                 for status in TaskStatus
             )
         )
-        .where(t.c.expires_at.is_not(None), t.c.expires_at <= now)
-        .subquery("expired")
+        .select_from(rows)
+        .where(*where)
+        .subquery(name)
     )
 
 
@@ -412,18 +416,7 @@ def read_stats(tables: TaskTables, where: Predicates, now: sa.ColumnElement[int]
         ),
     ).subquery("per_owner")
     kept = _kept(tables)
-    gone = (
-        sa.select(
-            *(
-                sa.func.count(sa.case((expired.c.status == status.value, 1))).label(
-                    f"expired_{status.value}"
-                )
-                for status in TaskStatus
-            )
-        )
-        .select_from(expired)
-        .subquery("gone")
-    )
+    gone = _expired(expired, name="gone")
     integer = sa.BigInteger
     figures: list[sa.ColumnElement[Any]] = [
         now.label("now_ms"),

@@ -48,6 +48,19 @@ class _LostRace(Enum):
     LOST = "lost"
 
 
+def stats_of(row: Row, options: StoreOptions) -> StoreStats:
+    """The stats a ``stats`` or ``counted_stats`` row holds (its columns:
+    :func:`mcp_tasks_sql.statements.stats`), with the store's caps."""
+    busiest = (row[f"busiest_{place}"] for place in range(1, BUSIEST_OWNERS + 1))
+    return from_counts(
+        row,
+        now=row["now_ms"],
+        owners=row["owners"],
+        busiest_owners=(n for n in busiest if n is not None),
+        options=options,
+    )
+
+
 def values_of(record: TaskRecord) -> dict[str, Any]:
     """A record as the ``v_…`` parameters of the insert and compare-and-set statements."""
     return {f"v_{name}": value for name, value in to_row(record).items()}
@@ -211,14 +224,7 @@ class SQLTaskStore(ReadModifyWrite):
             StoreUnavailable: the database cannot be reached."""
         self._guard.check()
         row = await self._aggregate(self._sql.counted_stats or self._sql.stats)
-        busiest = (row[f"busiest_{place}"] for place in range(1, BUSIEST_OWNERS + 1))
-        return from_counts(
-            row,
-            now=row["now_ms"],
-            owners=row["owners"],
-            busiest_owners=(n for n in busiest if n is not None),
-            options=self.options,
-        )
+        return stats_of(row, self.options)
 
     async def _aggregate(self, sql: CompiledSQL) -> Row:
         """The one row of an aggregate read (``stats``, ``counts``) at the store's now.

@@ -49,12 +49,12 @@ from hypothesis import strategies as st
 from mcp_tasks.domain import rules
 from mcp_tasks.domain.models import Claim, StoreOptions, TaskRecord
 from mcp_tasks.domain.states import TaskStatus
-from mcp_tasks.stores.stats import BUSIEST_OWNERS, StoreStats, from_counts, tally
+from mcp_tasks.stores.stats import StoreStats, tally
 from mcp_tasks_contract.records import JOB, SPREAD_MS, task_records
 from mcp_tasks_sql.connection import Mode, execute, fetch_one
 from mcp_tasks_sql.counts import read_stats
 from mcp_tasks_sql.statements import Predicates, compile_statement, predicates
-from mcp_tasks_sql.store import values_of
+from mcp_tasks_sql.store import stats_of, values_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from hypothesis.vendor.pretty import RepresentationPrinter
     from sqlalchemy.engine.interfaces import Dialect
 
-    from mcp_tasks_sql.connection import Row, Transaction
+    from mcp_tasks_sql.connection import Transaction
     from mcp_tasks_sql.schema import TaskTables
     from mcp_tasks_sql.statements import CompiledSQL
     from mcp_tasks_sql.store import SQLDialect
@@ -196,17 +196,6 @@ def _counted_stats(tables: TaskTables, sql_dialect: Dialect) -> CompiledSQL:
     return compile_statement(read_stats(tables, predicates(tables, now), now), sql_dialect)
 
 
-def _stats_of(row: Row) -> StoreStats:
-    busiest = (row[f"busiest_{place}"] for place in range(1, BUSIEST_OWNERS + 1))
-    return from_counts(
-        row,
-        now=row["now_ms"],
-        owners=row["owners"],
-        busiest_owners=(n for n in busiest if n is not None),
-        options=STATS_OPTIONS,
-    )
-
-
 #: The caps the counted stats are compared with (they are the store's, not counted).
 STATS_OPTIONS: Final = StoreOptions()
 
@@ -248,7 +237,7 @@ async def _select(
         if counted_stats is not None:
             counted = yield from fetch_one(counted_stats, values)
             assert counted is not None  # an aggregate always yields its one row
-            stats = _stats_of(counted)
+            stats = stats_of(counted, STATS_OPTIONS)
         raise _RollBack(selected, stats)
 
     try:
