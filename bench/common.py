@@ -402,12 +402,43 @@ def server_process(
                 time.sleep(0.1)
             yield process
         finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Terminate ``process``; killed if it has not ended 10 s later."""
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+#: ``mcp-tasks``, as the bench's Python installed it.
+CLI = str(Path(sys.executable).parent / "mcp-tasks")
+
+
+def serving(stack: ExitStack, app: str, store_url: str, count: int) -> tuple[list[int], list[int]]:
+    """``count`` processes of ``mcp-tasks serve APP --store STORE_URL``, each on a free
+    port, until ``stack`` closes: their ports and pids."""
+    ports, pids = [], []
+    for _ in range(count):
+        port = free_port()
+        argv = [
+            CLI,
+            "serve",
+            app,
+            "--store",
+            store_url,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ]
+        pids.append(stack.enter_context(server_process(argv, port)).pid)
+        ports.append(port)
+    return ports, pids
 
 
 def our_server(backend: Backend, port: int, max_rows: int | None = None) -> list[str]:

@@ -17,23 +17,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import sys
 import time
 from contextlib import AsyncExitStack, ExitStack
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx2 as httpx
 
-from bench.common import find_backends, free_port, percentile, resident_bytes, server_process
+from bench.common import find_backends, percentile, resident_bytes, serving
 from bench.run import goal
 from mcp_tasks.testing import RawClient
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from bench.common import Backend
 
 STORES = ("postgres", "redis")
-CLI = str(Path(sys.executable).parent / "mcp-tasks")
 #: The processes and the stream counts measured.
 PROCESSES = (1, 4)
 FEW, MANY = 10, 1_000
@@ -121,22 +120,7 @@ def arrangement(backend: Backend, processes: int, *, quick: bool) -> dict[str, A
     """1 process or several on ``backend``: :data:`FEW` then :data:`MANY` streams."""
     many = 100 if quick else MANY
     with ExitStack() as stack:
-        ports, pids = [], []
-        for _ in range(processes):
-            port = free_port()
-            argv = [
-                CLI,
-                "serve",
-                "bench.serve_app:listening",
-                "--store",
-                backend.url,
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ]
-            pids.append(stack.enter_context(server_process(argv, port)).pid)
-            ports.append(port)
+        ports, pids = serving(stack, "bench.serve_app:listening", backend.url, processes)
         few = asyncio.run(measure(ports, pids, FEW, FEW))
         try:
             lots = asyncio.run(measure(ports, pids, many, 20 if quick else 100))

@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.common import ROOT, cpu_of, database_pids, find_backends, free_port, server_process
+from bench import common
+from bench.common import CLI, ROOT, cpu_of, database_pids, find_backends, stop
 from bench.run import goal
 from bench.served import drive
 
@@ -41,7 +41,6 @@ ARRANGEMENTS = {
     "4 serve": (4, 0),
     "1 serve + 2 workers": (1, 2),
 }
-CLI = str(Path(sys.executable).parent / "mcp-tasks")
 
 
 @contextmanager
@@ -55,12 +54,7 @@ def worker_process(store_url: str) -> Iterator[subprocess.Popen[bytes]]:
         try:
             yield process
         finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
 
 
 def machine_times() -> tuple[int, int]:
@@ -82,22 +76,7 @@ def arrangement(
     only, with ``workers`` workers beside them)."""
     app = "bench.serve_app:create_only" if workers else "bench.serve_app:mcp"
     with ExitStack() as stack:
-        ports, pids = [], []
-        for _ in range(serving):
-            port = free_port()
-            argv = [
-                CLI,
-                "serve",
-                app,
-                "--store",
-                backend.url,
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ]
-            pids.append(stack.enter_context(server_process(argv, port)).pid)
-            ports.append(port)
+        ports, pids = common.serving(stack, app, backend.url, serving)
         worker_pids = [stack.enter_context(worker_process(backend.url)).pid for _ in range(workers)]
         share = max(1, in_flight // serving)
 
