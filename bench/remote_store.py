@@ -32,6 +32,7 @@ import anyio.streams.buffered
 
 from bench.common import ROOT, find_backends
 from bench.run import goal
+from bench.scale import claimer
 from bench.stores import new_task
 from mcp_tasks import ANY_OWNER, Complete, StoreOptions, store_from_url
 from mcp_tasks.stores.abilities import CountsReader, StatsReader
@@ -126,13 +127,7 @@ async def child(url: str, calls: int) -> None:
         for task in expired:
             await store.create(task)
         claimed: list[Claimed] = []
-
-        async def claim(_: int) -> object:
-            got = await store.claim("bench", lease_ms=600_000)
-            if got is None:
-                raise RuntimeError("nothing left to claim")
-            claimed.append(got)
-            return got
+        claim = claimer(store, claimed)
 
         steps: dict[str, Callable[[int], Awaitable[object]]] = {
             "create": lambda _: store.create(new_task(work=True)),

@@ -147,6 +147,20 @@ async def best_us(repeats: int, call: Callable[[], Awaitable[object]]) -> float:
     return min(times)
 
 
+def claimer(store: Store, claimed: list[Claimed]) -> Callable[[int], Awaitable[object]]:
+    """A call that claims the oldest eligible task (for ten minutes) and keeps its claim in
+    ``claimed``; it fails when nothing is left to claim."""
+
+    async def claim(_: int) -> object:
+        got = await store.claim("bench", lease_ms=600_000)
+        if got is None:
+            raise RuntimeError("nothing left to claim")
+        claimed.append(got)
+        return got
+
+    return claim
+
+
 async def measure(
     store: Store, population: Population, ops: int, expired: int
 ) -> tuple[dict[str, float], dict[str, Any]]:
@@ -165,15 +179,7 @@ async def measure(
     picks = [random.choice(population.ids) for _ in range(ops)]  # spread, not secrecy
     figures["get_us"] = await mean_us(ops, lambda i: store.get(picks[i], ANY_OWNER))
     claimed: list[Claimed] = []
-
-    async def claim(_: int) -> object:
-        got = await store.claim("bench", lease_ms=600_000)
-        if got is None:
-            raise RuntimeError("nothing left to claim")
-        claimed.append(got)
-        return got
-
-    figures["claim_us"] = await mean_us(claims, claim)
+    figures["claim_us"] = await mean_us(claims, claimer(store, claimed))
     figures["renew_us"] = await mean_us(
         claims, lambda i: store.renew(claimed[i].lease, lease_ms=600_000)
     )
