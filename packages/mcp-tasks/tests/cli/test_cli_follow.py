@@ -12,11 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
+from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks import MemoryBackend, TaskStatus
-from mcp_tasks.cli.demo_tools import demo_server
+from mcp_tasks.cli.demo_tools import BUILD_STEPS, POLL_INTERVAL_MS, demo_server
 from mcp_tasks.client import TaskHandle, tasks_client
+from mcp_tasks.runtime.context import TaskContext  # noqa: TC001 (tool hints resolve at runtime)
 from mcp_tasks.stores.memory import MemoryTaskStore
+from mcp_tasks.tasks import Tasks
 from mcp_tasks.testing import free_socket, running
 
 if TYPE_CHECKING:
@@ -136,10 +139,11 @@ async def test_call_says_a_restarted_memory_server_lost_the_task() -> None:
 
 
 async def on_a_terminal(
-    url: str, *args: str, when: bytes = b"", then: Any = None
+    url: str, *args: str, when: bytes = b"", then: Any = None, seen: Any = None
 ) -> tuple[int, str]:
     """Run `mcp-tasks call URL ARGS` on a pseudo-terminal; once `when` is printed, await
-    `then(transcript)`. (exit code, everything the terminal showed)."""
+    `then(transcript)`; `seen(transcript)` is called after every read. (exit code,
+    everything the terminal showed)."""
     master, child_end = pty.openpty()
     process = await cli_process(
         "call", url, *args, stdin=child_end, stdout=child_end, stderr=child_end
@@ -160,6 +164,8 @@ async def on_a_terminal(
                 if not chunk:
                     break
                 transcript += chunk
+                if seen is not None:
+                    seen(transcript)
                 if not done and when in transcript:
                     done = True
                     await then(transcript)
@@ -203,12 +209,32 @@ async def test_a_prompt_answered_elsewhere_is_dropped_and_the_call_goes_on() -> 
 async def test_on_a_terminal_progress_is_a_bar_and_the_last_message_goes() -> None:
     """Progress numbers in the status message become a live bar with done/total and the
     percentage; once the task ends, the bar and its last message are gone and the
-    outcome stands in their place."""
-    async with running(demo_server(MemoryTaskStore(), log_level="WARNING")) as url:
-        code, text = await on_a_terminal(url, "build", "ref=bar")
+    outcome stands in their place. Each step of the build lasts until the terminal has
+    shown it, so no step passes unseen however slow the machine."""
+    on_screen = [anyio.Event() for _ in BUILD_STEPS]
+
+    def show(transcript: bytes) -> None:
+        for number, event in enumerate(on_screen, start=1):
+            if f"({number}/4)".encode() in transcript:
+                event.set()
+
+    tasks = Tasks(store=MemoryTaskStore(), close_store=True)
+    server = MCPServer(
+        "build", extensions=[tasks.extension()], lifespan=tasks.lifespan, log_level="WARNING"
+    )
+
+    @tasks.tool(server, poll_interval_ms=POLL_INTERVAL_MS)
+    async def build(ctx: TaskContext, ref: str) -> str:
+        for number, step in enumerate(BUILD_STEPS, start=1):
+            await ctx.progress(number, len(BUILD_STEPS), step)
+            await on_screen[number - 1].wait()
+        return f"built {ref}: 4 steps, all green"
+
+    async with running(server) as url:
+        code, text = await on_a_terminal(url, "build", "ref=bar", seen=show)
     assert code == 0, text
     bars = re.findall(r"\((\d)/4\) .*? (\d)/4 +(\d+)%", text)
-    assert bars, text
+    assert {done for _, done, _ in bars} == {"1", "2", "3", "4"}, text
     assert all(shown == done and int(percent) == 25 * int(done) for shown, done, percent in bars)
     last = text.rsplit("\x1b[2K", 1)[1]
     assert last.startswith("task: completed after 0:0")
