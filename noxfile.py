@@ -337,7 +337,10 @@ def bench(session: nox.Session) -> None:
     Store, and how fast a change on one server process reaches another on each durable
     Store (the goal is 200 ms), and the fault tests at a larger size (bench/faults.py: the
     randomized crash test with 100 tasks and 10 SIGKILLs, the 20,000-task soak), and what
-    the OpenTelemetry hooks cost with no SDK set up (bench/otel_overhead.py). Every
+    the OpenTelemetry hooks cost with no SDK set up (bench/otel_overhead.py), and the scale
+    section (bench/scale_section.py: every store operation at 1 k, 100 k and 1 M rows, 1 to
+    4 serving processes on one store, a store on another host, 1,000 listen streams;
+    bench/results/scale.json and scale.md). Every
     module runs as ``python -m bench.NAME`` from the repository root. Not a gate; the tests
     assert behaviour, never speed. Posargs go to bench/run.py (e.g. --quick)."""
     bench_run = ("uv", "run", "--group", "bench", "python", "-m", "bench.run")
@@ -349,6 +352,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "bench.notify_latency", env={"MCP_TASKS_TEST_REDIS_URL": redis})
     session.run("python", "-m", "bench.faults")
     session.run("python", "-m", "bench.otel_overhead")
+    session.run("python", "-m", "bench.scale_section")
 
 
 @nox.session
