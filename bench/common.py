@@ -492,6 +492,7 @@ class Connection:
         """POST one request to /mcp; the decoded JSON-RPC response."""
         await self.connect()
         assert self.reader is not None
+        assert self.writer is not None
         body = request_body(method, params)
         head = "".join(f"{k}: {v}\r\n" for k, v in request_headers(method, name).items())
         host = f"host: 127.0.0.1:{self.port}\r\n"  # with the port: the SDK checks it

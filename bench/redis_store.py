@@ -107,9 +107,13 @@ async def bench(url: str, ops: int, rows: int, rounds: int) -> dict[str, list[fl
                 await store.create(NewTask(new_task_id(), work=WorkSpec("job")))
             queue = f"{tag}:bench_queue"
             await raw.zadd(queue, {str(i): i for i in range(ops)})
+
+            async def pop(_: int, queue: str = queue) -> object:
+                return await raw.zpopmin(queue)
+
             results["claim"] += [
                 await rate(ops, lambda _: store.claim("w", lease_ms=60_000)),
-                await rate(ops, lambda _, queue=queue: raw.zpopmin(queue)),
+                await rate(ops, pop),
             ]
     finally:
         await raw.aclose()

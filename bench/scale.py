@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from bench.bulk_seed import copier
 from bench.stores import new_task
 from mcp_tasks import ANY_OWNER, Complete, StoreOptions, TaskStatus, new_task_id, store_from_url
+from mcp_tasks.domain import rules
 from mcp_tasks.stores.abilities import CountsReader, StatsReader
 
 if TYPE_CHECKING:
@@ -94,6 +95,13 @@ async def seed(
 COPY_CHUNK = 20_000
 TEMPLATES = 1_000
 CREATES_IN_FLIGHT = 200
+#: Seconds from a size's last seeded task to its measurement (``settle_s`` of
+#: :func:`section`): ``stats()`` reads the claimable tasks created within the unclaimed
+#: threshold (30 s) and the rows expiring in the last minute of its horizon, so a table
+#: seeded at full speed a moment ago is read almost whole, where a table that grew at any
+#: steady rate has a minute's creates there. Past both, with 5 s to spare, every size is
+#: measured with the same few recent rows: the section's own creates.
+SETTLE_S = (rules.UNCLAIMED_AFTER_MS + 60_000) / 1000 + 5
 
 
 async def grow(store: Store, population: Population, count: int, deadline: float) -> None:
@@ -237,10 +245,11 @@ async def section(  # noqa: PLR0917 - the run's settings, as stores.scale takes 
     seed_budget_s: float,
     expired: int = EXPIRED,
     huge: int | None = None,
+    settle_s: float = SETTLE_S,
 ) -> dict[str, Any]:
     """Section 4c on the store at ``url``: the operations at ``small`` rows, then at
     ``large`` and, if given, at ``huge`` (each as many as ``seed_budget_s`` of seeding
-    allows; ``rows`` says)."""
+    allows; ``rows`` says), each ``settle_s`` after its seeding (:data:`SETTLE_S`)."""
     # A bound of a minute, not the product's 5 s: a read that takes seconds at 1 M rows
     # (stats() reading every task) is a figure to report, not a failure of the run.
     options = StoreOptions(max_rows=None, max_active_per_owner=None, timeout_ms=STATS_BOUND_MS)
@@ -251,6 +260,7 @@ async def section(  # noqa: PLR0917 - the run's settings, as stores.scale takes 
         result["rows"]["asked_huge"] = huge
     try:
         await seed(store, population, small, float("inf"))
+        await asyncio.sleep(settle_s)
         result["small"], result["exact"]["small"] = await measure(store, population, ops, expired)
         result["rows"]["small"] = population.rows
         for size, target in (("large", large), ("huge", huge)):
@@ -259,6 +269,7 @@ async def section(  # noqa: PLR0917 - the run's settings, as stores.scale takes 
             before, started = population.rows, time.perf_counter()
             await grow(store, population, target - before, time.monotonic() + seed_budget_s)
             seeded = time.perf_counter() - started
+            await asyncio.sleep(settle_s)
             result["seed"][size] = {
                 "tasks_per_s": (population.rows - before) / max(seeded, 1e-9),
                 "how": "copied in the database" if copier(store) else "created through the store",
