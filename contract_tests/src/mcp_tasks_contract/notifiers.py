@@ -165,3 +165,41 @@ async def check_a_signal_lost_while_away_is_read_after(
         assert listener.complete()
         assert changes.fallback_s == math.inf, "it still polls once the relay is back"
     assert (await writer.get(task_id, ANY_OWNER)).status is TaskStatus.CANCELLED
+
+
+async def check_a_signal_that_failed_to_go_out_is_made_up(
+    store: Store, sender: RelayNotifier, proxy: StoppableProxy
+) -> None:
+    """``sender``'s relay reaches the store's server through ``proxy`` (``store``'s own
+    notifier, the listener, does not). A task is cancelled while the proxy is away, so its
+    signal fails to go out; the listener's subscriber, which does not poll while its relay
+    listens, hears nothing. Once the proxy is back, the sender's next signal (of another
+    task) is followed by "any task may have changed", which wakes the subscriber.
+
+    Raises:
+        AssertionError: the failed signal was not made up at the next send.
+    """
+    listener = notifier_for(store)
+    assert isinstance(listener, RelayNotifier), f"no cross-process notifier for {store!r}"
+    cancelled, other = new_task_id(), new_task_id()
+    for task_id in (cancelled, other):
+        await store.create(NewTask(task_id=task_id, owner=None, ttl_ms=60_000))
+    try:
+        async with listener.running(), listener.subscribe(cancelled) as changes:
+            await _until(listener.complete, SIGNAL_BOUND_S, "the relay never listened")
+            await sender.send(other)  # the sender's connection, open
+            await proxy.stop("refused")
+            await store.cancel(cancelled, None)
+            try:
+                await sender.send(cancelled)
+            except Exception:
+                pass
+            else:
+                raise AssertionError("a signal went out through a proxy that was away")
+            assert not await changes.wait(0), "a signal that failed to go out woke it"
+            await proxy.resume()
+            await sender.send(other)
+            assert await changes.wait(SIGNAL_BOUND_S), "the failed signal was never made up"
+            assert changes.take_changed() is None, "not 'any task may have changed'"
+    finally:
+        await sender.close_relay()

@@ -28,6 +28,7 @@ from mcp_tasks.runtime.notifier import signal_key
 from mcp_tasks_contract import new_namespace
 from mcp_tasks_contract.notifiers import (
     check_a_signal_lost_while_away_is_read_after,
+    check_a_signal_that_failed_to_go_out_is_made_up,
     check_signal_crosses_handles,
     check_task_control_reaches_handles,
 )
@@ -188,3 +189,17 @@ async def test_a_polling_relay_leaves_its_subscribers_polling(open_store: OpenSt
         assert not relayed.relay.complete  # type: ignore[attr-defined]
         assert not relayed.complete()
         assert changes.fallback_s == notifier.POLL_FALLBACK_S
+
+
+@pytest.mark.anyio
+async def test_a_signal_that_failed_to_go_out_is_made_up_at_the_next_send(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """A sender's client goes through a proxy that is taken away: the cancel's signal
+    fails, and the sender's next signal, once the proxy is back, wakes the other process's
+    subscriber with "any task may have changed"."""
+    store = await open_store()
+    parts = urlsplit(mongodb_url)
+    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 27017) as proxy:
+        relay = MongoRelay(through(mongodb_url, proxy), store.database, store.prefix)
+        await check_a_signal_that_failed_to_go_out_is_made_up(store, RelayNotifier(relay), proxy)

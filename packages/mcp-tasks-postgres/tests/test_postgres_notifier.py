@@ -10,6 +10,7 @@ import pytest
 from mcp_tasks import RelayNotifier
 from mcp_tasks_contract.notifiers import (
     check_a_signal_lost_while_away_is_read_after,
+    check_a_signal_that_failed_to_go_out_is_made_up,
     check_relay_drops_its_own_echo,
     check_signal_crosses_handles,
     check_task_control_reaches_handles,
@@ -56,3 +57,15 @@ async def test_a_change_missed_while_the_listen_connection_was_cut_is_read_after
     async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
         listener = RelayNotifier(PostgresRelay(through(postgres_url, proxy), namespace))
         await check_a_signal_lost_while_away_is_read_after(await open_store(), listener, proxy)
+
+
+async def test_a_signal_that_failed_to_go_out_is_made_up_at_the_next_send(
+    open_store: OpenStore, postgres_url: str, namespace: str
+) -> None:
+    """A sender's NOTIFY connection goes through a proxy that is taken away: the cancel's
+    signal fails, and the sender's next signal, once the proxy is back, wakes the other
+    process's subscriber with "any task may have changed"."""
+    parts = urlsplit(postgres_url)
+    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        sender = RelayNotifier(PostgresRelay(through(postgres_url, proxy), namespace))
+        await check_a_signal_that_failed_to_go_out_is_made_up(await open_store(), sender, proxy)

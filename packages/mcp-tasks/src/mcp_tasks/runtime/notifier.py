@@ -65,6 +65,10 @@ POLL_FALLBACK_S: Final = _poll_fallback_s()
 #: released). Its control character means no task can have it.
 WORK_SIGNAL: Final = "\x00work"
 
+#: What a relay carries for "any task may have changed": no digest looks like it. Sent
+#: after a signal the relay failed to send, once it sends again.
+ANY_TASK_KEY: Final = "*"
+
 
 def signal_key(task_id: str) -> str:
     """What travels between processes for ``task_id``: a digest, never the id itself (ids
@@ -196,7 +200,10 @@ class LocalNotifier:
         self.deliver(signal_key(task_id))
 
     def deliver(self, key: str | None) -> None:
-        """Wake the subscribers of signal key ``key`` (``None``: every subscriber)."""
+        """Wake the subscribers of signal key ``key`` (``None`` or :data:`ANY_TASK_KEY`:
+        every subscriber)."""
+        if key == ANY_TASK_KEY:
+            key = None
         if key is None:
             targets = {s for subs in self._by_key.values() for s in subs} | self._everything
         else:
@@ -279,6 +286,7 @@ class RelayNotifier(LocalNotifier):
         self.store_name = store_name if store_name is not None else repr(relay)
         self._running_depth = 0
         self._listening = False  # the relay's receiver listens (ready, not failed since)
+        self._unsent = False  # a signal failed to go out: say "any task" at the next send
 
     def __repr__(self) -> str:
         return f"RelayNotifier({self.relay!r})"
@@ -297,10 +305,20 @@ class RelayNotifier(LocalNotifier):
 
     async def send(self, task_id: str) -> None:
         """Wake the local subscribers and send the signal through the relay now, running
-        or not (the relay opens its sending connection if it has none)."""
+        or not (the relay opens its sending connection if it has none). A signal that
+        failed to go out is followed, at the next send that succeeds, by
+        :data:`ANY_TASK_KEY`: the other processes' subscribers, which do not poll while
+        their relay listens, re-read then."""
         key = signal_key(task_id)
         self.deliver(key)
-        await self.relay.send(key)
+        try:
+            await self.relay.send(key)
+            if self._unsent:
+                await self.relay.send(ANY_TASK_KEY)
+                self._unsent = False
+        except BaseException:
+            self._unsent = True
+            raise
 
     async def close_relay(self) -> None:
         """Close the relay's connections; a failure is logged, never raised."""
@@ -433,8 +451,9 @@ class GuardedNotifier:
 
 def publishing_outage(notifier: Notifier) -> Outage:
     """How failed publishes are said: a relay that cannot send (its store away) once per
-    outage, in one line with its cause, not a traceback per change (nothing is lost: every
-    waiter also polls)."""
+    outage, in one line with its cause, not a traceback per change (nothing is lost for
+    long: a relay's next send that succeeds tells every process to re-read, and waiters
+    that can miss signals poll)."""
     where = notifier.store_name if isinstance(notifier, RelayNotifier) else repr(notifier)
     return Outage(logger, "publishing task changes", where)
 
