@@ -84,12 +84,12 @@ class Watcher:
     once when its task is terminal, gone or taken over by another worker: when its
     subscription is signalled, and at the latest every :attr:`Subscription.fallback_s`
     (a signal lost or never sent; forever while none can be lost). A failed renewal is
-    tried again after :data:`RENEW_RETRY_S` (or
-    the heartbeat, if shorter), not back to back; a store outage is said once
-    (``outage``). A progress report the store was away for is sent again at each check
-    until it is taken. Once the lease has run out for certain (the store was away longer
-    than it), the body stops: the task is another's. These store calls are measured, not
-    traced: a long run would gather a span every few seconds."""
+    tried again after :data:`RENEW_RETRY_S` (or the heartbeat, if shorter), not back to
+    back; a store outage is said once (``outage``). A progress report the store was away
+    for is sent again at each renewal or check until it is taken. Once the lease has run
+    out for certain (the store was away longer than it), the body stops: the task is
+    another's. These store calls are measured, not traced: a long run would gather a span
+    every few seconds."""
 
     def __init__(
         self,
@@ -228,7 +228,10 @@ class Watcher:
                 context.renewed(lease, self._lease_ms)
                 watched.renew_at = anyio.current_time() + self._renew_every
                 self._outage().recovered()
-            if not changed and anyio.current_time() < watched.check_at:
+            # A progress report the store was away for is tried again at each renewal too:
+            # no signal asks for the check that sends it while the relay listens.
+            unsent = context.unsent_progress is not None
+            if not changed and not unsent and anyio.current_time() < watched.check_at:
                 return True
             watched.check_at = anyio.current_time() + watched.changes.fallback_s
             if context.unsent_progress is not None:
