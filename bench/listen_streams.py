@@ -125,9 +125,9 @@ def arrangement(backend: Backend, processes: int, *, quick: bool) -> dict[str, A
         try:
             lots = asyncio.run(measure(ports, pids, many, 20 if quick else 100))
         except (RuntimeError, TimeoutError) as error:
-            # A finding, not a crash of the run: each open stream re-reads its task every
-            # POLL_FALLBACK_S (2 s) when no change came, so 1,000 idle streams are 500
-            # store reads a second; a store that cannot keep up times their reads out.
+            # A finding, not a crash of the run: a store that cannot keep up with the
+            # streams (their reads at the acknowledgment, at each change, or every
+            # POLL_FALLBACK_S while the process's relay is away) times their reads out.
             failed = f"{type(error).__name__}: {error}"[:300]
             return {"streams_few": few, "many": many, "failed": failed}
     per_stream = (lots["rss_bytes"] - few["rss_bytes"]) / (many - FEW)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -22,12 +23,16 @@ from mcp_tasks import (
     store_from_url,
 )
 from mcp_tasks.cli import main
+from mcp_tasks.runtime import notifier
 from mcp_tasks.runtime.notifier import signal_key
 from mcp_tasks_contract import new_namespace
 from mcp_tasks_contract.notifiers import (
+    check_a_signal_lost_while_away_is_read_after,
+    check_a_signal_that_failed_to_go_out_is_made_up,
     check_signal_crosses_handles,
     check_task_control_reaches_handles,
 )
+from mcp_tasks_contract.proxy import StoppableProxy, through
 from mcp_tasks_contract.store_servers import unavailable
 from mcp_tasks_mongodb import MongoTaskStore
 from mcp_tasks_mongodb.notify import MongoRelay, offers_change_streams
@@ -156,3 +161,45 @@ async def test_on_a_standalone_server_the_notifier_polls_and_a_signal_crosses(
             await client.close()
         await check_signal_crosses_handles(writer, listener, keyed=True)
     await drop_namespace(url)
+
+
+@pytest.mark.anyio
+async def test_a_change_missed_while_the_change_stream_was_cut_is_read_after(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """The change stream's client goes through a proxy that is taken away: a subscriber,
+    idle (no poll) while the stream lives, is woken at the loss and polls; a cancel
+    published meanwhile is missed, and the subscriber is woken once the stream is back."""
+    store = await open_store()
+    parts = urlsplit(mongodb_url)
+    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 27017) as proxy:
+        relay = MongoRelay(through(mongodb_url, proxy), store.database, store.prefix)
+        await check_a_signal_lost_while_away_is_read_after(store, RelayNotifier(relay), proxy)
+
+
+@pytest.mark.anyio
+async def test_a_polling_relay_leaves_its_subscribers_polling(open_store: OpenStore) -> None:
+    """Polled signals can be missed (a sender's clock behind the window): while such a relay
+    listens, its subscribers still re-read the store at the poll fallback."""
+    store = await open_store()
+    relayed = polling_notifier(store)
+    assert isinstance(relayed, RelayNotifier)
+    async with relayed.running(), relayed.subscribe(new_task_id()) as changes:
+        # Entered: the relay listens (or failed once; it polls then too).
+        assert not relayed.relay.complete  # type: ignore[attr-defined]
+        assert not relayed.complete()
+        assert changes.fallback_s == notifier.POLL_FALLBACK_S
+
+
+@pytest.mark.anyio
+async def test_a_signal_that_failed_to_go_out_is_made_up_at_the_next_send(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """A sender's client goes through a proxy that is taken away: the cancel's signal
+    fails, and the sender's next signal, once the proxy is back, wakes the other process's
+    subscriber with "any task may have changed"."""
+    store = await open_store()
+    parts = urlsplit(mongodb_url)
+    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 27017) as proxy:
+        relay = MongoRelay(through(mongodb_url, proxy), store.database, store.prefix)
+        await check_a_signal_that_failed_to_go_out_is_made_up(store, RelayNotifier(relay), proxy)

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import pytest
 
+from mcp_tasks import RelayNotifier
 from mcp_tasks_contract.notifiers import (
+    check_a_signal_lost_while_away_is_read_after,
+    check_a_signal_that_failed_to_go_out_is_made_up,
     check_relay_drops_its_own_echo,
     check_signal_crosses_handles,
     check_task_control_reaches_handles,
 )
+from mcp_tasks_contract.proxy import StoppableProxy, through
 from mcp_tasks_postgres.notify import PostgresRelay
 
 if TYPE_CHECKING:
@@ -40,3 +45,27 @@ async def test_a_relay_drops_its_own_signals_and_hears_others(
     await check_relay_drops_its_own_echo(
         PostgresRelay(postgres_url, namespace), PostgresRelay(postgres_url, namespace)
     )
+
+
+async def test_a_change_missed_while_the_listen_connection_was_cut_is_read_after(
+    open_store: OpenStore, postgres_url: str, namespace: str
+) -> None:
+    """The LISTEN connection goes through a proxy that is taken away: a subscriber, idle
+    (no poll) while it listens, is woken at the loss and polls; a cancel published
+    meanwhile is missed, and the subscriber is woken once LISTEN is back."""
+    parts = urlsplit(postgres_url)
+    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        listener = RelayNotifier(PostgresRelay(through(postgres_url, proxy), namespace))
+        await check_a_signal_lost_while_away_is_read_after(await open_store(), listener, proxy)
+
+
+async def test_a_signal_that_failed_to_go_out_is_made_up_at_the_next_send(
+    open_store: OpenStore, postgres_url: str, namespace: str
+) -> None:
+    """A sender's NOTIFY connection goes through a proxy that is taken away: the cancel's
+    signal fails, and the sender's next signal, once the proxy is back, wakes the other
+    process's subscriber with "any task may have changed"."""
+    parts = urlsplit(postgres_url)
+    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+        sender = RelayNotifier(PostgresRelay(through(postgres_url, proxy), namespace))
+        await check_a_signal_that_failed_to_go_out_is_made_up(await open_store(), sender, proxy)

@@ -15,10 +15,14 @@ from mcp_tasks.runtime.notifier import WORK_SIGNAL, signal_key
 from mcp_tasks_contract import new_namespace
 from mcp_tasks_contract.notifiers import (
     SIGNAL_BOUND_S,
+    check_a_signal_lost_while_away_is_read_after,
+    check_a_signal_that_failed_to_go_out_is_made_up,
     check_relay_drops_its_own_echo,
     check_signal_crosses_handles,
     check_task_control_reaches_handles,
 )
+from mcp_tasks_contract.proxy import StoppableProxy
+from mcp_tasks_contract.proxy import through as proxied
 from mcp_tasks_redis import RedisTaskStore
 from mcp_tasks_redis.notify import RedisRelay
 
@@ -128,3 +132,27 @@ async def test_a_relay_drops_its_own_signals_and_hears_others(
     await check_relay_drops_its_own_echo(
         RedisRelay(redis_url, namespace), RedisRelay(redis_url, namespace)
     )
+
+
+async def test_a_change_missed_while_the_subscribed_link_was_cut_is_read_after(
+    open_store: OpenStore, redis_url: str, namespace: str
+) -> None:
+    """The pub/sub link goes through a proxy that is taken away: a subscriber, idle (no
+    poll) while it listens, is woken at the loss and polls; a cancel published meanwhile is
+    missed, and the subscriber is woken once the link is back."""
+    parts = urlsplit(redis_url)
+    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 6379) as proxy:
+        listener = RelayNotifier(RedisRelay(proxied(redis_url, proxy), namespace))
+        await check_a_signal_lost_while_away_is_read_after(await open_store(), listener, proxy)
+
+
+async def test_a_signal_that_failed_to_go_out_is_made_up_at_the_next_send(
+    open_store: OpenStore, redis_url: str, namespace: str
+) -> None:
+    """A sender's PUBLISH connection goes through a proxy that is taken away: the cancel's
+    signal fails, and the sender's next signal, once the proxy is back, wakes the other
+    process's subscriber with "any task may have changed"."""
+    parts = urlsplit(redis_url)
+    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 6379) as proxy:
+        sender = RelayNotifier(RedisRelay(proxied(redis_url, proxy), namespace))
+        await check_a_signal_that_failed_to_go_out_is_made_up(await open_store(), sender, proxy)

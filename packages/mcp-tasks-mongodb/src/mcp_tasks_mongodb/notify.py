@@ -88,6 +88,9 @@ class MongoRelay:
         self.poll_interval_s = poll_interval_s
         self._client: AsyncMongoClient[Document] | None = None
         self._created = False
+        #: Whether it follows a change stream, which loses no insert while it lives; the
+        #: polled window can (a sender's clock more than the window behind).
+        self.complete = False
 
     def __repr__(self) -> str:
         return (
@@ -142,8 +145,10 @@ class MongoRelay:
                     raise
                 logger.info("the MongoDB server offers no change streams; polling signals")
             else:
+                self.complete = True
                 await _follow(stream, deliver, ready)
                 return
+        self.complete = False
         await self._poll(signals, deliver, ready)
 
     async def _offers_change_streams(self) -> bool:

@@ -63,6 +63,10 @@ class SQLiteRelay:
     tables), a change wakes the subscribers of the tasks that changed; without them, or
     while a subscriber takes every task, every subscriber."""
 
+    #: Every commit moves the data version, which the watcher reads at least every
+    #: ``quiet_check_s``: no change goes unheard while it watches.
+    complete = True
+
     def __init__(
         self,
         path: Path,

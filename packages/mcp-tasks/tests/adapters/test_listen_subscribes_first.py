@@ -14,6 +14,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_tasks import MemoryTaskStore, TaskContext, Tasks
 from mcp_tasks.domain.rules import ANY_OWNER
 from mcp_tasks.engine import task_watch
+from mcp_tasks.runtime import notifier
 from mcp_tasks.testing import RawClient, running_asgi
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ async def test_a_change_between_the_read_and_the_wait_is_pushed(
     the stream sends input_required, then cancelled, and ends. The re-read fallback is an
     hour here, so only the change's own signal can deliver it."""
     monkeypatch.setattr(task_watch, "POLL_FALLBACK_S", 3600.0)
+    monkeypatch.setattr(notifier, "POLL_FALLBACK_S", 3600.0)
     store = ChangedRightAfterARead()
     tasks = Tasks(store=store)
     mcp: MCPServer[Any] = MCPServer(

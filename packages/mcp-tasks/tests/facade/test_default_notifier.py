@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks import RequestView, TaskContext, Tasks
 from mcp_tasks.engine import task_watch
+from mcp_tasks.runtime import notifier
 from mcp_tasks.testing import PROTOCOL, WITH_TASKS, RawClient, running_asgi
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ async def test_a_change_made_by_another_tasks_on_the_store_is_pushed(
     stream sends the cancel. The re-read fallback is an hour here, so only a signal from
     the other side can deliver it."""
     monkeypatch.setattr(task_watch, "POLL_FALLBACK_S", 3600.0)
+    monkeypatch.setattr(notifier, "POLL_FALLBACK_S", 3600.0)
     url = f"sqlite:///{tmp_path / 'tasks.db'}"
     serving, other = Tasks(store=url), Tasks(store=url)
     mcp: MCPServer[Any] = MCPServer(

@@ -117,6 +117,23 @@ class TaskWatch:
         self._sent[task_id] = _comparable(body)
         return body
 
+    def _wait_s(self, live: Mapping[str, str], unread: bool) -> float:
+        """How long to wait for a signal before reading every live task all the same: the
+        subscription's fallback (forever while no signal can be lost), the poll while a
+        read failed, and at most until the first live task expires (no signal says so)."""
+        assert self._changes is not None
+        wait_s = POLL_FALLBACK_S if unread else self._changes.fallback_s
+        expiries = [
+            expires_at
+            for task_id in live.values()
+            if (expires_at := self._records[task_id].expires_at) is not None
+        ]
+        if expiries:
+            until_s = (min(expiries) - self._engine.clock()) / 1000
+            # Past it while the store still has the task: its clock says otherwise; poll.
+            wait_s = min(wait_s, until_s if until_s > 0 else POLL_FALLBACK_S)
+        return wait_s
+
     async def notifications(self) -> AsyncIterator[JSONObject]:
         """Each watched task's state now, then each change (status, ``statusMessage``,
         input requests, result, error) as a ``DetailedTask``; ends when none is live. A
@@ -129,20 +146,24 @@ class TaskWatch:
                 yield body
             if not record.status.is_terminal:
                 live[signal_key(task_id)] = task_id
+        unread = False  # a read failed: poll until every task is read again
         while live and self._changes is not None:
-            changed = await self._changes.wait(POLL_FALLBACK_S)
+            changed = await self._changes.wait(self._wait_s(live, unread))
             keys = self._changes.take_changed() if changed else None
             targets = (
                 list(live.items()) if keys is None else [(k, live[k]) for k in keys if k in live]
             )
+            unread = False
             for key, task_id in targets:
                 try:
                     current = await self._read(task_id)
                 except StoreUnavailable:
-                    continue  # read again at the next change or poll (POLL_FALLBACK_S)
+                    unread = True  # read again at the next change or poll (POLL_FALLBACK_S)
+                    continue
                 if current is None:  # expired while watched
                     del live[key]
                     continue
+                self._records[task_id] = current
                 body = self._changed(task_id, current)
                 if body is not None:
                     yield body

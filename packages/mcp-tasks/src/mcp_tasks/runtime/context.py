@@ -512,6 +512,7 @@ class RunningTaskContext(TaskContext):
         keys = tuple(checked)
         async with self._notifier.subscribe(self._task_id) as changes:
             asked_at: float | None = None
+            unread = False  # the last read failed
             while True:  # read, ask what is missing; again from the read if the store is away
                 try:
                     record = await self._store.get(self._task_id, ANY_OWNER)
@@ -534,8 +535,10 @@ class RunningTaskContext(TaskContext):
                     return {k: record.input_responses[k] for k in keys}
                 if record.status.is_terminal:
                     raise TaskCancelled
-                await changes.wait(POLL_FALLBACK_S)
+                await changes.wait(POLL_FALLBACK_S if unread else changes.fallback_s)
                 try:
                     record = await self._store.get(self._task_id, ANY_OWNER)
-                except StoreUnavailable:  # paced by the wait above
+                except StoreUnavailable:  # paced by the wait above: polled until it answers
+                    unread = True
                     continue
+                unread = False

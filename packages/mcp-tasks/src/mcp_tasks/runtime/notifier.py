@@ -4,8 +4,12 @@ One concept, several reaches. :class:`LocalNotifier` delivers within one process
 :class:`RelayNotifier` adds a :class:`Relay` (Postgres ``LISTEN/NOTIFY``, Redis pub/sub, a
 MongoDB change stream, a SQLite file's data version) so a signal published on one process
 wakes every process on the same store. A durable store offers its relay itself
-(:class:`OffersNotifier`, asked by :func:`notifier_for`). Signals are best effort: every
-waiter also re-reads the store at :data:`POLL_FALLBACK_S` at the latest.
+(:class:`OffersNotifier`, asked by :func:`notifier_for`). Signals are best effort, so a
+waiter re-reads the store at :data:`POLL_FALLBACK_S` at the latest, except while its
+subscription is complete (:attr:`Subscription.fallback_s`): a relay that loses no signal
+while it listens (Postgres, Redis, a MongoDB change stream, SQLite) is listening. A relay
+that stops listening wakes every subscriber, and wakes them again once it listens anew, so
+a signal lost in between costs one re-read, not a poll of every idle waiter.
 """
 
 from __future__ import annotations
@@ -50,14 +54,20 @@ def _poll_fallback_s() -> float:
     return seconds
 
 
-#: How often a waiter re-reads the store when no signal came: the fallback for a signal
-#: lost (a relay reconnecting) or never sent (notifications off, a custom notifier).
-#: 2 s, or ``$MCP_TASKS_POLL_FALLBACK_S`` when set (read once, at import).
+#: How often a waiter re-reads the store when no signal came, unless its subscription is
+#: complete (:attr:`Subscription.fallback_s`): the fallback for a signal lost (a relay
+#: reconnecting) or never sent (notifications off, a custom notifier, a store without a
+#: cross-process notifier). 2 s, or ``$MCP_TASKS_POLL_FALLBACK_S`` when set (read once,
+#: at import).
 POLL_FALLBACK_S: Final = _poll_fallback_s()
 
 #: A pseudo task id: "claimable work may exist" (a task created for a worker, a lease
 #: released). Its control character means no task can have it.
 WORK_SIGNAL: Final = "\x00work"
+
+#: What a relay carries for "any task may have changed": no digest looks like it. Sent
+#: after a signal the relay failed to send, once it sends again.
+ANY_TASK_KEY: Final = "*"
 
 
 def signal_key(task_id: str) -> str:
@@ -66,10 +76,19 @@ def signal_key(task_id: str) -> str:
     return hashlib.sha256(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-class Subscription:
-    """Wakes its holder when one of its tasks changed since the last wait."""
+def _never() -> bool:
+    return False
 
-    def __init__(self) -> None:
+
+class Subscription:
+    """Wakes its holder when one of its tasks changed since the last wait.
+
+    ``complete`` says whether no signal can be lost now (its notifier's
+    :meth:`RelayNotifier.complete`); a subscription without one may lose signals.
+    """
+
+    def __init__(self, complete: Callable[[], bool] = _never) -> None:
+        self._complete = complete
         self._event = anyio.Event()
         self._changed: set[str] = set()
         self._everything = False
@@ -88,6 +107,13 @@ class Subscription:
         self._event.set()
         if self._hook is not None:
             self._hook()
+
+    @property
+    def fallback_s(self) -> float:
+        """How long its holder waits for a signal before re-reading the store all the
+        same: :data:`POLL_FALLBACK_S`, or forever while no signal can be lost (a notifier
+        that stops being so wakes every subscriber, and again when it is so anew)."""
+        return math.inf if self._complete() else POLL_FALLBACK_S
 
     def on_signal(self, hook: Callable[[], None] | None) -> None:
         """Call ``hook`` at each signal as well (a holder that waits for many subscriptions
@@ -128,7 +154,8 @@ class Notifier(Protocol):
     """Publishes "task X changed" and lets interested parties wait for it.
 
     A signal carries no state: a woken party re-reads the Store. Delivery is best effort,
-    so every waiter also wakes on a slow timeout (:data:`POLL_FALLBACK_S`) and re-reads.
+    so a waiter also wakes on a slow timeout (:attr:`Subscription.fallback_s`) and
+    re-reads.
     A notifier MUST NOT raise into its callers' work; :class:`~mcp_tasks.tasks.Tasks`
     guards every call anyway (:class:`GuardedNotifier`).
     """
@@ -158,6 +185,11 @@ class LocalNotifier:
     def __repr__(self) -> str:
         return "LocalNotifier()"
 
+    def complete(self) -> bool:
+        """Whether every change is signalled now. Not here: another process (or another
+        notifier in this one) writing to the store is not heard."""
+        return False
+
     def watched(self) -> tuple[dict[str, str], bool]:
         """The task ids some subscriber waits for, by signal key, and whether a subscriber
         takes every task. For a relay that must find out itself which tasks changed (a
@@ -168,7 +200,10 @@ class LocalNotifier:
         self.deliver(signal_key(task_id))
 
     def deliver(self, key: str | None) -> None:
-        """Wake the subscribers of signal key ``key`` (``None``: every subscriber)."""
+        """Wake the subscribers of signal key ``key`` (``None`` or :data:`ANY_TASK_KEY`:
+        every subscriber)."""
+        if key == ANY_TASK_KEY:
+            key = None
         if key is None:
             targets = {s for subs in self._by_key.values() for s in subs} | self._everything
         else:
@@ -186,7 +221,7 @@ class LocalNotifier:
     async def _subscribe(
         self, keys: dict[str, str], everything: bool
     ) -> AsyncIterator[Subscription]:
-        subscription = Subscription()
+        subscription = Subscription(self.complete)
         if everything:
             self._everything.add(subscription)
         for key, task_id in keys.items():
@@ -220,6 +255,11 @@ class Relay(Protocol):
         it, calls ``deliver(None)`` (signals may have been missed) and calls this again."""
         ...
 
+    #: Whether, between ``ready()`` and the failure of :meth:`receive`, every key sent is
+    #: delivered (or ``deliver(None)`` called in its place). While it is, subscribers do
+    #: not poll the store. Optional: a relay without it is taken as lossy.
+    #: complete: bool
+
     async def aclose(self) -> None:
         """Free connections."""
         ...
@@ -245,9 +285,17 @@ class RelayNotifier(LocalNotifier):
         #: How the relay's store is named in logs (its masked URL; see :func:`notifier_for`).
         self.store_name = store_name if store_name is not None else repr(relay)
         self._running_depth = 0
+        self._listening = False  # the relay's receiver listens (ready, not failed since)
+        self._unsent = False  # a signal failed to go out: say "any task" at the next send
 
     def __repr__(self) -> str:
         return f"RelayNotifier({self.relay!r})"
+
+    def complete(self) -> bool:
+        """Whether every change is signalled now: the relay listens and is complete
+        (:class:`Relay`). Another process's write is heard through the relay, this
+        process's from its publish."""
+        return self._listening and bool(getattr(self.relay, "complete", False))
 
     async def publish(self, task_id: str) -> None:
         if self._running_depth:
@@ -257,10 +305,20 @@ class RelayNotifier(LocalNotifier):
 
     async def send(self, task_id: str) -> None:
         """Wake the local subscribers and send the signal through the relay now, running
-        or not (the relay opens its sending connection if it has none)."""
+        or not (the relay opens its sending connection if it has none). A signal that
+        failed to go out is followed, at the next send that succeeds, by
+        :data:`ANY_TASK_KEY`: the other processes' subscribers, which do not poll while
+        their relay listens, re-read then."""
         key = signal_key(task_id)
         self.deliver(key)
-        await self.relay.send(key)
+        try:
+            await self.relay.send(key)
+            if self._unsent:
+                await self.relay.send(ANY_TASK_KEY)
+                self._unsent = False
+        except BaseException:
+            self._unsent = True
+            raise
 
     async def close_relay(self) -> None:
         """Close the relay's connections; a failure is logged, never raised."""
@@ -300,24 +358,36 @@ class RelayNotifier(LocalNotifier):
 
     async def _receive_forever(self, ready: anyio.Event, settled: anyio.Event) -> None:
         """Run the relay's receiver; one that fails is started again (signals are missed
-        meanwhile, so every subscriber is woken to re-read). Its failures are said as one
-        outage of the store (:class:`~mcp_tasks.runtime.logs.Outage`), its return to
-        listening too. ``settled`` is set once it listens or has failed once."""
+        meanwhile, so every subscriber is woken to re-read, polls while it is away, and is
+        woken once more when it listens again: a signal lost in between is read then).
+        Its failures are said as one outage of the store
+        (:class:`~mcp_tasks.runtime.logs.Outage`), its return to listening too.
+        ``settled`` is set once it listens or has failed once."""
         outage = Outage(logger, "the change relay", self.store_name)
+        failed = False
 
         def listening() -> None:
+            self._listening = True
             ready.set()
             settled.set()
             outage.recovered()
+            if failed:
+                self.deliver(None)
 
-        while True:
-            try:
-                await self.relay.receive(self.deliver, listening)
-            except Exception as exc:
-                outage.failed(exc)
-            settled.set()
-            self.deliver(None)
-            await anyio.sleep(RELAY_RETRY_S)
+        try:
+            while True:
+                try:
+                    await self.relay.receive(self.deliver, listening)
+                except Exception as exc:
+                    outage.failed(exc)
+                was_listening, self._listening = self._listening, False
+                failed = True
+                settled.set()
+                if was_listening:  # those waiting forever poll from now on
+                    self.deliver(None)
+                await anyio.sleep(RELAY_RETRY_S)
+        finally:
+            self._listening = False
 
 
 class NullNotifier:
@@ -381,8 +451,9 @@ class GuardedNotifier:
 
 def publishing_outage(notifier: Notifier) -> Outage:
     """How failed publishes are said: a relay that cannot send (its store away) once per
-    outage, in one line with its cause, not a traceback per change (nothing is lost: every
-    waiter also polls)."""
+    outage, in one line with its cause, not a traceback per change (nothing is lost for
+    long: a relay's next send that succeeds tells every process to re-read, and waiters
+    that can miss signals poll)."""
     where = notifier.store_name if isinstance(notifier, RelayNotifier) else repr(notifier)
     return Outage(logger, "publishing task changes", where)
 

@@ -47,6 +47,7 @@ class Watched:
         "body_scope",
         "call",
         "call_done",
+        "changes",
         "check_at",
         "context",
         "due",
@@ -56,12 +57,17 @@ class Watched:
     )
 
     def __init__(
-        self, context: RunningTaskContext, body_scope: anyio.CancelScope, renew_at: float
+        self,
+        context: RunningTaskContext,
+        changes: Subscription,
+        body_scope: anyio.CancelScope,
+        renew_at: float,
     ) -> None:
         self.context = context
+        self.changes = changes
         self.body_scope = body_scope
         self.renew_at = renew_at
-        self.check_at = anyio.current_time() + POLL_FALLBACK_S
+        self.check_at = anyio.current_time() + changes.fallback_s
         self.due = math.inf  # when it is next in the timetable
         self.signalled = False  # a change was signalled since its last check
         self.again = False  # signalled during a store call: check once more after it
@@ -76,13 +82,14 @@ class Watched:
 class Watcher:
     """Renews the lease of every body a runner runs on the heartbeat, and stops a body at
     once when its task is terminal, gone or taken over by another worker: when its
-    subscription is signalled, and at the latest every :data:`POLL_FALLBACK_S` (a signal
-    lost or never sent). A failed renewal is tried again after :data:`RENEW_RETRY_S` (or
-    the heartbeat, if shorter), not back to back; a store outage is said once
-    (``outage``). A progress report the store was away for is sent again at each check
-    until it is taken. Once the lease has run out for certain (the store was away longer
-    than it), the body stops: the task is another's. These store calls are measured, not
-    traced: a long run would gather a span every few seconds."""
+    subscription is signalled, and at the latest every :attr:`Subscription.fallback_s`
+    (a signal lost or never sent; forever while none can be lost). A failed renewal is
+    tried again after :data:`RENEW_RETRY_S` (or the heartbeat, if shorter), not back to
+    back; a store outage is said once (``outage``). A progress report the store was away
+    for is sent again at each renewal or check until it is taken. Once the lease has run
+    out for certain (the store was away longer than it), the body stops: the task is
+    another's. These store calls are measured, not traced: a long run would gather a span
+    every few seconds."""
 
     def __init__(
         self,
@@ -110,7 +117,7 @@ class Watcher:
     ) -> Watched:
         """Start watching a body: ``changes`` is its task's subscription (each signal asks
         for a check), ``body_scope`` what a stop cancels."""
-        watched = Watched(context, body_scope, anyio.current_time() + self._renew_every)
+        watched = Watched(context, changes, body_scope, anyio.current_time() + self._renew_every)
         changes.on_signal(lambda: self._signal(watched))
         self._schedule(watched)
         return watched
@@ -221,9 +228,12 @@ class Watcher:
                 context.renewed(lease, self._lease_ms)
                 watched.renew_at = anyio.current_time() + self._renew_every
                 self._outage().recovered()
-            if not changed and anyio.current_time() < watched.check_at:
+            # A progress report the store was away for is tried again at each renewal too:
+            # no signal asks for the check that sends it while the relay listens.
+            unsent = context.unsent_progress is not None
+            if not changed and not unsent and anyio.current_time() < watched.check_at:
                 return True
-            watched.check_at = anyio.current_time() + POLL_FALLBACK_S
+            watched.check_at = anyio.current_time() + watched.changes.fallback_s
             if context.unsent_progress is not None:
                 await context.send_unsent()
             record = await store.get(context.task_id, ANY_OWNER)
@@ -235,6 +245,8 @@ class Watcher:
         except MCPTasksError as exc:
             self._outage().failed(exc)
             now = anyio.current_time()
+            # The check may not have been made: poll until it is (no signal asks again).
+            watched.check_at = min(watched.check_at, now + POLL_FALLBACK_S)
             if watched.renew_at <= now:  # the renewal failed: try again soon, not back to back
                 watched.renew_at = now + min(self._renew_every, RENEW_RETRY_S)
             return True
