@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from mcp_tasks.runtime.control import Deferred, TaskControl, defer
     from mcp_tasks.runtime.gauges import TelemetryOptions
     from mcp_tasks.runtime.notifier import (
+        LISTENING_FALLBACK_S,
         POLL_FALLBACK_S,
         LocalNotifier,
         Notifier,
@@ -91,6 +92,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANY_OWNER",
+    "LISTENING_FALLBACK_S",
     "POLL_FALLBACK_S",
     "STORE_OPERATIONS",
     "Claimed",
@@ -206,6 +208,7 @@ _EXPORTS: dict[str, str] = {
     "NullNotifier": "mcp_tasks.runtime.notifier",
     "Outcome": "mcp_tasks.domain.models",
     "OwnerTaskLimitReached": "mcp_tasks.domain.errors",
+    "LISTENING_FALLBACK_S": "mcp_tasks.runtime.notifier",
     "POLL_FALLBACK_S": "mcp_tasks.runtime.notifier",
     "Progress": "mcp_tasks.domain.models",
     "Relay": "mcp_tasks.runtime.notifier",

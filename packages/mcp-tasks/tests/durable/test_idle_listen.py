@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_tasks import RelayNotifier, TaskContext, Tasks
 from mcp_tasks.engine.listen_slots import DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER
+from mcp_tasks.runtime import notifier
 from mcp_tasks.runtime.notifier import POLL_FALLBACK_S
 from mcp_tasks.testing import RawClient, running_asgi
 
@@ -96,3 +97,43 @@ async def test_idle_streams_and_input_waits_read_nothing(store_url: str) -> None
         cancelled = await client.call("tasks/cancel", {"taskId": task_ids[0]})
         assert "result" in cancelled, cancelled
         assert await status_of(streams[0]) == "cancelled"
+
+
+async def test_a_write_that_sent_no_signal_reaches_its_stream_at_the_listening_fallback(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task cancelled straight through a Store handle (no signal: as a process that died
+    between its write and its signal leaves it) reaches the task's listen stream at the
+    next re-read while the relay listens (:data:`LISTENING_FALLBACK_S`, 1 s here; on SQLite
+    the file's data version tells at once)."""
+    monkeypatch.setattr(notifier, "LISTENING_FALLBACK_S", 1.0)
+    tasks = Tasks(store=store_url, close_store=True)
+    mcp: MCPServer[Any] = MCPServer(
+        "quiet", extensions=[tasks.extension()], lifespan=tasks.lifespan
+    )
+
+    @tasks.tool(mcp, mode="required")
+    async def ask(ctx: TaskContext) -> str:
+        return json.dumps(await ctx.elicit("name", "Name?"))
+
+    async with (
+        running_asgi(mcp.streamable_http_app()) as url,
+        httpx.AsyncClient(timeout=BOUND_S) as http,
+    ):
+        client = RawClient(http, url)
+        created = await client.call("tools/call", {"name": "ask", "arguments": {}})
+        task_id = created["result"]["taskId"]
+        async with client.stream(
+            "subscriptions/listen", {"notifications": {"taskIds": [task_id]}}
+        ) as stream:
+            ack = await stream.next(timeout_s=BOUND_S)
+            assert ack is not None, "no acknowledgment"
+            assert "error" not in ack, ack
+            relay = tasks.notifier.inner
+            assert isinstance(relay, RelayNotifier)
+            with anyio.fail_after(BOUND_S):
+                while not relay.complete():  # noqa: ASYNC110 (a state, not an event)
+                    await anyio.sleep(0.02)
+            await tasks.store.cancel(task_id, None)  # no publish: nothing signals it
+            while (status := await status_of(stream)) != "cancelled":
+                assert status in ("working", "input_required"), status

@@ -311,3 +311,16 @@ async def test_failed_publishes_are_said_once_per_outage(
     assert "ConnectionRefusedError: [Errno 111] Connect call failed" in lines[0].getMessage()
     assert not any(r.exc_info for r in caplog.records)
     assert "after 5 failures" in lines[1].getMessage()
+
+
+def test_a_complete_subscription_re_reads_at_the_listening_fallback_spread() -> None:
+    """A subscription whose notifier loses no signal still re-reads, between half and all
+    of LISTENING_FALLBACK_S (spread, so waiters that began together do not read together);
+    one that may lose signals re-reads every POLL_FALLBACK_S."""
+    listening = notifier_module.Subscription(lambda: True)
+    waits = [listening.fallback_s for _ in range(200)]
+    spread = notifier_module.LISTENING_FALLBACK_S
+    assert all(spread / 2 <= wait <= spread for wait in waits)
+    assert max(waits) - min(waits) > spread / 4, "every wait the same length"
+    lossy = notifier_module.Subscription(lambda: False)
+    assert lossy.fallback_s == notifier_module.POLL_FALLBACK_S

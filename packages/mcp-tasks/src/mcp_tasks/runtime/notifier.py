@@ -7,7 +7,8 @@ wakes every process on the same store. A durable store offers its relay itself
 (:class:`OffersNotifier`, asked by :func:`notifier_for`). Signals are best effort, so a
 waiter re-reads the store at :data:`POLL_FALLBACK_S` at the latest, except while its
 subscription is complete (:attr:`Subscription.fallback_s`): a relay that loses no signal
-while it listens (Postgres, Redis, a MongoDB change stream, SQLite) is listening. A relay
+while it listens (Postgres, Redis, a MongoDB change stream, SQLite) is listening; then only
+every :data:`LISTENING_FALLBACK_S`, for a write that sent no signal. A relay
 that stops listening wakes every subscriber, and wakes them again once it listens anew, so
 a signal lost in between costs one re-read, not a poll of every idle waiter.
 """
@@ -18,6 +19,7 @@ import hashlib
 import logging
 import math
 import os
+import random
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar, runtime_checkable
 
@@ -39,18 +41,20 @@ T = TypeVar("T")
 
 #: The environment variable that sets :data:`POLL_FALLBACK_S` (seconds) for a process.
 POLL_FALLBACK_ENV: Final = "MCP_TASKS_POLL_FALLBACK_S"
+#: The environment variable that sets :data:`LISTENING_FALLBACK_S` (seconds) for a process.
+LISTENING_FALLBACK_ENV: Final = "MCP_TASKS_LISTENING_FALLBACK_S"
 
 
-def _poll_fallback_s() -> float:
-    raw = os.environ.get(POLL_FALLBACK_ENV)
+def _seconds_from(variable: str, default: float) -> float:
+    raw = os.environ.get(variable)
     if raw is None:
-        return 2.0
+        return default
     try:
         seconds = float(raw)
     except ValueError:
         seconds = math.nan
     if not 0 < seconds < math.inf:
-        raise ValueError(f"{POLL_FALLBACK_ENV} must be a positive number of seconds: {raw!r}")
+        raise ValueError(f"{variable} must be a positive number of seconds: {raw!r}")
     return seconds
 
 
@@ -59,7 +63,15 @@ def _poll_fallback_s() -> float:
 #: reconnecting) or never sent (notifications off, a custom notifier, a store without a
 #: cross-process notifier). 2 s, or ``$MCP_TASKS_POLL_FALLBACK_S`` when set (read once,
 #: at import).
-POLL_FALLBACK_S: Final = _poll_fallback_s()
+POLL_FALLBACK_S: Final = _seconds_from(POLL_FALLBACK_ENV, 2.0)
+
+#: How often a waiter re-reads the store while its subscription is complete: no signal is
+#: lost then, but a write may have sent none (its process died between the write and the
+#: signal, or it was made straight through a Store handle); it is read within this. Each
+#: wait draws between half and all of it, so waiters that began together spread their
+#: reads: 1,000 idle listen streams read the store about 22 times a second. 60 s, or
+#: ``$MCP_TASKS_LISTENING_FALLBACK_S`` when set (read once, at import).
+LISTENING_FALLBACK_S: Final = _seconds_from(LISTENING_FALLBACK_ENV, 60.0)
 
 #: A pseudo task id: "claimable work may exist" (a task created for a worker, a lease
 #: released). Its control character means no task can have it.
@@ -111,9 +123,12 @@ class Subscription:
     @property
     def fallback_s(self) -> float:
         """How long its holder waits for a signal before re-reading the store all the
-        same: :data:`POLL_FALLBACK_S`, or forever while no signal can be lost (a notifier
-        that stops being so wakes every subscriber, and again when it is so anew)."""
-        return math.inf if self._complete() else POLL_FALLBACK_S
+        same: :data:`POLL_FALLBACK_S`, or between half and all of
+        :data:`LISTENING_FALLBACK_S` while no signal can be lost (a notifier that stops
+        being so wakes every subscriber, and again when it is so anew)."""
+        if self._complete():
+            return random.uniform(0.5, 1.0) * LISTENING_FALLBACK_S  # noqa: S311 (spread, not secrecy)
+        return POLL_FALLBACK_S
 
     def on_signal(self, hook: Callable[[], None] | None) -> None:
         """Call ``hook`` at each signal as well (a holder that waits for many subscriptions
