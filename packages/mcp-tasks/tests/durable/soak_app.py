@@ -20,7 +20,7 @@ from mcp_tasks import RunnerOptions, ServingOptions, StoreOptions, Tasks, store_
 
 #: Long enough for a client on a loaded machine to see its task completed before it expires
 #: (2 s and 4 s were not), short enough that the tasks alive at once (the soak's rate x TTL)
-#: are there within its first 1,000 tasks.
+#: are there within its first ``WARM_TASKS`` (test_soak.py).
 TTL_MS = int(os.environ.get("SOAK_TTL_MS", "8000"))
 REAP_S = float(os.environ.get("SOAK_REAP_S", "0.5"))
 
