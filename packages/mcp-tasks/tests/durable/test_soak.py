@@ -55,9 +55,11 @@ FIRST_POLL_S = 0.02
 DRAINED_WITHIN_S = 120
 
 
-async def held(client: RawClient) -> dict[str, int]:
-    """What the server holds now (``soak_app.held``): its store's rows, its traced bytes."""
-    reply = await client.call("tools/call", {"name": "held", "arguments": {}})
+async def held(client: RawClient, *, traced: bool = True) -> dict[str, int]:
+    """What the server holds now (``soak_app.held``): its store's rows and, with
+    ``traced``, its traced bytes."""
+    arguments = {"traced": traced}
+    reply = await client.call("tools/call", {"name": "held", "arguments": arguments})
     assert "result" in reply, f"held answered {reply}"
     figures: dict[str, int] = reply["result"]["structuredContent"]
     return figures
@@ -66,9 +68,9 @@ async def held(client: RawClient) -> dict[str, int]:
 async def drained(client: RawClient) -> int:
     """The server's traced bytes once its store has reaped every task."""
     with anyio.fail_after(DRAINED_WITHIN_S):
-        while (figures := await held(client))["rows"]:  # noqa: ASYNC110 (another process)
+        while (await held(client, traced=False))["rows"]:  # noqa: ASYNC110 (another process)
             await anyio.sleep(0.5)  # the reaper's pace: it runs every soak_app.REAP_S
-    return figures["traced"]
+    return (await held(client))["traced"]
 
 
 async def soak(client: RawClient, numbers: range) -> None:
@@ -116,7 +118,7 @@ async def test_python_memory_stays_flat_over_a_soak(
         await soak(client, range(WARM_TASKS))
         warm = await drained(client)
         await soak(client, range(WARM_TASKS, SOAK_TASKS))
-        rows = (await held(client))["rows"]
+        rows = (await held(client, traced=False))["rows"]
         end = await drained(client)
     took_s = time.monotonic() - started
     assert warm > 0, "the server does not trace its memory (PYTHONTRACEMALLOC)"
