@@ -23,6 +23,7 @@ from mcp_tasks.client import TaskHandle, TaskState, start_tool, tasks_client
 
 if TYPE_CHECKING:
     from conftest import Processes
+    from mcp.client.client import Client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -54,20 +55,27 @@ async def create_tasks(url: str, tool: str, arguments: dict[str, Any], n: int) -
 
 async def states(url: str, ids: list[str]) -> dict[str, TaskState]:
     async with tasks_client(url) as client:
-        return {task_id: await TaskHandle.attach(client, task_id).get() for task_id in ids}
+        return await states_on(client, ids)
+
+
+async def states_on(client: Client, ids: list[str]) -> dict[str, TaskState]:
+    return {task_id: await TaskHandle.attach(client, task_id).get() for task_id in ids}
 
 
 async def wait_for_states(
     url: str, ids: list[str], done: Any, *, timeout_s: float
 ) -> dict[str, TaskState]:
-    """Poll ``url`` until ``done(states)``; fail after ``timeout_s`` with the last states."""
+    """Poll ``url`` until ``done(states)``; fail after ``timeout_s`` with the last states.
+    One session for every poll: a session per poll (its handshake) cost the client and the
+    server more than the polls themselves."""
     seen: dict[str, TaskState] = {}
     with anyio.move_on_after(timeout_s):
-        while True:
-            seen = await states(url, ids)
-            if done(seen):
-                return seen
-            await anyio.sleep(0.1)
+        async with tasks_client(url) as client:
+            while True:
+                seen = await states_on(client, ids)
+                if done(seen):
+                    return seen
+                await anyio.sleep(0.1)
     raise AssertionError(f"timed out; statuses {Counter(s.status for s in seen.values())}")
 
 
