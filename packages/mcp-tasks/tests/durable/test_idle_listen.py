@@ -35,6 +35,18 @@ IDLE_S = 3 * POLL_FALLBACK_S
 BOUND_S = 30
 
 
+def asking_server(store_url: str) -> tuple[Tasks, MCPServer[Any]]:
+    """Tasks on ``store_url`` and a server whose one tool's body waits for an answer."""
+    tasks = Tasks(store=store_url, close_store=True)
+    mcp: MCPServer[Any] = MCPServer("idle", extensions=[tasks.extension()], lifespan=tasks.lifespan)
+
+    @tasks.tool(mcp, mode="required")
+    async def ask(ctx: TaskContext) -> str:
+        return json.dumps(await ctx.elicit("name", "Name?"))
+
+    return tasks, mcp
+
+
 async def status_of(stream: MessageStream) -> str:
     message = await stream.next(timeout_s=BOUND_S)
     assert message is not None, "the stream ended"
@@ -47,13 +59,7 @@ async def test_idle_streams_and_input_waits_read_nothing(store_url: str) -> None
     """``STREAMS`` bodies wait for input and a listen stream is open on each task: over
     ``IDLE_S`` the store is read not once (each read of the store counted); a cancel of one
     task then reaches its stream."""
-    tasks = Tasks(store=store_url, close_store=True)
-    mcp: MCPServer[Any] = MCPServer("idle", extensions=[tasks.extension()], lifespan=tasks.lifespan)
-
-    @tasks.tool(mcp, mode="required")
-    async def ask(ctx: TaskContext) -> str:
-        return json.dumps(await ctx.elicit("name", "Name?"))
-
+    tasks, mcp = asking_server(store_url)
     reads = 0
     get = tasks.store.get
 
@@ -107,15 +113,7 @@ async def test_a_write_that_sent_no_signal_reaches_its_stream_at_the_listening_f
     next re-read while the relay listens (:data:`LISTENING_FALLBACK_S`, 1 s here; on SQLite
     the file's data version tells at once)."""
     monkeypatch.setattr(notifier, "LISTENING_FALLBACK_S", 1.0)
-    tasks = Tasks(store=store_url, close_store=True)
-    mcp: MCPServer[Any] = MCPServer(
-        "quiet", extensions=[tasks.extension()], lifespan=tasks.lifespan
-    )
-
-    @tasks.tool(mcp, mode="required")
-    async def ask(ctx: TaskContext) -> str:
-        return json.dumps(await ctx.elicit("name", "Name?"))
-
+    tasks, mcp = asking_server(store_url)
     async with (
         running_asgi(mcp.streamable_http_app()) as url,
         httpx.AsyncClient(timeout=BOUND_S) as http,
