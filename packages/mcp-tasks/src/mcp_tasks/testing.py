@@ -76,13 +76,17 @@ def running(
 
 
 @asynccontextmanager
-async def running_asgi(app: Any, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+async def running_asgi(
+    app: Any, host: str = "127.0.0.1", port: int = 0, *, http: str = "auto"
+) -> AsyncIterator[str]:
     """Serve an ASGI app that mounts MCP at ``/mcp`` (as :func:`running` does); yields the
-    ``/mcp`` URL. Raises as :func:`running` does."""
+    ``/mcp`` URL. ``http`` is uvicorn's HTTP parser: ``"auto"`` (httptools where it is
+    installed, else h11), ``"h11"`` or ``"httptools"``. Raises as :func:`running` does."""
     sock = free_socket(host, port)
     bound_port = sock.getsockname()[1]
     config = uvicorn.Config(
         app,
+        http=http,
         log_level="warning",
         lifespan="on",
         ws="none",

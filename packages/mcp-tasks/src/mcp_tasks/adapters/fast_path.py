@@ -186,6 +186,9 @@ class TasksFastPath:
             await self.app(scope, receive, send)
             return
         headers = _watched_headers(scope)
+        if headers is not None and _padded(headers):
+            scope = _unpadded(scope)
+            headers = _watched_headers(scope)
         if (
             headers is None
             # The SDK routes a request only when its Mcp-Method is its body's method: any
@@ -367,6 +370,27 @@ def _watched_headers(scope: Scope) -> dict[bytes, bytes] | None:
                 return None
             found[name] = value
     return found
+
+
+#: Optional whitespace, which a field value excludes (RFC 9110 §5.5), as bytes' ints.
+_OWS: Final = frozenset(b" \t")
+
+
+def _padded(headers: Mapping[bytes, bytes]) -> bool:
+    """Whether a watched header's value begins or ends with optional whitespace: h11 takes
+    it away, httptools (uvicorn's parser where it is installed) hands it on, and the SDK
+    compares the routing headers with the body as they come."""
+    for value in headers.values():  # a loop, not any(): this runs on every request
+        if value and (value[0] in _OWS or value[-1] in _OWS):
+            return True
+    return False
+
+
+def _unpadded(scope: Scope) -> Scope:
+    """``scope`` with every header's value stripped of optional whitespace, as h11 gives
+    it: the SDK's app behind this one then reads the same values whichever parser ran."""
+    headers = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
+    return {**scope, "headers": headers}
 
 
 def _headers_pass(headers: Mapping[bytes, bytes], manager: StreamableHTTPSessionManager) -> bool:
