@@ -69,6 +69,8 @@ async def measure(ports: list[int], pids: list[int], streams: int, samples: int)
             answer = await clients[i % len(clients)].call(
                 "tools/call", {"name": "nap", "arguments": {"ms": 0}}
             )
+            if "result" not in answer:
+                raise RuntimeError(f"tools/call failed: {answer.get('error')}")
             task_ids.append(answer["result"]["taskId"])
         heard: dict[str, float] = {}
         readies = [asyncio.Event() for _ in task_ids]
