@@ -380,7 +380,7 @@ def _padded(headers: Mapping[bytes, bytes]) -> bool:
     """Whether a watched header's value begins or ends with optional whitespace: h11 takes
     it away, httptools (uvicorn's parser where it is installed) hands it on, and the SDK
     compares the routing headers with the body as they come."""
-    for value in headers.values():  # a loop, not any(): this runs on every request
+    for value in headers.values():  # noqa: SIM110 (a loop, not any(): on every request)
         if value and (value[0] in _OWS or value[-1] in _OWS):
             return True
     return False
