@@ -20,7 +20,6 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS, UNCLAIMED_AFTER_MS
 from mcp_tasks.domain.states import TaskStatus
@@ -218,7 +217,7 @@ def build(
     t, c = tables.tasks, tables.tasks.c
     now_ms = now.label("now_ms")
     one = sa.select(sa.literal_column("1").label("one")).subquery("one")
-    insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+    insert = _insert_of(dialect)
 
     where = predicates(tables, now)
     claim_next = (
@@ -294,6 +293,18 @@ def build(
     return Statements(**compiled, claim_next_of=claim_next_of, **spelled)
 
 
+def _insert_of(dialect: Dialect) -> Callable[[sa.Table], Any]:
+    """``dialect``'s own ``insert`` (with ``ON CONFLICT``), its module imported only here: a
+    process on one database never loads the other's dialect."""
+    if dialect.name == "postgresql":
+        from sqlalchemy.dialects import postgresql  # noqa: PLC0415
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite  # noqa: PLC0415
+
+    return sqlite.insert
+
+
 def doomed_ids(
     task_id: sa.ColumnElement[str], doomed: sa.Select[Any], dialect: Dialect
 ) -> sa.ColumnElement[bool]:
@@ -304,8 +315,10 @@ def doomed_ids(
         return task_id.in_(doomed)
     ids = doomed.subquery("doomed_ids")
     array = sa.select(sa.func.array_agg(ids.c.task_id)).scalar_subquery()
+    from sqlalchemy.dialects.postgresql import ARRAY  # noqa: PLC0415 (see _insert_of)
+
     # The cast makes it one array value: a bare subquery after ANY is a row source.
-    return task_id == sa.any_(sa.cast(array, postgresql.ARRAY(sa.Text())))
+    return task_id == sa.any_(sa.cast(array, ARRAY(sa.Text())))
 
 
 def reap_candidates(

@@ -13,9 +13,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, UnknownType
-
 ELICIT_ACTIONS: Final = ("accept", "decline", "cancel")
 #: At most this many of an answer's problems are named (the first is what to fix).
 _SHOWN: Final = 3
@@ -60,6 +57,10 @@ def form_mismatch(schema: Mapping[str, Any], content: object) -> str | None:
         for name in content
         if asked and name not in asked
     ]
+    # Only when a form is checked: every process that serves or calls imports this module.
+    from jsonschema import Draft202012Validator  # noqa: PLC0415
+    from jsonschema.exceptions import SchemaError, UnknownType  # noqa: PLC0415
+
     try:
         errors = sorted(
             Draft202012Validator(dict(schema)).iter_errors(dict(content)),
