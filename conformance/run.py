@@ -154,8 +154,6 @@ def drop_schema(url: str) -> None:
     asyncio.run(drop_namespace(url))
 
 
-#: Failures that are not ours to fix here, per server label: scenario (or scenario/check) →
-#: why. The SDK's own fixture passes every required and pending scenario on this runner.
 #: Why the SDK's own app refuses an ``Mcp-Name`` with whitespace around its value: it compares
 #: the header as the HTTP parser hands it on, and httptools (the fixture's parser: uvicorn
 #: picks it where it is installed) keeps the whitespace that h11 strips. ``Tasks.http_app``
@@ -165,6 +163,8 @@ _PADDED = (
     "Tasks.http_app strips it"
 )
 
+#: Failures that are not ours to fix here, per server label: scenario (or scenario/check) →
+#: why. The SDK's own fixture passes every required and pending scenario on this runner.
 KNOWN_FAILURES: dict[str, dict[str, str]] = {
     "memory (sdk path)": {
         "http-header-validation/sep-2243-server-accepts-whitespace-header-value": _PADDED,

@@ -372,8 +372,9 @@ def _watched_headers(scope: Scope) -> dict[bytes, bytes] | None:
     return found
 
 
-#: Optional whitespace, which a field value excludes (RFC 9110 §5.5), as bytes' ints.
-_OWS: Final = frozenset(b" \t")
+#: Optional whitespace, which a field value excludes (RFC 9110 §5.5), and as bytes' ints.
+_OWS_BYTES: Final = b" \t"
+_OWS: Final = frozenset(_OWS_BYTES)
 
 
 def _padded(headers: Mapping[bytes, bytes]) -> bool:
@@ -389,7 +390,7 @@ def _padded(headers: Mapping[bytes, bytes]) -> bool:
 def _unpadded(scope: Scope) -> Scope:
     """``scope`` with every header's value stripped of optional whitespace, as h11 gives
     it: the SDK's app behind this one then reads the same values whichever parser ran."""
-    headers = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
+    headers = [(name, value.strip(_OWS_BYTES)) for name, value in scope["headers"]]
     return {**scope, "headers": headers}
 
 
