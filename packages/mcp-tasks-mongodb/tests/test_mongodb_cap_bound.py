@@ -1,8 +1,9 @@
-"""The row cap's bound: the create lock's document keeps an upper bound of the unexpired
-rows, so a create under the row cap counts them only when the bound says the cap could be
-reached. These tests watch the commands a handle sends (PyMongo's command monitoring) and
-read the bound from the lock document: no count below the bound, an exact count that
-resets it at the cap, and never fewer than the unexpired rows, through expiries, reaps,
+"""The caps' bounds: the create lock's document keeps an upper bound of the unexpired rows,
+and a document per owner one of the owner's active tasks, so a create under a cap counts
+only when the bound says the cap could be reached. These tests watch the commands a handle
+sends (PyMongo's command monitoring) and read the bounds from their documents: no count
+below the bound, an exact count that resets it at the cap, and never fewer than the
+unexpired rows (the owner's active tasks), through expiries, finished tasks, reaps,
 stalled lock holders and concurrent creates."""
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.monitoring import CommandListener, CommandStartedEvent
 
-from mcp_tasks import NewTask, StoreOptions, TaskLimitReached, new_task_id
+from mcp_tasks import (
+    Complete,
+    NewTask,
+    OwnerTaskLimitReached,
+    StoreOptions,
+    TaskLimitReached,
+    new_task_id,
+)
+from mcp_tasks_mongodb import create_lock
 
 if TYPE_CHECKING:
     from conftest import OpenStore
@@ -81,6 +90,31 @@ async def bound_of(mongodb_url: str, store: MongoTaskStore) -> int | None:
     return lock.get("bound")
 
 
+async def owner_bound_of(mongodb_url: str, store: MongoTaskStore, owner: str) -> int | None:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongodb_url)
+    try:
+        meta = client[store.database][f"{store.prefix}_meta"]
+        bound = await meta.find_one({"_id": create_lock.owner_key(owner)})
+    finally:
+        await client.close()
+    return None if bound is None else bound["bound"]
+
+
+async def steal_the_lock(mongodb_url: str, store: MongoTaskStore) -> None:
+    """Leave the lock to a holder that stalled: its hold has run out."""
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongodb_url)
+    try:
+        meta = client[store.database][f"{store.prefix}_meta"]
+        await meta.update_one({"_id": "create"}, {"$set": {"holder": "stalled", "until": 0}})
+    finally:
+        await client.close()
+
+
+async def owned(store: MongoTaskStore, owner: str = "alice") -> str:
+    """A new task of ``owner``'s: its id."""
+    return (await store.create(NewTask(new_task_id(), owner=owner, ttl_ms=LONG_MS))).task_id
+
+
 async def unexpired(mongodb_url: str, store: MongoTaskStore) -> int:
     """The unexpired rows, counted at the server's now (an aggregation reads ``$$NOW``)."""
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongodb_url)
@@ -106,7 +140,7 @@ async def unexpired(mongodb_url: str, store: MongoTaskStore) -> int:
     return rows[0]["n"] if rows else 0
 
 
-async def race(stores: list[MongoTaskStore], ttls: list[int]) -> tuple[list[tuple[int, int]], int]:
+async def race(stores: list[MongoTaskStore], ttls: list[int]) -> tuple[list[int], int]:
     """Create a task of each TTL at once, spread over the handles: the created tasks' TTLs
     and expiries, and how many were refused."""
     expiries: list[int] = []
@@ -232,7 +266,7 @@ async def test_a_lock_taken_from_a_stalled_holder_counts_exactly(
         assert commands.counts_of(store) == 1
         assert await bound_of(mongodb_url, store) == CAP
         # the stalled holder comes back: its row counts, the lock stays free
-        await store._unlock("stalled", -100, 1)
+        await create_lock.unlock(store._meta(), "stalled", -100, 1, owner=None)
         lock = await meta.find_one({"_id": "create"})
     finally:
         await client.close()
@@ -254,3 +288,116 @@ async def test_creates_of_a_per_owner_capped_handle_raise_the_bound(
     with pytest.raises(TaskLimitReached):
         await create(capped)
     assert await unexpired(mongodb_url, capped) == CAP
+
+
+async def test_no_owner_count_while_the_owners_bound_is_below_the_cap(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """An owner's first create counts its active tasks (it has no bound yet), the next ones
+    up to the per-owner cap count nothing, each raising the owner's bound by one; at the cap
+    the create counts and is refused. Another owner has a bound of its own."""
+    options = StoreOptions(max_rows=None, max_active_per_owner=CAP)
+    store, commands = await watched(open_store, mongodb_url, options)
+    await owned(store)
+    assert commands.counts_of(store) == 1
+    for active in range(2, CAP + 1):
+        await owned(store)
+        assert commands.counts_of(store) == 0, f"create {active} counted the owner's tasks"
+        assert await owner_bound_of(mongodb_url, store, "alice") == active
+    with pytest.raises(OwnerTaskLimitReached):
+        await owned(store)
+    assert commands.counts_of(store) == 1
+    assert await owner_bound_of(mongodb_url, store, "alice") == CAP
+    await owned(store, "bob")
+    assert commands.counts_of(store) == 1
+    assert await owner_bound_of(mongodb_url, store, "bob") == 1
+
+
+async def test_finished_tasks_leave_room_the_exact_count_finds(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """Two of the owner's tasks finish: its bound stays at the cap (nothing but a count
+    lowers it), so the next create counts, finds room, and sets the bound to the exact count
+    plus its own row; the one after counts nothing; then the cap is full again."""
+    options = StoreOptions(max_rows=None, max_active_per_owner=CAP)
+    store, commands = await watched(open_store, mongodb_url, options)
+    ids = [await owned(store) for _ in range(CAP)]
+    for task_id in ids[:2]:
+        await store.put_status(task_id, Complete({"content": []}))
+    commands.counts_of(store)
+    assert await owner_bound_of(mongodb_url, store, "alice") == CAP
+
+    await owned(store)
+    assert commands.counts_of(store) == 1
+    assert await owner_bound_of(mongodb_url, store, "alice") == CAP - 1  # 3 active, and this
+    await owned(store)
+    assert commands.counts_of(store) == 0
+    with pytest.raises(OwnerTaskLimitReached):
+        await owned(store)
+    assert commands.counts_of(store) == 1
+
+
+async def test_a_lock_taken_from_a_stalled_holder_distrusts_every_owners_bound(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """The stalled holder may have inserted for any owner without raising its bound: after
+    the lock is taken from it, each owner's next create counts exactly (once), and the
+    stalled holder's late unlock raises its owner's bound by its row."""
+    options = StoreOptions(max_rows=None, max_active_per_owner=CAP)
+    store, commands = await watched(open_store, mongodb_url, options)
+    for owner in ("alice", "bob"):
+        await owned(store, owner)
+    commands.counts_of(store)
+    await steal_the_lock(mongodb_url, store)
+    for owner in ("alice", "bob"):
+        await owned(store, owner)
+        assert commands.counts_of(store) == 1, f"{owner}'s bound trusted after the theft"
+        await owned(store, owner)
+        assert commands.counts_of(store) == 0
+        assert await owner_bound_of(mongodb_url, store, owner) == 3
+    await create_lock.unlock(store._meta(), "stalled", 0, 1, owner="alice")
+    assert await owner_bound_of(mongodb_url, store, "alice") == 4
+
+
+async def test_creates_of_a_row_capped_handle_raise_the_owners_bound(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """A handle with only a row cap creates under the lock and raises the owner's bound by
+    its rows: a handle with a per-owner cap beside it does not pass that cap."""
+    rows_only = await open_store(StoreOptions(max_rows=100, max_active_per_owner=None))
+    per_owner = await open_store(StoreOptions(max_rows=None, max_active_per_owner=CAP))
+    await owned(per_owner)
+    for _ in range(CAP - 2):
+        await owned(rows_only)
+    await owned(per_owner)
+    with pytest.raises(OwnerTaskLimitReached):
+        await owned(per_owner)
+    assert await owner_bound_of(mongodb_url, per_owner, "alice") == CAP
+
+
+async def test_concurrent_creates_of_one_owner_keep_its_bound_above_its_tasks(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """Creates of one owner race from two handles: exactly the cap are created, and the
+    owner's bound is at least that many."""
+    stores = [
+        await open_store(StoreOptions(max_rows=None, max_active_per_owner=CAP)) for _ in range(2)
+    ]
+    created = refused = 0
+
+    async def one(store: MongoTaskStore) -> None:
+        nonlocal created, refused
+        try:
+            await owned(store)
+        except OwnerTaskLimitReached:
+            refused += 1
+        else:
+            created += 1
+
+    async with anyio.create_task_group() as group:
+        for i in range(3 * CAP):
+            group.start_soon(one, stores[i % 2])
+    assert (created, refused) == (CAP, 2 * CAP)
+    bound = await owner_bound_of(mongodb_url, stores[0], "alice")
+    assert bound is not None
+    assert bound >= CAP

@@ -24,15 +24,28 @@ late unlock adds only its row, and the create that took the lock from it counts 
 (the stalled holder's row may be missing from the bound). A namespace whose lock document
 has no bound yet counts once.
 
-The per-owner cap is counted at every create of an owned task, up to the cap, at once with
-the id check, under the lock (a bound per owner would need a document per owner): the wait
-is one round trip, as the id check's alone before the lock is for a create without it. A
-handle with only that cap raises the bound too. Handles with a row cap, whatever
-its value, share the one bound. Handles without any cap insert without the lock and leave
-the bound alone (raising it would turn their ``hello`` into a write to the one document
-every create contends for): beside capped handles on one namespace, the bound misses their
-rows until the capped handles' next exact count, so those may create up to ``max_rows``
-minus the bound at their last count before they count again and see them. ``INV-CAP`` is
+The per-owner cap works the same way, on a document per owner beside the lock's
+(``owner:<hash of the owner>``): ``bound``, an upper bound of that owner's active tasks,
+and ``epoch``, the lock's epoch when a create last counted them. The lock's epoch goes up
+each time the lock is taken from a stalled holder, so that every owner's bound is then
+distrusted (the stalled holder may have inserted for any owner) until a create counts
+that owner's tasks again. A create of an owned task under the per-owner cap reads the
+owner's document at once with the id check (one round trip's wait); while the bound is
+trusted and below the cap it inserts without counting, otherwise it counts the owner's
+active tasks exactly (up to the cap). Beside its insert, before the unlock, it raises the
+owner's bound by its row, and after a count sets it to that count plus the row (as an
+increment of what it read, so that a stalled holder's late raise is kept). Any create of
+an owned task under the lock raises its owner's bound, whatever the handle's caps (a
+handle with only a row cap too): an owner's active tasks only ever come from creates.
+A refused create leaves the bound alone (a count at one handle's cap may be below what a
+handle with a larger cap would count). A stalled holder's late unlock raises its owner's
+bound by its row as it raises the rows' bound. Handles with only a per-owner cap raise
+the rows' bound too. Handles with a row cap, whatever its value, share the one bound.
+Handles without any cap insert without the lock and leave the bounds alone (raising them
+would turn their ``hello`` into a write to the one document every create contends for):
+beside capped handles on one namespace, the bounds miss their rows until the capped
+handles' next exact count, so those may create up to ``max_rows`` minus the bound at their
+last count before they count again and see them. ``INV-CAP`` is
 stated for handles with the same options. No multi-document transaction is used, so a
 standalone server and a replica set behave alike.
 """
@@ -40,6 +53,7 @@ standalone server and a replica set behave alike.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import random
 import weakref
@@ -63,10 +77,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Lock",
+    "OwnerRoom",
     "check_new",
     "ensure_lock",
     "local_lock",
+    "owner_key",
     "owner_room",
+    "raise_owner_bound",
     "rows_bound",
     "take",
     "unlock",
@@ -92,12 +109,14 @@ def local_lock(*namespace: str) -> asyncio.Lock:
 class Lock(NamedTuple):
     """The create lock as taken: its holder token, the server's now, the bound of the
     unexpired rows (``None`` when it cannot be trusted: never set, or the lock was taken
-    from a holder that stalled) and the bound as stored (0 when never set)."""
+    from a holder that stalled), the bound as stored (0 when never set) and the epoch the
+    owners' bounds are trusted in."""
 
     holder: str
     now: int
     bound: int | None
     stored: int
+    epoch: int
 
 
 async def ensure_lock(meta: AsyncCollection[Document]) -> None:
@@ -136,6 +155,13 @@ async def take(meta: AsyncCollection[Document], *, deadline: float) -> Lock:
                     # taken from a holder that stalled (or whose unlock failed): the bound
                     # may lack that holder's row, so the taker counts exactly.
                     "stolen": {"$cond": [free, {"$ne": ["$holder", None]}, "$stolen"]},
+                    # and every owner's bound, which the stalled holder may lack a row of
+                    "epoch": {
+                        "$add": [
+                            {"$ifNull": ["$epoch", 0]},
+                            {"$cond": [{"$and": [free, {"$ne": ["$holder", None]}]}, 1, 0]},
+                        ]
+                    },
                 }
             },
         ]
@@ -153,6 +179,7 @@ async def take(meta: AsyncCollection[Document], *, deadline: float) -> Lock:
                 int(lock["now"]),
                 None if bound is None or lock["stolen"] else int(bound),
                 0 if bound is None else int(bound),
+                int(lock["epoch"]),
             )
         # Another create holds it: back off a little more each time (jittered), and try
         # again as soon as its hold ends, if that comes sooner.
@@ -164,13 +191,23 @@ async def take(meta: AsyncCollection[Document], *, deadline: float) -> Lock:
     raise StoreUnavailable("The namespace's create lock stayed taken")
 
 
-async def unlock(meta: AsyncCollection[Document], holder: str, grow: int, written: int) -> None:
-    """Free the lock and add ``grow`` to the bound, in one update. A holder that lost
-    the lock (it stalled past its deadline) frees nothing and adds only its row
-    (``written``)."""
+async def unlock(
+    meta: AsyncCollection[Document],
+    holder: str,
+    grow: int,
+    written: int,
+    *,
+    owner: str | None,
+    distrust: bool = False,
+) -> None:
+    """Free the lock and add ``grow`` to the bound, in one update; with ``distrust`` (an
+    owner's bound may lack the row: its raise failed) a new epoch, so that every owner's
+    bound is counted again. A holder that lost the lock (it stalled past its deadline)
+    frees nothing and adds only its row (``written``), to the rows' bound and to its
+    owner's."""
     mine: Document = {"$eq": ["$holder", {"$literal": holder}]}
     with driver_call():
-        await meta.update_one(
+        before = await meta.find_one_and_update(
             {"_id": _LOCK_ID},
             [
                 {
@@ -183,10 +220,14 @@ async def unlock(meta: AsyncCollection[Document], holder: str, grow: int, writte
                         },
                         "holder": {"$cond": [mine, None, "$holder"]},
                         "until": {"$cond": [mine, 0, "$until"]},
+                        "epoch": {"$add": [{"$ifNull": ["$epoch", 0]}, int(distrust)]},
                     }
                 }
             ],
+            projection={"holder": 1},
         )
+    if (before is None or before.get("holder") != holder) and written and owner is not None:
+        await raise_owner_bound(meta, owner, written)
 
 
 async def rows_bound(tasks: AsyncCollection[Document], lock: Lock, cap: int | None) -> int:
@@ -214,20 +255,66 @@ async def check_new(tasks: AsyncCollection[Document], task_id: str) -> None:
             raise DuplicateTaskId
 
 
+class OwnerRoom(NamedTuple):
+    """What a create under the per-owner cap learnt with the lock held: whether its id is
+    stored, the owner's active tasks (exact, or an upper bound), and, after an exact count
+    below the cap, what the owner's stored bound is off by (else ``None``)."""
+
+    exists: bool
+    active: int
+    off_by: int | None
+
+
+def owner_key(owner: str) -> str:
+    """The ``_id`` of an owner's bound: a hash, so any owner string fits (and is not
+    spelled out in a key)."""
+    return "owner:" + hashlib.sha256(owner.encode()).hexdigest()[:32]
+
+
 async def owner_room(
-    tasks: AsyncCollection[Document], task: NewTask, now: int, per_owner: int | None
-) -> tuple[bool, int]:
-    """Whether ``task``'s id is stored, and, under a per-owner cap, its owner's active tasks
-    (:func:`~mcp_tasks_mongodb.pipelines.active`) counted up to the cap (else 0); both
-    requests at once (the caller holds the create lock, so neither can change meanwhile).
-    Counted every time: a bound per owner would need a document per owner."""
-    if per_owner is None:
-        return False, 0
+    tasks: AsyncCollection[Document],
+    meta: AsyncCollection[Document],
+    task: NewTask,
+    lock: Lock,
+    per_owner: int,
+) -> OwnerRoom:
+    """Whether ``task``'s id is stored, and its owner's active tasks: the owner's bound
+    while it is trusted (set in the lock's epoch) and below the cap ``per_owner``, else
+    counted exactly up to the cap (:func:`~mcp_tasks_mongodb.pipelines.active`). The id
+    check and the bound's read go at once (the caller holds the create lock, so neither
+    can change meanwhile)."""
+    assert task.owner is not None  # an ownerless task is held to the row cap alone
     with driver_call():
-        found, mine = await asyncio.gather(
+        found, owned = await asyncio.gather(
             tasks.find_one({"_id": task.task_id}, {"_id": 1}),
-            tasks.count_documents(
-                pipelines.active(task.owner, now), limit=per_owner, hint="owner_active"
-            ),
+            meta.find_one({"_id": owner_key(task.owner)}),
         )
-    return found is not None, mine
+    if found is not None:
+        return OwnerRoom(exists=True, active=0, off_by=None)
+    stored = 0 if owned is None else int(owned["bound"])
+    if owned is not None and owned.get("epoch") == lock.epoch and stored < per_owner:
+        return OwnerRoom(exists=False, active=stored, off_by=None)
+    with driver_call():
+        active = await tasks.count_documents(
+            pipelines.active(task.owner, lock.now), limit=per_owner, hint="owner_active"
+        )
+    # At the cap the count may be below what a handle with a larger cap would count:
+    # the stored bound stays as it is.
+    return OwnerRoom(
+        exists=False, active=active, off_by=active - stored if active < per_owner else None
+    )
+
+
+async def raise_owner_bound(
+    meta: AsyncCollection[Document], owner: str, grow: int, epoch: int | None = None
+) -> None:
+    """Add ``grow`` to ``owner``'s bound; with ``epoch`` (after an exact count), trust it
+    in that epoch from now on."""
+    update: Document = {"$inc": {"bound": grow}}
+    if epoch is not None:
+        update["$set"] = {"epoch": epoch}
+    with driver_call():
+        try:
+            await meta.update_one({"_id": owner_key(owner)}, update, upsert=True)
+        except DuplicateKeyError:  # a stalled holder's late raise made it meanwhile
+            await meta.update_one({"_id": owner_key(owner)}, update)

@@ -294,7 +294,7 @@ class MongoTaskStore(ReadModifyWrite):
         cap, per_owner = self.options.max_rows, self.options.owner_cap(task.owner)
         if cap is None and per_owner is None:
             return await self._insert(tasks, rules.new_record(task, await self._server_now()))
-        if per_owner is None:  # else the id is checked under the lock, beside the count
+        if per_owner is None:  # else the id is checked under the lock, beside the owner's bound
             await create_lock.check_new(tasks, task.task_id)
         # Handles of this process queue here first, so that only one of them at a time
         # asks the server for the lock (the others would only poll it).
@@ -305,33 +305,72 @@ class MongoTaskStore(ReadModifyWrite):
             # Unknown whether the insert happened (a driver error) counts as inserted:
             # an over-estimate is safe, an under-estimate is not.
             reset = written = 0
+            distrust = False  # the owner's bound may lack this row: distrust every owner's
             try:
-                # The id check and the owner's count go at once: one round trip's wait.
+                # The id check and the owner's bound go at once: one round trip's wait.
                 # Shielded as one driver call: a cancelled gather would cancel its
                 # children's PyMongo calls (see mcp_tasks_mongodb.driver on why never).
                 with driver_call():
-                    base, (exists, mine) = await asyncio.gather(
+                    base, room = await asyncio.gather(
                         create_lock.rows_bound(tasks, lock, cap),
-                        create_lock.owner_room(tasks, task, lock.now, per_owner),
+                        self._owner_room(tasks, task, lock, per_owner),
                     )
                 reset = base - lock.stored
-                if exists:
+                if room.exists:
                     raise DuplicateTaskId
                 if cap is not None and base >= cap:
                     raise TaskLimitReached
-                if per_owner is not None and mine >= per_owner:
+                if per_owner is not None and room.active >= per_owner:
                     raise OwnerTaskLimitReached
                 written = 1
-                try:
-                    return await self._insert(tasks, rules.new_record(task, lock.now))
-                except DuplicateTaskId:
+                record = rules.new_record(task, lock.now)
+                # The owner's bound rises beside the insert: both land before the unlock,
+                # so the next holder reads a bound that counts this row, whether or not
+                # the insert failed in an unknown way.
+                with driver_call():
+                    inserted, raised = await asyncio.gather(
+                        self._insert(tasks, record),
+                        self._raise_owner_bound(record, lock, room),
+                        return_exceptions=True,
+                    )
+                distrust = isinstance(raised, BaseException)
+                if isinstance(inserted, DuplicateTaskId):
                     written = 0
-                    raise
+                if isinstance(inserted, BaseException):
+                    raise inserted
+                if isinstance(raised, BaseException):
+                    raise raised
+                return inserted
             finally:
-                await self._unlock(lock.holder, reset + written, written)
+                await create_lock.unlock(
+                    self._meta(),
+                    lock.holder,
+                    reset + written,
+                    written,
+                    owner=task.owner,
+                    distrust=distrust,
+                )
 
-    async def _unlock(self, holder: str, grow: int, written: int) -> None:
-        await create_lock.unlock(self._meta(), holder, grow, written)
+    async def _owner_room(
+        self,
+        tasks: AsyncCollection[Document],
+        task: NewTask,
+        lock: create_lock.Lock,
+        per_owner: int | None,
+    ) -> create_lock.OwnerRoom:
+        if per_owner is None:  # the id was checked before the lock
+            return create_lock.OwnerRoom(exists=False, active=0, off_by=None)
+        return await create_lock.owner_room(tasks, self._meta(), task, lock, per_owner)
+
+    async def _raise_owner_bound(
+        self, record: TaskRecord, lock: create_lock.Lock, room: create_lock.OwnerRoom
+    ) -> None:
+        """Raise the new task's owner's bound by its row; after an exact count, set it to
+        that count plus the row, trusted in the lock's epoch."""
+        if record.owner is None:
+            return
+        off_by, epoch = (0, None) if room.off_by is None else (room.off_by, lock.epoch)
+        await create_lock.raise_owner_bound(self._meta(), record.owner, off_by + 1, epoch)
 
     async def _insert(self, tasks: AsyncCollection[Document], record: TaskRecord) -> TaskRecord:
         with driver_call():
