@@ -1,8 +1,10 @@
 """The MariaDB / MySQL store of ``examples/mysql_store``, installed as a third party's user
 would install it: our wheels and the example into a fresh virtualenv, nothing else of the
-clone. There it passes the whole contract suite both ways (pytest on its own test file, and
-``mcp-tasks contract mysql://…``), the conformance runner's tasks scenarios on a server on
-``mysql://``, and the crash test (two servers on one database, one SIGKILLed mid-task).
+clone. There it passes the whole contract suite (pytest on its own test file), the create
+tests through ``mcp-tasks contract mysql://…`` (the command line's own route: the store
+found by its entry point, a table prefix per test), the conformance runner's tasks
+scenarios on a server on ``mysql://``, and the crash test (two servers on one database,
+one SIGKILLed mid-task).
 
 Only the ``mysql-example`` nox session runs it, against ``MCP_TASKS_TEST_MYSQL_URL``; without
 it (or uv, or the package index) it skips locally and fails when ``CI`` is set.
@@ -34,8 +36,10 @@ if TYPE_CHECKING:
 
 EXAMPLE = REPO / "examples" / "mysql_store"
 MYSQL_URL_ENV = "MCP_TASKS_TEST_MYSQL_URL"
-#: Each contract run's xdist workers.
+#: The contract run's xdist workers.
 WORKERS = ("-n", "2")
+#: What the command line's run selects: the tests of one operation.
+CLI_TESTS = ("-k", "test_create")
 #: The conformance runner's ten tasks scenarios hold this many checks.
 TASKS_CHECKS = 44
 
@@ -92,8 +96,10 @@ def start(command: list[str], folder: Path, env: dict[str, str], cwd: Path) -> B
 def contract_runs(
     installed: Installed, mysql_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Background]]:
-    """The contract suite both ways, started at once (each in namespaces of its own): most
-    of their time is waiting on the server's clock and its disk."""
+    """The contract suite by subclassing and the create tests through the command line,
+    started at once (each in namespaces of its own): most of their time is waiting on the
+    server's clock and its disk. The whole suite runs once: through the command line it
+    would run the same tests of the same store again."""
     env = {**clean_env(installed.venv), MYSQL_URL_ENV: mysql_url}
     runs = {
         "pytest": start(
@@ -103,7 +109,7 @@ def contract_runs(
             installed.outside,
         ),
         "cli": start(
-            [str(bin_dir(installed.venv) / "mcp-tasks"), "contract", mysql_url, "--", *WORKERS],
+            [str(bin_dir(installed.venv) / "mcp-tasks"), "contract", mysql_url, "--", *CLI_TESTS],
             tmp_path_factory.mktemp("cli"),
             env,
             installed.outside,
@@ -124,7 +130,7 @@ def test_the_contract_suite_passes_by_subclassing(contract_runs: dict[str, Backg
 
 def test_the_contract_suite_passes_through_the_cli(contract_runs: dict[str, Background]) -> None:
     """``mcp-tasks contract mysql://…`` finds the store by its entry point, gives each test a
-    table prefix of its own, and every contract test passes."""
+    table prefix of its own, and every create test it selects passes."""
     suite = contract_runs["cli"]
     output = suite.finished(timeout=600)
     passed = passed_every_test(suite.report)
