@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 from pymongo import AsyncMongoClient
 
@@ -20,13 +21,14 @@ from mcp_tasks import (
     new_task_id,
 )
 from mcp_tasks.stores.stats import count, tally
+from mcp_tasks_contract.store_servers import unavailable
 from mcp_tasks_contract.suite.base import BOOM, ELICIT, LONG_LEASE_MS, job
+from mcp_tasks_mongodb import MongoTaskStore
 from mcp_tasks_mongodb.codec import record_of
+from mcp_tasks_mongodb.provision import own_mongodb
 
 if TYPE_CHECKING:
     from conftest import OpenStore
-
-    from mcp_tasks_mongodb import MongoTaskStore
 
 pytestmark = pytest.mark.anyio
 
@@ -111,3 +113,31 @@ async def test_migrate_makes_the_counters_of_a_collection_from_before_them(
     await _agree(mongodb_url, fresh)
     await fresh.reap()
     await _agree(mongodb_url, fresh)
+
+
+async def test_a_standalone_server_counts_by_aggregation_and_keeps_the_janitor() -> None:
+    """A server without transactions has no counters: ``stats()`` and ``counts()`` agree
+    with ``tally`` and ``count`` by aggregating the collection, ``reap`` deletes, and the
+    janitor (the TTL index on ``gone_at``) is there."""
+    with own_mongodb(standalone=True) as server:
+        if server is None:
+            unavailable("own MongoDB", "install the SecantusDB test dependency")
+        store = MongoTaskStore(server.url, OPTIONS, prefix="standalone")
+        try:
+            await _populate(store)
+            await _agree(server.url, store)
+            await store.create(NewTask(new_task_id(), ttl_ms=1))
+            await anyio.sleep(0.05)
+            assert await store.reap() == 1
+            await _agree(server.url, store)
+            client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(server.url)
+            try:
+                db = client[store.database]
+                indexes = await db["standalone_tasks"].index_information()
+                kept = await db.list_collection_names()
+            finally:
+                await client.close()
+        finally:
+            await store.close()
+    assert indexes["janitor"]["expireAfterSeconds"] == 0
+    assert "standalone_counts" not in kept
