@@ -74,10 +74,10 @@ INDEXES: dict[str, tuple[list[tuple[str, int]], dict[str, Any]]] = {
     "retained": ([("retain_from", ASCENDING)], {}),
     # the documents written since the counters' last fold (mcp_tasks_mongodb.counters).
     "dirty": ([("dirty", ASCENDING)], {"sparse": True}),
-    # stats: the leases of tasks a claim may take or not (live, lapsed).
-    "leases": ([("runnable", ASCENDING), ("claim_expires_at", ASCENDING)], {}),
-    # stats: the retries (due, pending).
-    "retries": ([("retry_at", ASCENDING)], {}),
+    # stats: the leases of the tasks of each status (live, lapsed).
+    "leases": ([("status", ASCENDING), ("claim_expires_at", ASCENDING)], {}),
+    # stats: the retries of the tasks of each status (due, pending).
+    "retries": ([("status", ASCENDING), ("retry_at", ASCENDING)], {}),
     # stats: the working tasks by age (the oldest).
     "working_age": ([("status", ASCENDING), ("created_at", ASCENDING)], {}),
 }

@@ -363,8 +363,8 @@ async def read_stats(
 ) -> StoreStats | None:
     """``stats()`` at ``now`` from the counters (``None``: the collection has none yet).
     What moves with the clock alone is read from the few documents it concerns, each set
-    by an index: the leases and retries of tasks a claim may take or that are active
-    (``leases``, ``retries``), the claimable tasks created within the unclaimed threshold
+    by an index: the leases and retries of the active tasks (``leases``, ``retries``, a
+    range per status), the claimable tasks created within the unclaimed threshold
     (``claim_order``), the rows of the horizon's last minute expiring beyond it
     (``expiry``), the working tasks of the oldest minute that has one (``working_age``)."""
     before = now - UNCLAIMED_AFTER_MS
@@ -380,10 +380,22 @@ async def read_stats(
         def find(query: Document) -> Any:
             return tasks.find(query, CLOCK_FIELDS).to_list()
 
-        owners, leased, unleased, ready, waiting, beyond, minutes, working = await asyncio.gather(
+        def of_live(name: str, condition: Document) -> list[Any]:
+            # one plain range of the index (status, name) per live status
+            return [find({"status": status, name: condition}) for status in sorted(_LIVE)]
+
+        ever = {"$gte": -(2**62)}  # every number: a range that leaves out null
+        clocked = await asyncio.gather(
+            *of_live("claim_expires_at", {"$gt": now}),
+            *of_live("claim_expires_at", {"$lte": now}),
+            *of_live("retry_at", ever),
+        )
+        live = len(_LIVE)
+        leased = [d for found in clocked[:live] for d in found]
+        due = [d for found in clocked[live : 2 * live] for d in found]
+        retrying = [d for found in clocked[2 * live :] for d in found]
+        owners, ready, waiting, beyond, minutes, working = await asyncio.gather(
             _owners_of(counts, affected),
-            find({"runnable": True, "claim_expires_at": {"$gt": now}}),
-            find({"runnable": False, "claim_expires_at": {"$gt": now}}),
             find({"lane": "ready", "created_at": {"$gt": before}}),
             find({"lane": "waiting", "created_at": {"$gt": before}}),
             tasks.find(
@@ -392,15 +404,9 @@ async def read_stats(
             counts.find({"_id": {"$gte": _key("e", first), "$lte": _key("e", last)}}).to_list(),
             counts.find({"_id": {"$gte": "w:", "$lt": "w;"}}).to_list(),
         )
-        due, retrying = await asyncio.gather(
-            tasks.find(
-                {"runnable": True, "claim_expires_at": {"$lte": now}}, CLOCK_FIELDS
-            ).to_list(),
-            tasks.find({"retry_at": {"$gt": -(2**62)}}, CLOCK_FIELDS).to_list(),
-        )
         return {
             "owners": owners,
-            "leased": [*leased, *unleased],
+            "leased": leased,
             "lapsed": due,
             "retrying": retrying,
             "recent": [*ready, *waiting],
@@ -499,21 +505,23 @@ async def _oldest_working(
 ) -> int | None:
     """``created_at`` of the oldest unexpired working task: the minutes that have working
     tasks (their counters, the dirty documents' changes, less the expired ones), oldest
-    first, each read by the ``working_age`` index until one has an unexpired task."""
+    first, each read by the ``working_age`` index until one has an unexpired task: from the
+    minute's start, a second, then windows twice as wide, so that a minute of many working
+    tasks costs the few at its start."""
     minutes = Counter(kept)
     minutes.update(delta.working)
     for document in read.expired:
         if document["status"] == _WORKING:
             minutes[document["created_at"] // MINUTE_MS] -= 1
     for minute in sorted(m for m, n in minutes.items() if n > 0):
-        found = await tasks.find(
-            {
-                "status": _WORKING,
-                "created_at": {"$gte": minute * MINUTE_MS, "$lt": (minute + 1) * MINUTE_MS},
-            },
-            {"created_at": 1, "expires_at": 1},
-        ).to_list()
-        alive = [d["created_at"] for d in found if _unexpired(d, now)]
-        if alive:
-            return int(min(alive))
+        start, end, width = minute * MINUTE_MS, (minute + 1) * MINUTE_MS, 1_000
+        while start < end:
+            window = {"$gte": start, "$lt": min(start + width, end)}
+            found = await tasks.find(
+                {"status": _WORKING, "created_at": window}, {"created_at": 1, "expires_at": 1}
+            ).to_list()
+            alive = [d["created_at"] for d in found if _unexpired(d, now)]
+            if alive:
+                return int(min(alive))
+            start, width = start + width, width * 2
     return None
