@@ -39,6 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
 from pymongo import DeleteMany, UpdateOne
 
 from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS, UNCLAIMED_AFTER_MS
@@ -207,8 +208,11 @@ async def ensure_counters(
     return True
 
 
-async def fold(db: AsyncDatabase[Document], tasks_name: str, counts_name: str, now: int) -> int:
-    """Fold every document dirty now into the counters, :data:`BATCH` per transaction,
+async def fold(
+    db: AsyncDatabase[Document], tasks_name: str, counts_name: str, now: int, stop_at: float
+) -> int:
+    """Fold the documents dirty now into the counters, :data:`BATCH` per transaction, until
+    ``stop_at`` (``anyio.current_time()``; the next fold goes on where this one stopped),
     except those past their TTL at ``now`` (the next reap deletes them: a read counts a
     dirty document as well as a folded one); how many were folded."""
     tasks, counts = db[tasks_name], db[counts_name]
@@ -217,6 +221,8 @@ async def fold(db: AsyncDatabase[Document], tasks_name: str, counts_name: str, n
         dirty = [d["_id"] async for d in found if _unexpired(d, now)]
     folded = 0
     for start in range(0, len(dirty), BATCH):
+        if anyio.current_time() >= stop_at:
+            break
         ids = dirty[start : start + BATCH]
 
         async def one(session: AsyncClientSession, ids: list[str] = ids) -> int:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Self, TypeVar
 
+import anyio
 from pymongo import AsyncMongoClient, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
@@ -463,13 +464,14 @@ class MongoTaskStore(ReadModifyWrite):
         due (a task renewed since it was found stays); on a server with transactions, in one
         transaction that takes them from the counters (:func:`counters.reap_counted`), and
         then the documents written since the last fold are folded into the counters
-        (:func:`counters.fold`)."""
+        (:func:`counters.fold`) for at most half of what is left of the bound (the next
+        reap folds the rest)."""
         tasks = await self._tasks()
         if limit <= 0:
             return 0
         now = await self._server_now()
         due: list[str] = []
-        with bounded(self.options.timeout_ms), driver_call():
+        with bounded(self.options.timeout_ms) as deadline, driver_call():
             for condition, _index in self._reapable(now):
                 if len(due) < limit:
                     # no hint: a plain range walks its index on every server
@@ -492,7 +494,9 @@ class MongoTaskStore(ReadModifyWrite):
                     due,
                     lambda d: _still_due(d, now, retention),
                 )
-            await counters.fold(self._db(), self._tasks_name, self._counts_name, now)
+            # the fold takes at most half of what is left of the bound
+            stop_at = anyio.current_time() + (deadline - anyio.current_time()) / 2
+            await counters.fold(self._db(), self._tasks_name, self._counts_name, now, stop_at)
         return reaped
 
     async def counts(self) -> StoreCounts:
