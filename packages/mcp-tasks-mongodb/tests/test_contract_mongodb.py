@@ -19,7 +19,7 @@ class TestMongoStore(StoreContract, StatsContract):
 
     stateful_max_examples = 20
     # A collection prefix per namespace, a signals collection; the server is shared.
-    offers = Offers(namespaces=True, notifier=True, rewrite=True)
+    offers = Offers(namespaces=True, notifier=True, rewrite=True, counts=True)
 
     @pytest.fixture
     async def store(self, mongodb_store_url: str) -> AsyncIterator[UrlStoreFactory]:

@@ -14,7 +14,10 @@ fields serve the store:
   ``waiting`` until ``wait_until``; none when no claim can take it. A claim without an id
   walks only the ready lane (:mod:`mcp_tasks_mongodb.claims`);
 * ``retain_from``, for a finished task without TTL, when its terminal retention started;
-* ``gone_at``, the date the TTL index deletes the document (``expires_at`` plus a grace).
+* ``gone_at``, the date the janitor deletes the document (``expires_at`` plus a grace), on a
+  server without transactions (:data:`JANITOR`);
+* ``dirty`` (true, or absent) and ``f``, how the document stands in the counters
+  (:mod:`mcp_tasks_mongodb.counters`).
 
 Queries by anything but ``_id`` are plain range predicates on one index each
 (:data:`INDEXES`; no ``$expr`` in a filter: not every server's planner uses an index for
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
 
     from mcp_tasks.domain.models import TaskRecord
 
-__all__ = ["INDEXES", "Document", "document_of", "epoch_ms", "new_version", "record_of"]
+__all__ = ["INDEXES", "JANITOR", "Document", "document_of", "epoch_ms", "new_version", "record_of"]
 
 Document = dict[str, Any]
 
@@ -69,9 +72,24 @@ INDEXES: dict[str, tuple[list[tuple[str, int]], dict[str, Any]]] = {
     ),
     # reap of finished tasks without a TTL, after the terminal retention.
     "retained": ([("retain_from", ASCENDING)], {}),
-    # the janitor: the TTL monitor deletes a document once its gone_at has passed.
-    "janitor": ([("gone_at", ASCENDING)], {"expireAfterSeconds": 0}),
+    # the documents written since the counters' last fold (mcp_tasks_mongodb.counters).
+    "dirty": ([("dirty", ASCENDING)], {"sparse": True}),
+    # stats: the leases of the tasks of each status (live, lapsed).
+    "leases": ([("status", ASCENDING), ("claim_expires_at", ASCENDING)], {}),
+    # stats: the retries of the tasks of each status (due, pending).
+    "retries": ([("status", ASCENDING), ("retry_at", ASCENDING)], {}),
+    # stats: the working tasks by age (the oldest).
+    "working_age": ([("status", ASCENDING), ("created_at", ASCENDING)], {}),
 }
+
+#: The janitor, on a server without transactions only (where the store keeps no counters:
+#: a deletion by the TTL monitor would pass them by): the TTL monitor deletes a document
+#: once its ``gone_at`` has passed.
+JANITOR: tuple[str, list[tuple[str, int]], dict[str, Any]] = (
+    "janitor",
+    [("gone_at", ASCENDING)],
+    {"expireAfterSeconds": 0},
+)
 
 
 def new_version() -> str:
@@ -118,6 +136,7 @@ def document_of(record: TaskRecord, grace_ms: int) -> Document:
         "payload": dumps(payload),
         "v": new_version(),
         "gone_at": _gone_at(record.expires_at, grace_ms),
+        "dirty": True,  # written since the counters' last fold (mcp_tasks_mongodb.counters)
     }
 
 

@@ -231,8 +231,9 @@ def claim(
 ) -> list[Document]:
     """``rules.apply_claim`` guarded by :func:`claimable`, as an update pipeline: generation
     + 1, the claim (``token``, ending ``lease_ms`` after ``now``), ``retry_at`` cleared, the
-    task held for the lease (:func:`held_until`), its lane (:func:`claim_lane`) and the
-    write version ``version``."""
+    task held for the lease (:func:`held_until`), its lane (:func:`claim_lane`), the
+    write version ``version`` and the document marked ``dirty`` (its expiry may move:
+    :mod:`mcp_tasks_mongodb.counters`)."""
     ends: Document = {"$add": [now, lease_ms]}
     return _guarded(
         claimable(now),
@@ -245,6 +246,7 @@ def claim(
                     "claim_expires_at": ends,
                     "retry_at": None,
                     "v": {"$literal": version},
+                    "dirty": True,
                 }
             },
             claim_lane(),
@@ -259,8 +261,9 @@ def renew(
     """``rules.apply_renew`` as an update pipeline: where the status machine allows a
     renew, the task is unexpired and ``lease`` is its live claim (token and generation),
     the claim ends ``lease_ms`` after ``now``, the task is held as long
-    (:func:`held_until`), its lane follows (:func:`claim_lane`) and the version becomes
-    ``version``; elsewhere nothing changes (the store answers StaleLease)."""
+    (:func:`held_until`), its lane follows (:func:`claim_lane`), the version becomes
+    ``version`` and the document is marked ``dirty``; elsewhere nothing changes (the store
+    answers StaleLease)."""
     ends: Document = {"$add": [now, lease_ms]}
     live: Document = {
         "$and": [
@@ -275,7 +278,7 @@ def renew(
     return _guarded(
         live,
         [
-            {"$set": {"claim_expires_at": ends, "v": {"$literal": version}}},
+            {"$set": {"claim_expires_at": ends, "v": {"$literal": version}, "dirty": True}},
             claim_lane(),
             *held_until(ends, grace_ms),
         ],

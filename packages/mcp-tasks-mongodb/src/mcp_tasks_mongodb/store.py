@@ -14,10 +14,16 @@ without an id walks the ready lane (:mod:`mcp_tasks_mongodb.claims`). ``create``
 ``reap`` read the server's clock from ``hello``; a capped ``create`` holds the namespace's
 create lock (:mod:`mcp_tasks_mongodb.create_lock`).
 
-The TTL index (``gone_at``) is only a janitor: a task is missing from the moment it
-expires by the server's clock whether or not its document is still there; the monitor
-deletes it ``janitor_grace_ms`` later (until then its id stays taken, S-CREATE.4), and
-``reap`` deletes what is due sooner.
+``<prefix>_counts`` holds the counters (:mod:`mcp_tasks_mongodb.counters`): every write
+marks its task document ``dirty`` in the same update, ``reap`` folds the dirty documents
+into the counters and deletes the rows due, each a transaction, and ``counts()`` and
+``stats()`` read the counters with the dirty documents and the rows past their TTL: a cost
+that does not grow with the collection. A task is missing from the moment it expires by the
+server's clock whether or not its document is still there; ``reap`` deletes it. On a server
+without transactions (a standalone ``mongod``) there are no counters: ``stats()`` and
+``counts()`` aggregate the collection, ``reap`` deletes in one statement, and a TTL index on
+``gone_at`` is a janitor that deletes an expired document ``janitor_grace_ms`` after its
+expiry (until then its id stays taken, S-CREATE.4).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Self, TypeVar
 
+import anyio
 from pymongo import AsyncMongoClient, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
@@ -42,9 +49,16 @@ from mcp_tasks.domain.models import Claimed, Lease, StoreOptions
 from mcp_tasks.stores.kit import CloseGuard
 from mcp_tasks.stores.location import with_query
 from mcp_tasks.stores.read_modify_write import ReadModifyWrite
-from mcp_tasks.stores.stats import from_counts
-from mcp_tasks_mongodb import claims, create_lock, pipelines, server_checks
-from mcp_tasks_mongodb.codec import INDEXES, document_of, epoch_ms, new_version, record_of
+from mcp_tasks.stores.stats import counts_of, from_counts
+from mcp_tasks_mongodb import claims, counters, create_lock, pipelines, server_checks
+from mcp_tasks_mongodb.codec import (
+    INDEXES,
+    JANITOR,
+    document_of,
+    epoch_ms,
+    new_version,
+    record_of,
+)
 from mcp_tasks_mongodb.driver import (
     Refusals,
     bounded,
@@ -75,7 +89,7 @@ if TYPE_CHECKING:
     from mcp_tasks.runtime.notifier import RelayNotifier
     from mcp_tasks.stores.abilities import Rewrite
     from mcp_tasks.stores.doctor_rows import DiagnosisRow
-    from mcp_tasks.stores.stats import StoreStats
+    from mcp_tasks.stores.stats import StoreCounts, StoreStats
     from mcp_tasks_mongodb.codec import Document
 
 __all__ = ["DEFAULT_JANITOR_GRACE_MS", "MongoStoreBackend", "MongoTaskStore", "backend", "from_url"]
@@ -120,6 +134,7 @@ class MongoTaskStore(ReadModifyWrite):
         self._client: AsyncMongoClient[Document] | None = None
         self._refusals = Refusals()  # the client's heartbeats: a refused server fails sooner
         self._indexed = False
+        self._counted = False  # the server has transactions: the store keeps counters
         self._index_lock = asyncio.Lock()
         self._guard = CloseGuard()
 
@@ -179,6 +194,10 @@ class MongoTaskStore(ReadModifyWrite):
     def _meta_name(self) -> str:
         return f"{self.prefix}_meta"
 
+    @property
+    def _counts_name(self) -> str:
+        return f"{self.prefix}_counts"
+
     def _meta(self) -> AsyncCollection[Document]:
         return self._db()[self._meta_name]
 
@@ -195,13 +214,22 @@ class MongoTaskStore(ReadModifyWrite):
         return db[self._tasks_name]
 
     async def _create_indexes(self, db: AsyncDatabase[Document]) -> bool:
-        """Create the indexes and the lock document, idempotently; whether any was new."""
+        """Create the indexes, the lock document and, on a server with transactions, the
+        counters (the janitor where there are none), idempotently; whether any was new."""
         with driver_call():
+            hello = await db.client.admin.command("hello")
+            counted = "setName" in hello or hello.get("msg") == "isdbgrid"
             tasks = db[self._tasks_name]
             existing = {index["name"] async for index in await tasks.list_indexes()}
+            wanted = dict(INDEXES)
+            name, keys, kwargs = JANITOR
+            if counted and name in existing:  # it would delete rows past the counters
+                await tasks.drop_index(name)
+            elif not counted:
+                wanted[name] = (keys, kwargs)
             missing = [
                 IndexModel(keys, name=name, **kwargs)
-                for name, (keys, kwargs) in INDEXES.items()
+                for name, (keys, kwargs) in wanted.items()
                 if name not in existing
             ]
             if missing:
@@ -209,13 +237,16 @@ class MongoTaskStore(ReadModifyWrite):
             if "claim_type_order" not in existing:
                 await _fill_work_types(tasks)
             await create_lock.ensure_lock(db[self._meta_name])
+            made = counted and await counters.ensure_counters(tasks, db[self._counts_name])
+        self._counted = counted
         self._indexed = True
-        return bool(missing)
+        return bool(missing) or made
 
     async def migrate(self) -> bool:
-        """Create the indexes (and the create lock), and give the claimable tasks of a
-        collection from before the ``work_type`` field theirs; ``False`` when the indexes
-        were all there."""
+        """Create the indexes (and the create lock), give the claimable tasks of a
+        collection from before the ``work_type`` field theirs, and make the counters of a
+        collection from before them (on a server with transactions); ``False`` when all
+        were there."""
         return await self._create_indexes(self._db())
 
     async def _server_now(self) -> int:
@@ -237,8 +268,10 @@ class MongoTaskStore(ReadModifyWrite):
     async def _write(self, record: TaskRecord, version: str) -> bool:
         tasks = await self._tasks()
         with driver_call():
-            written = await tasks.replace_one(
-                {"_id": record.task_id, "v": version}, document_of(record, self.janitor_grace_ms)
+            # $set, not a replacement: ``f`` (what the counters hold of it) stays
+            written = await tasks.update_one(
+                {"_id": record.task_id, "v": version},
+                {"$set": document_of(record, self.janitor_grace_ms)},
             )
         return written.matched_count == 1
 
@@ -466,30 +499,68 @@ class MongoTaskStore(ReadModifyWrite):
         return pipelines.reapable(now, self.options.terminal_retention_ms)
 
     async def reap(self, *, limit: int = 500) -> int:
+        """Delete up to ``limit`` tasks due: found by their indexes, deleted if they are still
+        due (a task renewed since it was found stays); on a server with transactions, in one
+        transaction that takes them from the counters (:func:`counters.reap_counted`), and
+        then the documents written since the last fold are folded into the counters
+        (:func:`counters.fold`) for at most half of what is left of the bound (the next
+        reap folds the rest)."""
         tasks = await self._tasks()
         if limit <= 0:
             return 0
         now = await self._server_now()
         due: list[str] = []
-        with bounded(self.options.timeout_ms), driver_call():
-            for condition, index in self._reapable(now):
+        with bounded(self.options.timeout_ms) as deadline, driver_call():
+            for condition, _index in self._reapable(now):
                 if len(due) < limit:
-                    found = tasks.find(condition, {"_id": 1}, limit=limit - len(due), hint=index)
+                    # no hint: a plain range walks its index on every server
+                    found = tasks.find(condition, {"_id": 1}, limit=limit - len(due))
                     due += [document["_id"] async for document in found]
-            if not due:
-                return 0
-            # The filter again: a task renewed since it was found stays.
-            again = [condition for condition, _ in self._reapable(now)]
-            deleted = await tasks.delete_many({"_id": {"$in": due}, "$or": again}, hint="_id_")
-        return deleted.deleted_count
+            if not self._counted:
+                if not due:
+                    return 0
+                # The filter again: a task renewed since it was found stays.
+                again = [condition for condition, _ in self._reapable(now)]
+                deleted = await tasks.delete_many({"_id": {"$in": due}, "$or": again}, hint="_id_")
+                return deleted.deleted_count
+            retention = self.options.terminal_retention_ms
+            reaped = 0
+            if due:
+                reaped = await counters.reap_counted(
+                    self._db(),
+                    self._tasks_name,
+                    self._counts_name,
+                    due,
+                    lambda d: _still_due(d, now, retention),
+                )
+            # the fold takes at most half of what is left of the bound
+            stop_at = anyio.current_time() + (deadline - anyio.current_time()) / 2
+            await counters.fold(self._db(), self._tasks_name, self._counts_name, now, stop_at)
+        return reaped
+
+    async def counts(self) -> StoreCounts:
+        """Rows and unexpired tasks per status at the server's now, from the counters
+        (:func:`counters.read_counts`); from :meth:`stats` where the collection has none
+        (a server without transactions, a collection no handle has used since)."""
+        now = await self._server_now()
+        db = self._db()
+        counts = await counters.read_counts(
+            db[self._counts_name], db[self._tasks_name], now, self.options
+        )
+        return counts if counts is not None else counts_of(await self.stats())
 
     async def stats(self) -> StoreStats:
-        """Aggregates of the namespace's tasks for ``mcp-tasks stats``: two aggregations
-        (:func:`pipelines.stats_totals`, :func:`pipelines.stats_owners`, each a scan of the
-        collection) at the server's now. Writes nothing: unlike every operation, it does
-        not create the indexes on a handle's first use."""
-        tasks = self._db()[self._tasks_name]
+        """Aggregates of the namespace's tasks for ``mcp-tasks stats`` at the server's now:
+        from the counters (:func:`counters.read_stats`), else (a collection without them)
+        two aggregations (:func:`pipelines.stats_totals`, :func:`pipelines.stats_owners`,
+        each a scan of the collection). Writes nothing: unlike every operation, it does not
+        create the indexes on a handle's first use."""
+        db = self._db()
+        tasks = db[self._tasks_name]
         now = await self._server_now()
+        counted = await counters.read_stats(db[self._counts_name], tasks, now, self.options)
+        if counted is not None:
+            return counted
         with driver_call():
             totals = await (await tasks.aggregate(pipelines.stats_totals(now))).to_list()
             owners = await (await tasks.aggregate(pipelines.stats_owners(now))).to_list()
@@ -518,6 +589,7 @@ async def _drop(connect_url: str, database: str, prefix: str, options: StoreOpti
             db = client[database]
             await db.drop_collection(f"{prefix}_tasks")
             await db.drop_collection(f"{prefix}_meta")
+            await db.drop_collection(f"{prefix}_counts")
             await db.drop_collection(f"{prefix}_signals")  # the notifier's
         finally:
             await client.close()
@@ -556,6 +628,14 @@ def from_url(url: str, options: StoreOptions | None = None) -> MongoTaskStore:
 
 #: The ``mongodb`` and ``mongodb+srv`` entry points of the ``mcp_tasks.stores`` group.
 backend = MongoStoreBackend()
+
+
+def _still_due(document: Document, now: int, terminal_retention_ms: int) -> bool:
+    """``pipelines.reapable`` on a document read again in the reap's transaction."""
+    expires_at, retain_from = document["expires_at"], document.get("retain_from")
+    return (expires_at is not None and expires_at <= now) or (
+        retain_from is not None and retain_from <= now - terminal_retention_ms
+    )
 
 
 async def _fill_work_types(tasks: AsyncCollection[Document]) -> None:
