@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 from pymongo import DeleteMany, UpdateOne
 
+from mcp_tasks.domain.errors import StoreUnavailable
 from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS, UNCLAIMED_AFTER_MS
 from mcp_tasks.domain.states import LIVE, TaskStatus
 from mcp_tasks.stores.stats import StoreCounts, StoreStats, busiest
@@ -320,7 +321,7 @@ async def _consistent(
         again = await counts.find_one({"_id": TOTALS}, {"g": 1})
         if again is not None and again["g"] == totals["g"]:
             return _Read(totals, dirty_found, expired_found, extra)
-    raise RuntimeError("the counters kept changing while they were read")
+    raise StoreUnavailable(f"The counters kept changing while they were read ({READ_TRIES} tries)")
 
 
 def _statuses(read: _Read) -> tuple[int, dict[TaskStatus, int], Delta]:
