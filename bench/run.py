@@ -335,15 +335,15 @@ def store_sections(
     )
     results["near_cap"][backend.name] = asyncio.run(stores.near_cap(fresh(), sized["cap"]))
     if backend.name in DURABLE:
-        results["scale_ops"][backend.name] = scale_ops(backend.name, fresh(), sized)
+        results["scale_ops"][backend.name] = scale_ops(backend.name, fresh, sized)
 
 
-def scale_ops(name: str, url: str, sized: dict[str, Any]) -> dict[str, Any]:
+def scale_ops(name: str, fresh: Callable[[], str], sized: dict[str, Any]) -> dict[str, Any]:
     """Section 4c on a durable store (``bench/scale.py``) at the run's sizes."""
     print(f"4c. {name}: every operation, small and large table", flush=True)
     return asyncio.run(
         scale.section(
-            url,
+            fresh,
             sized["scale_small"],
             sized["scale_large"],
             sized["scale_ops"],

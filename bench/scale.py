@@ -1,16 +1,19 @@
 """Section 4c: every store operation with a small table and with a large one, in one run.
 
 The table is shaped as a served store's: 80 % finished tasks, 20 % queued with work, spread
-over 2,000 owners, created through the store or copied from rows it wrote. At each size the
-mean latency of ``create``, ``get``, a claim of the oldest eligible task, ``complete``
-under its lease, ``renew``, ``reap`` (per expired row deleted, 2,000 of them beside the
-table), ``stats()`` and ``counts()``; each goal is the large size's figure over the small
-size's (≤ 1.3). A third size (``huge``: 1 M rows in ``bench.scale_section``) is measured
-the same way; the larger sizes are grown by :func:`grow` (bulk copies inside the database
-where the store has them: ``bench/bulk_seed.py``).
+over 2,000 owners, created through the store or copied from rows it wrote. Each size is a
+table of its own, all seeded before any is measured; then, in :data:`ROUNDS` rounds, each
+size in turn (the order rotating from round to round) gets the mean latency of ``create``,
+``get``, a claim of the oldest eligible task, ``complete`` under its lease, ``renew``,
+``reap`` (per expired row deleted, beside the table), ``stats()`` and ``counts()``. A
+size's figure is the median of its rounds; each goal is the large size's figure over the
+small size's (≤ 1.3). A busy spell on the machine falls on every size alike, not on the
+one measured while it lasted. A third size (``huge``: 1 M rows in ``bench.scale_section``)
+is measured the same way; the larger sizes are grown by :func:`grow` (bulk copies inside
+the database where the store has them: ``bench/bulk_seed.py``).
 
-Beside the timing, what the store counts is checked: at each size ``counts()`` and
-``stats()`` must give exactly the rows and statuses the section wrote (``exact``), the
+Beside the timing, what the store counts is checked: at each size and round ``counts()``
+and ``stats()`` must give exactly the rows and statuses the section wrote (``exact``), the
 behaviour the small run in ``bench/tests`` asserts.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import statistics
 import time
 from collections import Counter
 from dataclasses import replace
@@ -40,8 +44,13 @@ OPERATIONS = ("create", "get", "claim", "complete", "renew", "reap", "stats", "c
 OWNERS = 2_000
 #: The store's bound on each operation in this section.
 STATS_BOUND_MS = 60_000
-#: Expired rows the reap deletes at each size (fewer in a small run: ``reaped``).
+#: Expired rows the reap deletes at each size, over all its rounds.
 EXPIRED = 2_000
+#: Rounds of measurement; each size is measured once a round.
+ROUNDS = 5
+#: Seconds between two reaps of every size while the tables settle, as a served store's
+#: reaper runs (on MongoDB a reap also folds the writes into its counters).
+SETTLE_REAP_S = 10
 
 
 class Population:
@@ -145,11 +154,10 @@ async def mean_us(count: int, call: Callable[[int], Awaitable[object]]) -> float
     return (time.perf_counter() - start) / max(count, 1) * 1e6
 
 
-#: Calls of ``stats()`` and ``counts()`` per size, the fastest reported: each takes about a
-#: millisecond on the SQL stores and Redis, and sizes are measured minutes apart, so a few
-#: calls let one pause elsewhere decide a ratio (Postgres' stats at 100 k rows read 2.0x its
-#: 1.5 k figure as the best of 3; 30 rounds alternating between the sizes gave 1.1-1.3x).
-READ_REPEATS = 15
+#: Calls of ``stats()`` and ``counts()`` per size and round, the fastest reported: each
+#: takes about a millisecond on the SQL stores and Redis, so one pause elsewhere would
+#: decide a single call's figure.
+READ_REPEATS = 5
 
 
 async def best_us(repeats: int, call: Callable[[], Awaitable[object]]) -> float:
@@ -177,12 +185,12 @@ def claimer(store: Store, claimed: list[Claimed]) -> Callable[[int], Awaitable[o
 
 
 async def measure(
-    store: Store, population: Population, ops: int, expired: int
+    store: Store, population: Population, ops: int, expired: int, claims: int
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """Every operation's mean latency at the table's current size, and what ``counts()``
-    and ``stats()`` gave beside what the section wrote."""
+    """Every operation's mean latency at the table's current size (``claims`` claims,
+    renews and completes, ``ops`` of the others), and what ``counts()`` and ``stats()``
+    gave beside what the section wrote."""
     figures: dict[str, float] = {}
-    claims = min(ops, len(population.queued))
 
     async def create(_: int) -> object:
         record = await store.create(replace(new_task(), owner="owner-0"))
@@ -244,8 +252,18 @@ def _named(by_status: Any) -> dict[str, int]:
     return {status.value: int(by_status.get(status, 0)) for status in TaskStatus}
 
 
+async def settle(stores: list[Store], seconds: float) -> None:
+    """``seconds`` of waiting, every store reaped each :data:`SETTLE_REAP_S` as a served
+    store's reaper does (nothing is due: the seeded tasks live an hour)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        for store in stores:
+            await store.reap(limit=500)
+        await asyncio.sleep(min(SETTLE_REAP_S, max(left, 0)))
+
+
 async def section(  # noqa: PLR0917 - the run's settings, as stores.scale takes them
-    url: str,
+    fresh: Callable[[], str],
     small: int,
     large: int,
     ops: int,
@@ -253,37 +271,58 @@ async def section(  # noqa: PLR0917 - the run's settings, as stores.scale takes 
     expired: int = EXPIRED,
     huge: int | None = None,
     settle_s: float = SETTLE_S,
+    rounds: int = ROUNDS,
 ) -> dict[str, Any]:
-    """Section 4c on the store at ``url``: the operations at ``small`` rows, then at
-    ``large`` and, if given, at ``huge`` (each as many as ``seed_budget_s`` of seeding
-    allows; ``rows`` says), each ``settle_s`` after its seeding (:data:`SETTLE_S`)."""
+    """Section 4c on tables of ``small`` rows, ``large`` and, if given, ``huge`` (each a
+    fresh namespace of ``fresh()``, seeded to as many as ``seed_budget_s`` of seeding
+    allows; ``rows`` says), measured ``settle_s`` after the last seeding
+    (:data:`SETTLE_S`) in ``rounds`` rounds: ``ops`` calls of each operation and
+    ``expired`` reaped rows a size over all of them; each figure is the median of its
+    rounds."""
     # A bound of a minute, not the product's 5 s: a read that takes seconds at 1 M rows
     # (stats() reading every task) is a figure to report, not a failure of the run.
     options = StoreOptions(max_rows=None, max_active_per_owner=None, timeout_ms=STATS_BOUND_MS)
-    store = store_from_url(url, options)
-    population = Population()
-    result: dict[str, Any] = {"rows": {"asked": large}, "seed": {}, "exact": {}}
+    targets = {"small": small, "large": large, **({"huge": huge} if huge is not None else {})}
+    stores = {size: store_from_url(fresh(), options) for size in targets}
+    populations = {size: Population() for size in targets}
+    result: dict[str, Any] = {"rows": {"asked": large}, "seed": {}, "exact": {}, "rounds": {}}
     if huge is not None:
         result["rows"]["asked_huge"] = huge
     try:
-        await seed(store, population, small, float("inf"))
-        await asyncio.sleep(settle_s)
-        result["small"], result["exact"]["small"] = await measure(store, population, ops, expired)
-        result["rows"]["small"] = population.rows
-        for size, target in (("large", large), ("huge", huge)):
-            if target is None:
-                continue
-            before, started = population.rows, time.perf_counter()
-            await grow(store, population, target - before, time.monotonic() + seed_budget_s)
-            seeded = time.perf_counter() - started
-            await asyncio.sleep(settle_s)
+        for size, target in targets.items():
+            store, population, started = stores[size], populations[size], time.perf_counter()
+            await grow(store, population, target, time.monotonic() + seed_budget_s)
             result["seed"][size] = {
-                "tasks_per_s": (population.rows - before) / max(seeded, 1e-9),
-                "how": "copied in the database" if copier(store) else "created through the store",
+                "tasks_per_s": population.rows / max(time.perf_counter() - started, 1e-9),
+                "how": "copied in the database"
+                if copier(store) and target > TEMPLATES
+                else "created through the store",
             }
-            result[size], result["exact"][size] = await measure(store, population, ops, expired)
             result["rows"][size] = population.rows
+        await settle(list(stores.values()), settle_s)
+        sizes = list(targets)
+        per_round: dict[str, list[dict[str, float]]] = {size: [] for size in sizes}
+        calls = max(ops // rounds, 1)
+        for turn in range(rounds):
+            for size in sizes[turn % len(sizes) :] + sizes[: turn % len(sizes)]:
+                population = populations[size]
+                claims = min(calls, len(population.queued) // (rounds - turn))
+                share = expired // rounds + (turn < expired % rounds)
+                figures, check = await measure(stores[size], population, calls, share, claims)
+                per_round[size].append(figures)
+                was = result["exact"].get(size, {"exact": True})
+                result["exact"][size] = {**check, "exact": was["exact"] and check["exact"]}
+        for size, measured in per_round.items():
+            result["rounds"][size] = {
+                name: [round(figures[name], 1) for figures in measured] for name in measured[0]
+            }
+            result[size] = {
+                name: statistics.median(figures[name] for figures in measured)
+                for name in measured[0]
+            }
+            result["rows"][size] = populations[size].rows
     finally:
-        await store.close()
+        for store in stores.values():
+            await store.close()
     result["seed"]["tasks_per_s"] = result["seed"]["large"]["tasks_per_s"]
     return result

@@ -69,10 +69,9 @@ def ops_part(
             + " rows",
             flush=True,
         )
-        url = namespace_factory(stack, directory, backend)()
         found[backend.name] = asyncio.run(
             scale.section(
-                url,
+                namespace_factory(stack, directory, backend),
                 sizes["small"],
                 large,
                 sizes["ops"],

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from bench import listen_streams, remote_store, scale, scale_processes
-from bench.common import find_backends
+from bench.common import find_backends, namespace_factory
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -43,11 +43,12 @@ EXPIRED = 100
 def test_counts_and_stats_stay_exact_from_a_small_table_to_a_larger_one(
     name: str, tmp_path: Path
 ) -> None:
-    """Seeded as a served store is (80 % finished, 20 % queued with work, 2,000 owners) to
-    a small size and then to larger ones (a third where the bench measures 1 M rows), with
-    every operation run at each size and ``EXPIRED`` rows reaped beside the table:
-    ``stats()`` and, where the store keeps them, ``counts()`` give exactly the rows and the
-    statuses the section wrote, and every operation has a figure at every size."""
+    """Tables seeded as a served store's is (80 % finished, 20 % queued with work, 2,000
+    owners) to a small size and to larger ones (a third where the bench measures 1 M rows),
+    with every operation run at each size in two rounds and ``EXPIRED`` rows reaped beside
+    each table: ``stats()`` and, where the store keeps them, ``counts()`` give exactly the
+    rows and the statuses the section wrote, and every operation has a figure at every
+    size."""
     small, large = SIZES[name]
     huge = HUGE.get(name)
     with ExitStack() as stack:
@@ -58,7 +59,15 @@ def test_counts_and_stats_stay_exact_from_a_small_table_to_a_larger_one(
         result = asyncio.run(
             # No settling: what is asserted is exactness, which needs no wait.
             scale.section(
-                backend.url, small, large, OPS, 600, expired=EXPIRED, huge=huge, settle_s=0
+                namespace_factory(stack, tmp_path, backend),
+                small,
+                large,
+                OPS,
+                600,
+                expired=EXPIRED,
+                huge=huge,
+                settle_s=0,
+                rounds=2,
             )
         )
     counted = {"stats", "counts"} if name in COUNTING else {"stats"}
