@@ -146,6 +146,22 @@ def main() -> None:
         # Read again now: another part's run may have written meanwhile.
         results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
         results.setdefault("ratios", {})
+        if part == "ops" and args.stores:
+            # the stores not run keep their figures of the last run (with its machine's)
+            kept_ops = results.get("ops", {})
+            earlier = {name: kept_ops[name] for name in [*HUGE, *SMALLER] if name in kept_ops}
+            for name in args.stores:
+                earlier.pop(name, None)
+            machines = {
+                **kept_ops.get("machines", {}),
+                **dict.fromkeys(args.stores, found["machine"]),
+            }
+            for name in earlier:
+                machines.setdefault(name, kept_ops.get("machine"))
+            missing = {k: v for k, v in kept_ops.get("missing", {}).items() if k not in found}
+            found = {**earlier, **found, "machines": machines}
+            found["missing"] = {**missing, **found.get("missing", {})}
+            ratios = ops_ratios(found)
         results[part] = found
         prefix = {
             "ops": "scale_ops.",

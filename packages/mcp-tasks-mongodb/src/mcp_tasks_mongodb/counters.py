@@ -47,6 +47,7 @@ from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS, UNCLAIMED_AFTER_MS
 from mcp_tasks.domain.states import LIVE, TaskStatus
 from mcp_tasks.stores.stats import StoreCounts, StoreStats, busiest
 from mcp_tasks_mongodb.driver import driver_call
+from mcp_tasks_mongodb.pipelines import at_most
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -315,7 +316,7 @@ async def _consistent(
             return None
         dirty_found, expired_found = await asyncio.gather(
             tasks.find({"dirty": True}, fields).to_list(),
-            tasks.find({"expires_at": {"$lte": now}}, fields).to_list(),
+            tasks.find({"expires_at": at_most(now)}, fields).to_list(),
         )
         extra = await more(totals, dirty_found, expired_found) if more is not None else {}
         again = await counts.find_one({"_id": TOTALS}, {"g": 1})
@@ -394,7 +395,7 @@ async def read_stats(
         ever = {"$gte": -(2**62)}  # every number: a range that leaves out null
         clocked = await asyncio.gather(
             *of_live("claim_expires_at", {"$gt": now}),
-            *of_live("claim_expires_at", {"$lte": now}),
+            *of_live("claim_expires_at", at_most(now)),
             *of_live("retry_at", ever),
         )
         live = len(_LIVE)
