@@ -23,7 +23,7 @@ from mcp_tasks import (
 from mcp_tasks.stores.stats import count, tally
 from mcp_tasks_contract.store_servers import unavailable
 from mcp_tasks_contract.suite.base import BOOM, ELICIT, LONG_LEASE_MS, job
-from mcp_tasks_mongodb import MongoTaskStore
+from mcp_tasks_mongodb import MongoTaskStore, counters
 from mcp_tasks_mongodb.codec import record_of
 from mcp_tasks_mongodb.provision import own_mongodb
 
@@ -91,6 +91,40 @@ async def test_stats_from_the_counters_agree_with_tally_folded_or_not(
     await _agree(mongodb_url, store)
     await store.reap()
     await _agree(mongodb_url, store)
+
+
+async def test_the_oldest_working_task_is_found_past_expired_ones_and_empty_seconds(
+    open_store: OpenStore, mongodb_url: str
+) -> None:
+    """Working tasks spread over one minute, the earliest past their TTL and not reaped:
+    ``stats()`` names the oldest unexpired one, with every write dirty, once folded, and
+    when one more expires by its TTL alone after the fold (no write marks it)."""
+    store = await open_store(OPTIONS)
+    ids = [(await store.create(NewTask(new_task_id(), ttl_ms=HOUR_MS))).task_id for _ in range(6)]
+    now = await store._server_now()
+    minute = (now // 60_000 - 2) * 60_000
+    offsets = [1_500, 1_700, 23_400, 23_900, 47_000, 59_999]
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(mongodb_url)
+    tasks = client[store.database][f"{store.prefix}_tasks"]
+    try:
+        for i, (task_id, offset) in enumerate(zip(ids, offsets, strict=True)):
+            expires_at = now - 1_000 if i < 2 else now + HOUR_MS
+            await tasks.update_one(
+                {"_id": task_id},
+                {"$set": {"created_at": minute + offset, "expires_at": expires_at}},
+            )
+        await _agree(mongodb_url, store)
+        assert (await store.stats()).oldest_working_created_at == minute + 23_400
+        await counters.fold(
+            store._db(), store._tasks_name, store._counts_name, now, anyio.current_time() + 30
+        )
+        assert await tasks.count_documents({"dirty": True}) == 2  # the expired stay dirty
+        await _agree(mongodb_url, store)
+        await tasks.update_one({"_id": ids[2]}, {"$set": {"expires_at": now - 1_000}})
+        await _agree(mongodb_url, store)
+        assert (await store.stats()).oldest_working_created_at == minute + 23_900
+    finally:
+        await client.close()
 
 
 async def test_migrate_makes_the_counters_of_a_collection_from_before_them(

@@ -513,23 +513,47 @@ async def _oldest_working(
 ) -> int | None:
     """``created_at`` of the oldest unexpired working task: the minutes that have working
     tasks (their counters, the dirty documents' changes, less the expired ones), oldest
-    first, each read by the ``working_age`` index until one has an unexpired task: from the
-    minute's start, a second, then windows twice as wide, so that a minute of many working
-    tasks costs the few at its start."""
+    first, each searched by the ``working_age`` index for its first second that has one
+    (:func:`_first_second`) and that second's tasks read, until one is unexpired: a minute
+    of many working tasks costs a few index probes and one second's tasks."""
     minutes = Counter(kept)
     minutes.update(delta.working)
     for document in read.expired:
         if document["status"] == _WORKING:
             minutes[document["created_at"] // MINUTE_MS] -= 1
     for minute in sorted(m for m, n in minutes.items() if n > 0):
-        start, end, width = minute * MINUTE_MS, (minute + 1) * MINUTE_MS, 1_000
-        while start < end:
-            window = {"$gte": start, "$lt": min(start + width, end)}
+        start, end = minute * MINUTE_MS, (minute + 1) * MINUTE_MS
+        while (second := await _first_second(tasks, start, end)) is not None:
+            window = {"$gte": second, "$lt": min(second + 1_000, end)}
             found = await tasks.find(
                 {"status": _WORKING, "created_at": window}, {"created_at": 1, "expires_at": 1}
             ).to_list()
             alive = [d["created_at"] for d in found if _unexpired(d, now)]
             if alive:
                 return int(min(alive))
-            start, width = start + width, width * 2
+            start = second + 1_000  # every working task of that second has expired
+    return None
+
+
+async def _first_second(tasks: AsyncCollection[Document], start: int, end: int) -> int | None:
+    """The start of the first second from ``start`` (before ``end``) with a working task:
+    windows from ``start`` twice as wide each time until one has a task (one document's
+    ``_id`` read), then halved down to a second."""
+
+    async def has_one(low: int, high: int) -> bool:
+        found = {"status": _WORKING, "created_at": {"$gte": low, "$lt": high}}
+        return await tasks.find_one(found, {"_id": 1}) is not None
+
+    width = 1_000
+    while start < end:
+        high = min(start + width, end)
+        if await has_one(start, high):
+            while high - start > 1_000:
+                middle = start + max((high - start) // 2_000 * 1_000, 1_000)
+                if await has_one(start, middle):
+                    high = middle
+                else:
+                    start = middle
+            return start
+        start, width = high, width * 2
     return None
