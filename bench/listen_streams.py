@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from bench.common import Backend
 
-STORES = ("postgres", "redis")
+STORES = ("postgres", "redis", "mongodb")
 #: The processes and the stream counts measured.
 PROCESSES = (1, 4)
 FEW, MANY = 10, 1_000

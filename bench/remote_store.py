@@ -25,6 +25,7 @@ import time
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 import anyio.abc
@@ -57,8 +58,9 @@ OPERATIONS = (
     "stats",
     "counts",
 )
-#: The stores measured (the servers the tests' helper forwards to).
-STORES = ("postgres", "redis")
+#: The stores measured (the servers the tests' helper forwards to; a SQLite file is on the
+#: host's own disk).
+STORES = ("postgres", "redis", "mongodb")
 #: Why an operation takes more than one round trip on a store, by ``store.op``: the
 #: exceptions the goal names.
 _READ_DECIDE_WRITE = (
@@ -83,6 +85,28 @@ EXCEPTIONS: dict[str, str] = {
     "postgres.counts": "1 (and asyncpg's first prepare, as get)",
     "redis.stats": "1 for the counts script, then a ZSCAN per live status (working,"
     " input_required) and an HMGET per batch of active tasks: it grows with the active tasks",
+    "mongodb.create": "2 by design: the server's clock is read for the core to build the"
+    " record, then one insert (a row or per-owner cap adds the create lock's: the MongoDB"
+    " package's README)",
+    "mongodb.claim": "4: the server's clock; a read for waiting tasks whose time came"
+    " (moved to the ready lane when one did); a page of the ready lane's ids in claim order;"
+    " the claim, one update by _id guarded by the rules (one more per candidate another"
+    " process took first)",
+    "mongodb.complete": _READ_DECIDE_WRITE.replace("the SQL store", "the store")
+    + "; the read is one aggregation that brings the document and the server's clock",
+    "mongodb.put_status": _READ_DECIDE_WRITE.replace("the SQL store", "the store")
+    + "; the read is one aggregation that brings the document and the server's clock",
+    "mongodb.reap": "7: the server's clock; the due rows read by their index; a transaction"
+    " that reads them again, deletes those still due, lowers the counters and commits; a"
+    " read of the documents written since the last fold (folded when there are any)",
+    "mongodb.stats": "16, most of them sent at once (the latency grows by about 9 round"
+    " trips): the server's clock; the totals; the dirty and the expired documents; the"
+    " leases, lapsed leases and retries of each live status, the recent claimable tasks,"
+    " the expiry and the working minutes, together; the oldest working task's index"
+    " probes; the totals again, to check no fold ran between",
+    "mongodb.counts": "5: the server's clock; the totals; the dirty and the expired"
+    " documents (two reads sent together); the totals again, to check that no fold or reap"
+    " ran between the first read and the last",
 }
 HELPER = ROOT / "packages" / "mcp-tasks" / "tests" / "durable" / "remote_host.py"
 
@@ -206,6 +230,15 @@ async def run_child(
     return found
 
 
+def direct(url: str) -> str:
+    """A MongoDB URL that reaches the server it names and no other: a replica set's client
+    connects to the members the server announces (its own addresses on this machine, not
+    the forwarder's), a direct connection to the one it was given."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "replicaSet"]
+    return urlunsplit(parts._replace(query=urlencode([*query, ("directConnection", "true")])))
+
+
 async def measure(name: str, url: str, calls: int, *, nearby: bool = True) -> dict[str, Any]:
     """One store's operations in the namespace behind the delayed link and (``nearby``)
     here, without it."""
@@ -222,6 +255,8 @@ async def measure(name: str, url: str, calls: int, *, nearby: bool = True) -> di
         far = await stack.enter_async_context(
             remote.forwarded(url, host, delay_s=forwarder_s, heard=exchanges.heard)
         )
+        if name == "mongodb":
+            far = direct(far)
         there = await run_child(host.command(), far, calls, exchanges)
     rtt_s = link_s + 2 * forwarder_s
     ops = {}
