@@ -25,7 +25,6 @@ import time
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 import anyio.abc
@@ -230,15 +229,6 @@ async def run_child(
     return found
 
 
-def direct(url: str) -> str:
-    """A MongoDB URL that reaches the server it names and no other: a replica set's client
-    connects to the members the server announces (its own addresses on this machine, not
-    the forwarder's), a direct connection to the one it was given."""
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "replicaSet"]
-    return urlunsplit(parts._replace(query=urlencode([*query, ("directConnection", "true")])))
-
-
 async def measure(name: str, url: str, calls: int, *, nearby: bool = True) -> dict[str, Any]:
     """One store's operations in the namespace behind the delayed link and (``nearby``)
     here, without it."""
@@ -255,8 +245,6 @@ async def measure(name: str, url: str, calls: int, *, nearby: bool = True) -> di
         far = await stack.enter_async_context(
             remote.forwarded(url, host, delay_s=forwarder_s, heard=exchanges.heard)
         )
-        if name == "mongodb":
-            far = direct(far)
         there = await run_child(host.command(), far, calls, exchanges)
     rtt_s = link_s + 2 * forwarder_s
     ops = {}

@@ -259,7 +259,7 @@ async def settle(stores: list[Store], seconds: float) -> None:
     while (left := end - time.monotonic()) > 0:
         for store in stores:
             await store.reap(limit=500)
-        await asyncio.sleep(min(SETTLE_REAP_S, max(left, 0)))
+        await asyncio.sleep(min(SETTLE_REAP_S, left))
 
 
 async def section(  # noqa: PLR0917 - the run's settings, as stores.scale takes them
@@ -298,7 +298,6 @@ async def section(  # noqa: PLR0917 - the run's settings, as stores.scale takes 
                 if copier(store) and target > TEMPLATES
                 else "created through the store",
             }
-            result["rows"][size] = population.rows
         await settle(list(stores.values()), settle_s)
         sizes = list(targets)
         per_round: dict[str, list[dict[str, float]]] = {size: [] for size in sizes}

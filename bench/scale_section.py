@@ -123,7 +123,6 @@ def main() -> None:
                     settle_s=0 if args.quick else scale.SETTLE_S,
                     stores=args.stores,
                 )
-                ratios = ops_ratios(found)
             elif part == "processes":
                 from bench import scale_processes  # noqa: PLC0415 - one part's module
 
@@ -161,6 +160,7 @@ def main() -> None:
             missing = {k: v for k, v in kept_ops.get("missing", {}).items() if k not in found}
             found = {**earlier, **found, "machines": machines}
             found["missing"] = {**missing, **found.get("missing", {})}
+        if part == "ops":
             ratios = ops_ratios(found)
         results[part] = found
         prefix = {

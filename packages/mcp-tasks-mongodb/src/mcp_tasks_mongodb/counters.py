@@ -47,7 +47,7 @@ from mcp_tasks.domain.rules import EXPIRY_HORIZON_MS, UNCLAIMED_AFTER_MS
 from mcp_tasks.domain.states import LIVE, TaskStatus
 from mcp_tasks.stores.stats import StoreCounts, StoreStats, busiest
 from mcp_tasks_mongodb.driver import driver_call
-from mcp_tasks_mongodb.pipelines import at_most
+from mcp_tasks_mongodb.pipelines import LOWEST, at_most
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -392,7 +392,7 @@ async def read_stats(
             # one plain range of the index (status, name) per live status
             return [find({"status": status, name: condition}) for status in sorted(_LIVE)]
 
-        ever = {"$gte": -(2**62)}  # every number: a range that leaves out null
+        ever = {"$gte": LOWEST}  # every number: a range that leaves out null
         clocked = await asyncio.gather(
             *of_live("claim_expires_at", {"$gt": now}),
             *of_live("claim_expires_at", at_most(now)),

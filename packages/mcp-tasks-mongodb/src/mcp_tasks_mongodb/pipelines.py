@@ -84,12 +84,16 @@ RENEWABLE: Final = [s.value for s in TaskStatus if next_status(s, Event.RENEW) i
 LIVE: Final = [s.value for s in TaskStatus if not s.is_terminal]
 
 
+#: Below every number the store writes (epoch ms): a filter range from it leaves null out.
+LOWEST: Final = -(2**62)
+
+
 def at_most(moment: int) -> Document:
     """A filter range of the numbers up to ``moment``, null left out. Both ends are given:
     null sorts below every number in an index, and a server may read the null keys of a
     one-ended ``$lte`` before it leaves them out (the embedded SecantusDB reads every one:
     about 20 ms a thousand rows, where the two-ended range reads what it finds)."""
-    return {"$gte": -(2**62), "$lte": moment}
+    return {"$gte": LOWEST, "$lte": moment}
 
 
 def _or_null(field: str, test: Document) -> Document:

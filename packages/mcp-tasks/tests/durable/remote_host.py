@@ -25,6 +25,8 @@ import anyio
 import anyio.abc
 import pytest
 
+from mcp_tasks.stores.location import with_query
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
     from types import ModuleType
@@ -165,6 +167,10 @@ async def forwarded(
     rewritten = urlunsplit(
         parts._replace(netloc=f"{netloc[0]}@{where}" if len(netloc) == 2 else where)
     )
+    if parts.scheme == "mongodb":
+        # a replica set's client goes to the addresses its members announce (this
+        # machine's own, not the forwarder's): a direct connection to the one given
+        rewritten = with_query(rewritten, replicaSet=None, directConnection="true")
     # The listener is closed once its task has ended, not under its accept().
     async with listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, serve)
