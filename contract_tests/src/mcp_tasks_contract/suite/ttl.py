@@ -125,15 +125,20 @@ class TTLContract(ContractBase):
         until at least their end + result_retention_ms, past their TTL: get shows the outcome,
         reap leaves them; afterwards they expire. Tasks without TTL stay without one, and a
         TTL that ends later is kept."""
-        made: list[str] = []
+        attempts = 0
 
         before = 0  # the store's clock before the ends
 
         async def ended(ttl_ms: int) -> tuple[Store, list[TaskRecord], list[TaskRecord]]:
-            nonlocal before
-            store = await handles.open(StoreOptions(result_retention_ms=5 * ttl_ms))
+            nonlocal before, attempts
+            # Each attempt in a namespace of its own: a failed attempt's finished tasks keep
+            # a retention (5x its TTL) that outlasts a later attempt's TTL (4x), so they
+            # would still be there for this test's reaps.
+            attempts += 1
+            namespace = f"{handles.namespace}_{attempts}"
+            options = StoreOptions(result_retention_ms=5 * ttl_ms)
+            store = await handles.open(options, namespace=namespace)
             tasks = [await new_task(store, ttl_ms=ttl_ms, owner="alice") for _ in range(4)]
-            made.extend(task.task_id for task in tasks)
             before = await handles.now()
             done, failed, retried, cancelled = (task.task_id for task in tasks)
             finished = [
@@ -164,7 +169,7 @@ class TTLContract(ContractBase):
         await handles.wait_past(max(expiry(record) for record in created))
         for record in finished:
             assert await store.get(record.task_id, "alice") == record
-        assert await store.reap() == len(made) - len(finished)
+        assert await store.reap() == 0  # all four ended: each is kept for its retention
         await handles.wait_past(max(expiry(record) for record in finished))
         for record in finished:
             with pytest.raises(TaskNotFound):

@@ -3,8 +3,9 @@ carries, and the counts a capped create makes while it holds the lock.
 
 ``create`` checks the caps and inserts while it holds the namespace's create lock (a
 document in ``<prefix>_meta`` taken with a conditional ``find_one_and_update`` on the
-server's clock, held at most until the create's own deadline: the store's bound from the
-create's start). The same document keeps ``bound``, an upper
+server's clock, held for at most half of what is left of the create's own bound, so that a
+create that comes after one that died holding it keeps half of its own; the holder's calls
+under the lock end there). The same document keeps ``bound``, an upper
 bound of the unexpired rows, which taking the lock returns in the same round trip: while
 it is below ``max_rows`` the create inserts without counting; otherwise it counts the
 unexpired rows exactly (up to the cap) and refuses or inserts. The unlock (one update)
@@ -19,7 +20,7 @@ unknown way raises it too).
 
 ``update``, ``cancel`` and ``put_status`` decide at their read's now, so one that reads a
 task just before it expires and writes just after may keep it unexpired; an exact count
-between the two misses it. A holder that stalled past its deadline loses the lock; its
+between the two misses it. A holder that stalled past its hold loses the lock; its
 late unlock adds only its row, and the create that took the lock from it counts exactly
 (the stalled holder's row may be missing from the bound). A namespace whose lock document
 has no bound yet counts once.
@@ -91,6 +92,9 @@ __all__ = [
 
 _LOCK_ID = "create"
 
+#: The share of what is left of a create's bound for which it holds the lock once taken.
+HOLD_SHARE = 0.5
+
 #: Per event loop, kind and namespace: in-process queues (creates before the server's create
 #: lock, claims without an id).
 _LOCAL_LOCKS: weakref.WeakKeyDictionary[
@@ -109,14 +113,22 @@ def local_lock(*namespace: str) -> asyncio.Lock:
 class Lock(NamedTuple):
     """The create lock as taken: its holder token, the server's now, the bound of the
     unexpired rows (``None`` when it cannot be trusted: never set, or the lock was taken
-    from a holder that stalled), the bound as stored (0 when never set) and the epoch the
-    owners' bounds are trusted in."""
+    from a holder that stalled), the bound as stored (0 when never set), the epoch the
+    owners' bounds are trusted in, and when the hold ends (``anyio.current_time()``, no
+    later than the server's ``until``): the holder's calls under the lock must end by then
+    (:meth:`held_s`)."""
 
     holder: str
     now: int
     bound: int | None
     stored: int
     epoch: int
+    ends: float
+
+    def held_s(self) -> float:
+        """What is left of the hold, for ``pymongo.timeout`` around the calls under the
+        lock (never 0, which would mean no deadline to PyMongo)."""
+        return max(0.001, self.ends - anyio.current_time())
 
 
 async def ensure_lock(meta: AsyncCollection[Document]) -> None:
@@ -129,12 +141,13 @@ async def ensure_lock(meta: AsyncCollection[Document]) -> None:
 
 
 async def take(meta: AsyncCollection[Document], *, deadline: float) -> Lock:
-    """Take the namespace's create lock, held until ``deadline`` (the caller's own, on
-    ``anyio.current_time()``) and waited for until then; the bound comes with it, in the same
-    round trip. Past its deadline the caller does nothing more under the lock (its driver
-    calls end there), so a create that died holding it (its process killed), was
-    cancelled, or whose unlock failed in an outage blocks the others no longer than it
-    could have used it.
+    """Take the namespace's create lock, waited for until ``deadline`` (the caller's own,
+    on ``anyio.current_time()``) and held for half of what is then left of it
+    (:data:`HOLD_SHARE`); the bound comes with it, in the same round trip. Past the hold's
+    end (``Lock.ends``) the caller does nothing more under the lock (its driver calls end
+    there), so a create that died holding it (its process killed), was cancelled, or whose
+    unlock failed in an outage blocks the others for at most half of its bound: a create
+    retried at once elsewhere still has half of its own.
 
     Raises:
         StoreUnavailable: the lock stayed taken until ``deadline``, or the server failed.
@@ -143,6 +156,7 @@ async def take(meta: AsyncCollection[Document], *, deadline: float) -> Lock:
     free: Document = {"$or": [{"$eq": ["$holder", None]}, {"$lte": ["$until", "$now"]}]}
     pause = 0.004
     while (left_s := deadline - anyio.current_time()) > 0:
+        hold_s = left_s * HOLD_SHARE
         steps: list[Document] = [
             {"$set": {"now": pipelines.NOW, "holder": {"$ifNull": ["$holder", None]}}},
             {"$set": {"until": {"$ifNull": ["$until", 0]}}},
@@ -150,7 +164,7 @@ async def take(meta: AsyncCollection[Document], *, deadline: float) -> Lock:
                 "$set": {
                     "holder": {"$cond": [free, {"$literal": holder}, "$holder"]},
                     "until": {
-                        "$cond": [free, {"$add": ["$now", math.ceil(left_s * 1000)]}, "$until"]
+                        "$cond": [free, {"$add": ["$now", math.ceil(hold_s * 1000)]}, "$until"]
                     },
                     # taken from a holder that stalled (or whose unlock failed): the bound
                     # may lack that holder's row, so the taker counts exactly.
@@ -165,6 +179,9 @@ async def take(meta: AsyncCollection[Document], *, deadline: float) -> Lock:
                 }
             },
         ]
+        # The hold ends here by this process's clock, before the server's ``until`` (the
+        # server reads its now after the request left).
+        ends = anyio.current_time() + hold_s
         with driver_call():
             try:
                 lock = await meta.find_one_and_update(
@@ -180,6 +197,7 @@ async def take(meta: AsyncCollection[Document], *, deadline: float) -> Lock:
                 None if bound is None or lock["stolen"] else int(bound),
                 0 if bound is None else int(bound),
                 int(lock["epoch"]),
+                ends,
             )
         # Another create holds it: back off a little more each time (jittered), and try
         # again as soon as its hold ends, if that comes sooner.
@@ -202,7 +220,7 @@ async def unlock(
 ) -> None:
     """Free the lock and add ``grow`` to the bound, in one update; with ``distrust`` (an
     owner's bound may lack the row: its raise failed) a new epoch, so that every owner's
-    bound is counted again. A holder that lost the lock (it stalled past its deadline)
+    bound is counted again. A holder that lost the lock (it stalled past its hold)
     frees nothing and adds only its row (``written``), to the rows' bound and to its
     owner's."""
     mine: Document = {"$eq": ["$holder", {"$literal": holder}]}

@@ -32,6 +32,7 @@ import asyncio
 from typing import TYPE_CHECKING, Self, TypeVar
 
 import anyio
+import pymongo
 from pymongo import AsyncMongoClient, IndexModel, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
@@ -340,40 +341,42 @@ class MongoTaskStore(ReadModifyWrite):
             reset = written = 0
             distrust = False  # the owner's bound may lack this row: distrust every owner's
             try:
-                # The id check and the owner's bound go at once: one round trip's wait.
-                # Shielded as one driver call: a cancelled gather would cancel its
-                # children's PyMongo calls (see mcp_tasks_mongodb.driver on why never).
-                with driver_call():
-                    base, room = await asyncio.gather(
-                        create_lock.rows_bound(tasks, lock, cap),
-                        self._owner_room(tasks, task, lock, per_owner),
-                    )
-                reset = base - lock.stored
-                if room.exists:
-                    raise DuplicateTaskId
-                if cap is not None and base >= cap:
-                    raise TaskLimitReached
-                if per_owner is not None and room.active >= per_owner:
-                    raise OwnerTaskLimitReached
-                written = 1
-                record = rules.new_record(task, lock.now)
-                # The owner's bound rises beside the insert: both land before the unlock,
-                # so the next holder reads a bound that counts this row, whether or not
-                # the insert failed in an unknown way.
-                with driver_call():
-                    inserted, raised = await asyncio.gather(
-                        self._insert(tasks, record),
-                        self._raise_owner_bound(record, lock, room),
-                        return_exceptions=True,
-                    )
-                distrust = isinstance(raised, BaseException)
-                if isinstance(inserted, DuplicateTaskId):
-                    written = 0
-                if isinstance(inserted, BaseException):
-                    raise inserted
-                if isinstance(raised, BaseException):
-                    raise raised
-                return inserted
+                # Nothing under the lock past its hold (the unlock below may come later).
+                with pymongo.timeout(lock.held_s()):
+                    # The id check and the owner's bound go at once: one round trip's wait.
+                    # Shielded as one driver call: a cancelled gather would cancel its
+                    # children's PyMongo calls (see mcp_tasks_mongodb.driver on why never).
+                    with driver_call():
+                        base, room = await asyncio.gather(
+                            create_lock.rows_bound(tasks, lock, cap),
+                            self._owner_room(tasks, task, lock, per_owner),
+                        )
+                    reset = base - lock.stored
+                    if room.exists:
+                        raise DuplicateTaskId
+                    if cap is not None and base >= cap:
+                        raise TaskLimitReached
+                    if per_owner is not None and room.active >= per_owner:
+                        raise OwnerTaskLimitReached
+                    written = 1
+                    record = rules.new_record(task, lock.now)
+                    # The owner's bound rises beside the insert: both land before the unlock,
+                    # so the next holder reads a bound that counts this row, whether or not
+                    # the insert failed in an unknown way.
+                    with driver_call():
+                        inserted, raised = await asyncio.gather(
+                            self._insert(tasks, record),
+                            self._raise_owner_bound(record, lock, room),
+                            return_exceptions=True,
+                        )
+                    distrust = isinstance(raised, BaseException)
+                    if isinstance(inserted, DuplicateTaskId):
+                        written = 0
+                    if isinstance(inserted, BaseException):
+                        raise inserted
+                    if isinstance(raised, BaseException):
+                        raise raised
+                    return inserted
             finally:
                 await create_lock.unlock(
                     self._meta(),
