@@ -82,8 +82,6 @@ EXCEPTIONS: dict[str, str] = {
     " statement text the first time it runs it (its statement cache)",
     "postgres.stats": "1 (and asyncpg's first prepare, as get)",
     "postgres.counts": "1 (and asyncpg's first prepare, as get)",
-    "redis.stats": "1 for the counts script, then a ZSCAN per live status (working,"
-    " input_required) and an HMGET per batch of active tasks: it grows with the active tasks",
     "mongodb.create": "2 by design: the server's clock is read for the core to build the"
     " record, then one insert (a row or per-owner cap adds the create lock's: the MongoDB"
     " package's README)",
