@@ -29,6 +29,7 @@ expiry (until then its id stays taken, S-CREATE.4).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Self, TypeVar
 
 import anyio
@@ -101,6 +102,11 @@ R = TypeVar("R")
 #: the id stays taken until then, or until ``reap``).
 DEFAULT_JANITOR_GRACE_MS = 3_600_000
 
+#: How long the server's clock read by one ``hello`` serves the claims' lanes
+#: (``MongoTaskStore._lane_now``), on this process's monotonic clock: an idle runner's
+#: claim every second then costs a ``hello`` every ten.
+LANE_CLOCK_S = 10.0
+
 
 def _read_pipeline(task_id: str) -> list[Document]:
     """A read by ``_id``: the whole document (what a stored task holds beyond the record
@@ -138,6 +144,8 @@ class MongoTaskStore(ReadModifyWrite):
         self._counted = False  # the server has transactions: the store keeps counters
         self._index_lock = asyncio.Lock()
         self._guard = CloseGuard()
+        #: The last ``hello``'s time (epoch ms) and when it was sent (``time.monotonic()``).
+        self._hello: tuple[int, float] | None = None
 
     def __repr__(self) -> str:
         return f"MongoTaskStore(url={self.url!r}, max_rows={self.options.max_rows})"
@@ -252,7 +260,25 @@ class MongoTaskStore(ReadModifyWrite):
 
     async def _server_now(self) -> int:
         """The server's clock (epoch ms), from ``hello``."""
-        return await server_now(self._db())
+        sent = time.monotonic()
+        now = await server_now(self._db())
+        self._hello = (now, sent)
+        return now
+
+    async def _lane_now(self) -> int:
+        """The server's clock as a claim's lanes read it (:func:`claims.promote`, a hint the
+        claim's guard checks again at the server's ``$$NOW``): the last ``hello``'s time
+        plus the monotonic time since it was sent, while that is under
+        :data:`LANE_CLOCK_S`; else a ``hello``. Counted from the send, it runs ahead by up
+        to that round trip, never behind: a task promoted a moment early is skipped by the
+        guard until its time comes, and none waits for a late one. A step of the server's
+        clock is seen at the next ``hello``."""
+        if self._hello is not None:
+            now, sent = self._hello
+            since_s = time.monotonic() - sent
+            if since_s < LANE_CLOCK_S:
+                return now + int(since_s * 1000) + 1
+        return await self._server_now()
 
     async def _read(self, task_id: str) -> tuple[TaskRecord | None, str | None, int]:
         """The record, its version and the server's now, in one round trip (``now`` is 0
@@ -456,7 +482,7 @@ class MongoTaskStore(ReadModifyWrite):
                 # Claimers of this process take turns: all of them would otherwise race for
                 # the same oldest task, and all but one would lose and retry on the server.
                 async with self._local_lock("claim"):
-                    now = await self._server_now()
+                    now = await self._lane_now()
                     document = await claims.claim_next(tasks, claim, version, now, work_types)
         if document is None:
             return None
