@@ -125,17 +125,14 @@ class TTLContract(ContractBase):
         until at least their end + result_retention_ms, past their TTL: get shows the outcome,
         reap leaves them; afterwards they expire. Tasks without TTL stay without one, and a
         TTL that ends later is kept."""
-        attempts = 0
-
         before = 0  # the store's clock before the ends
 
         async def ended(ttl_ms: int) -> tuple[Store, list[TaskRecord], list[TaskRecord]]:
-            nonlocal before, attempts
-            # Each attempt in a namespace of its own: a failed attempt's finished tasks keep
-            # a retention (5x its TTL) that outlasts a later attempt's TTL (4x), so they
-            # would still be there for this test's reaps.
-            attempts += 1
-            namespace = f"{handles.namespace}_{attempts}"
+            nonlocal before
+            # Each attempt (each its own TTL) in a namespace of its own: a failed attempt's
+            # finished tasks keep a retention (5x its TTL) that outlasts a later attempt's
+            # TTL (4x), so they would still be there for this test's reaps.
+            namespace = f"{handles.namespace}_{ttl_ms}"
             options = StoreOptions(result_retention_ms=5 * ttl_ms)
             store = await handles.open(options, namespace=namespace)
             tasks = [await new_task(store, ttl_ms=ttl_ms, owner="alice") for _ in range(4)]
