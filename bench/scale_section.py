@@ -13,7 +13,8 @@
 
 Each part's figures replace that part's in ``scale.json`` (the others stay), with the
 goals they meet or miss (``ratios``, also as the table ``scale.md``) and the machine's load
-average when they were taken.
+average when they were taken; ``ops`` writes each store's as soon as it is measured, so a
+store that fails keeps the figures of those measured before it.
 """
 
 from __future__ import annotations
@@ -102,6 +103,18 @@ def ops_ratios(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def jobs(parts: list[str], stores: list[str] | None) -> list[tuple[str, list[str] | None]]:
+    """Each part to run with the stores it measures: ``ops`` once per store (``stores``,
+    else every one), each written on its own; the other parts once, on every store."""
+    found: list[tuple[str, list[str] | None]] = []
+    for part in parts:
+        if part == "ops":
+            found += [(part, [name]) for name in stores or [*HUGE, *SMALLER]]
+        else:
+            found.append((part, None))
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="*", choices=PARTS, default=list(PARTS))
@@ -111,7 +124,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale.json")
     args = parser.parse_args()
-    for part in args.parts:
+    for part, stores in jobs(args.parts, args.stores):
         started, load = time.perf_counter(), os.getloadavg()
         with ExitStack() as stack:
             directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -121,7 +134,7 @@ def main() -> None:
                     directory,
                     QUICK if args.quick else SIZES,
                     settle_s=0 if args.quick else scale.SETTLE_S,
-                    stores=args.stores,
+                    stores=stores,
                 )
             elif part == "processes":
                 from bench import scale_processes  # noqa: PLC0415 - one part's module
@@ -145,15 +158,15 @@ def main() -> None:
         # Read again now: another part's run may have written meanwhile.
         results: dict[str, Any] = json.loads(args.out.read_text()) if args.out.exists() else {}
         results.setdefault("ratios", {})
-        if part == "ops" and args.stores:
+        if part == "ops" and stores:
             # the stores not run keep their figures of the last run (with its machine's)
             kept_ops = results.get("ops", {})
             earlier = {name: kept_ops[name] for name in [*HUGE, *SMALLER] if name in kept_ops}
-            for name in args.stores:
+            for name in stores:
                 earlier.pop(name, None)
             machines = {
                 **kept_ops.get("machines", {}),
-                **dict.fromkeys(args.stores, found["machine"]),
+                **dict.fromkeys(stores, found["machine"]),
             }
             for name in earlier:
                 machines.setdefault(name, kept_ops.get("machine"))
