@@ -7,7 +7,9 @@ accepted and held with nothing forwarded either way, as when the server hangs or
 network drops every packet; ``"slow"``, every answer of the server passed on ``delay_s``
 late, as from a server overloaded or far away (each round trip takes that long).
 :meth:`StoppableProxy.resume` brings the server back: on the same port, every connection
-of the outage closed (the drivers connect again).
+of the outage closed (the drivers connect again). :meth:`StoppableProxy.cut_idle` closes
+the connections that carried nothing for a while, the server never away, as a firewall, a
+NAT, a load balancer or the server's own idle timeout does.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class StoppableProxy:
         self.delay_s = 0.0
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        #: Each client connection's two ends, and when it last carried bytes either way.
+        self._carried: dict[asyncio.StreamWriter, tuple[asyncio.StreamWriter, float]] = {}
         self._flowing = asyncio.Event()
         self._flowing.set()
 
@@ -63,6 +67,18 @@ class StoppableProxy:
         if self._server is None:
             await self._listen()
 
+    def cut_idle(self, idle_s: float) -> int:
+        """Close every connection that carried nothing either way for ``idle_s`` or more
+        (both its ends); how many. New connections are forwarded as before."""
+        now = asyncio.get_running_loop().time()
+        idle = [w for w, (_, last) in self._carried.items() if now - last >= idle_s]
+        for writer in idle:
+            up_writer, _ = self._carried.pop(writer)
+            for end in (writer, up_writer):
+                end.transport.abort()
+                self._writers.discard(end)
+        return len(idle)
+
     async def _listen(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
         self.port = self._server.sockets[0].getsockname()[1]
@@ -77,6 +93,7 @@ class StoppableProxy:
         for writer in self._writers:
             writer.transport.abort()
         self._writers.clear()
+        self._carried.clear()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
@@ -87,17 +104,24 @@ class StoppableProxy:
             writer.transport.abort()
             return
         self._writers.add(up_writer)
+        self._carried[writer] = (up_writer, asyncio.get_running_loop().time())
         await asyncio.gather(
-            self._pipe(reader, up_writer),
-            self._pipe(up_reader, writer, answers=True),
+            self._pipe(reader, up_writer, carrier=writer),
+            self._pipe(up_reader, writer, carrier=writer, answers=True),
             return_exceptions=True,
         )
+        self._carried.pop(writer, None)
         for end in (writer, up_writer):
             end.transport.abort()
             self._writers.discard(end)
 
     async def _pipe(
-        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *, answers: bool = False
+        self,
+        source: asyncio.StreamReader,
+        sink: asyncio.StreamWriter,
+        *,
+        carrier: asyncio.StreamWriter,
+        answers: bool = False,
     ) -> None:
         """Pass on what ``source`` sends; the server's ``answers`` each ``delay_s`` late, in
         order (a queue: several in flight at once are each late by ``delay_s``, not more)."""
@@ -118,6 +142,8 @@ class StoppableProxy:
         try:
             with suppress(ConnectionError, OSError):
                 while data := await source.read(65536):
+                    if carrier in self._carried:
+                        self._carried[carrier] = (self._carried[carrier][0], loop.time())
                     queue.put_nowait((loop.time() + (self.delay_s if answers else 0.0), data))
             queue.put_nowait((0.0, b""))  # the end: what came before it is still passed on
             await delivering

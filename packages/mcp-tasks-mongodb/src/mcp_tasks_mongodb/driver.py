@@ -36,7 +36,7 @@ from urllib.parse import parse_qsl, urlsplit
 import anyio
 import pymongo
 from pymongo import monitoring
-from pymongo.errors import PyMongoError
+from pymongo.errors import AutoReconnect, PyMongoError
 
 from mcp_tasks.stores.kit import DriverErrors, detached, within
 from mcp_tasks_mongodb.codec import epoch_ms
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
     from pymongo.asynchronous.database import AsyncDatabase
+    from pymongo.asynchronous.mongo_client import AsyncMongoClient
 
     from mcp_tasks.domain.models import StoreOptions
     from mcp_tasks_mongodb.codec import Document
@@ -56,6 +57,7 @@ __all__ = [
     "detached_within",
     "driver_call",
     "driver_timeouts",
+    "hello",
     "server_now",
 ]
 
@@ -162,8 +164,19 @@ def driver_timeouts(url: str, options: StoreOptions) -> dict[str, Any]:
     return {key: options.timeout_ms for key in _TIMEOUTS if key.lower() not in given}
 
 
+async def hello(client: AsyncMongoClient[Document]) -> Document:
+    """The server's ``hello`` reply, asked again once on a connection error, as PyMongo
+    retries the reads it knows (it retries no command run by name). A pooled connection the
+    server, a proxy or a firewall closed while it was idle fails the request it next carries
+    (the close reaches the client only then); the second try takes a new one."""
+    try:
+        return await client.admin.command("hello")
+    except AutoReconnect:
+        return await client.admin.command("hello")
+
+
 async def server_now(db: AsyncDatabase[Document]) -> int:
-    """The server's clock (epoch ms), from ``hello``."""
+    """The server's clock (epoch ms), from :func:`hello`."""
     with driver_call():
-        hello = await db.client.admin.command("hello")
-    return epoch_ms(hello["localTime"])
+        reply = await hello(db.client)
+    return epoch_ms(reply["localTime"])

@@ -30,6 +30,7 @@ from pymongo.errors import CollectionInvalid, OperationFailure
 from mcp_tasks.domain.models import StoreOptions
 from mcp_tasks.runtime.notifier import RelayNotifier
 from mcp_tasks.stores.kit import detached
+from mcp_tasks_mongodb.driver import hello
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -153,7 +154,7 @@ class MongoRelay:
 
     async def _offers_change_streams(self) -> bool:
         assert self._client is not None
-        return offers_change_streams(await self._client.admin.command("hello"))
+        return offers_change_streams(await hello(self._client))
 
     async def _poll(
         self,

@@ -67,6 +67,7 @@ from mcp_tasks_mongodb.driver import (
     detached_within,
     driver_call,
     driver_timeouts,
+    hello,
     server_now,
 )
 from mcp_tasks_mongodb.notify import relay_notifier
@@ -226,8 +227,8 @@ class MongoTaskStore(ReadModifyWrite):
         """Create the indexes, the lock document and, on a server with transactions, the
         counters (the janitor where there are none), idempotently; whether any was new."""
         with driver_call():
-            hello = await db.client.admin.command("hello")
-            counted = "setName" in hello or hello.get("msg") == "isdbgrid"
+            reply = await hello(db.client)
+            counted = "setName" in reply or reply.get("msg") == "isdbgrid"
             tasks = db[self._tasks_name]
             existing = {index["name"] async for index in await tasks.list_indexes()}
             wanted = dict(INDEXES)
