@@ -73,10 +73,7 @@ class StoppableProxy:
         now = asyncio.get_running_loop().time()
         idle = [w for w, (_, last) in self._carried.items() if now - last >= idle_s]
         for writer in idle:
-            up_writer, _ = self._carried.pop(writer)
-            for end in (writer, up_writer):
-                end.transport.abort()
-                self._writers.discard(end)
+            self._close(writer, self._carried[writer][0])
         return len(idle)
 
     async def _listen(self) -> None:
@@ -110,6 +107,10 @@ class StoppableProxy:
             self._pipe(up_reader, writer, carrier=writer, answers=True),
             return_exceptions=True,
         )
+        self._close(writer, up_writer)
+
+    def _close(self, writer: asyncio.StreamWriter, up_writer: asyncio.StreamWriter) -> None:
+        """Close one connection: the client's end and the server's."""
         self._carried.pop(writer, None)
         for end in (writer, up_writer):
             end.transport.abort()
