@@ -10,6 +10,10 @@ late, as from a server overloaded or far away (each round trip takes that long).
 of the outage closed (the drivers connect again). :meth:`StoppableProxy.cut_idle` closes
 the connections that carried nothing for a while, the server never away, as a firewall, a
 NAT, a load balancer or the server's own idle timeout does.
+
+:meth:`StoppableProxy.to` makes one for a store's URL (a Postgres server reached over its
+Unix socket, as the embedded test server is, included); :func:`through` is the URL by way of
+it.
 """
 
 from __future__ import annotations
@@ -24,11 +28,16 @@ __all__ = ["Outage", "StoppableProxy", "through"]
 Outage = Literal["refused", "silent", "slow"]
 
 
-class StoppableProxy:
-    """Forwards ``127.0.0.1:<port>`` to ``host:port`` until :meth:`stop`; ``async with`` it."""
+#: The port a store URL without one names, by scheme.
+_DEFAULT_PORTS = {"postgresql": 5432, "postgres": 5432, "redis": 6379, "mongodb": 27017}
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.upstream_port = host, port
+
+class StoppableProxy:
+    """Forwards ``127.0.0.1:<port>`` to ``host:port`` (or to the Unix socket ``unix_path``)
+    until :meth:`stop`; ``async with`` it."""
+
+    def __init__(self, host: str, port: int, *, unix_path: str | None = None) -> None:
+        self.host, self.upstream_port, self.unix_path = host, port, unix_path
         self.port = 0  # picked at the first start, kept afterwards
         self.outage: Outage | None = None
         self.delay_s = 0.0
@@ -38,6 +47,17 @@ class StoppableProxy:
         self._carried: dict[asyncio.StreamWriter, tuple[asyncio.StreamWriter, float]] = {}
         self._flowing = asyncio.Event()
         self._flowing.set()
+
+    @classmethod
+    def to(cls, url: str) -> StoppableProxy:
+        """A proxy to the server of the store URL ``url``: its host and port, or the Unix
+        socket a Postgres URL names in ``?host=/directory``."""
+        parts = urlsplit(url)
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.split("+")[0], 0)
+        socket_dir = dict(parse_qsl(parts.query)).get("host", "")
+        if not parts.hostname and socket_dir.startswith("/"):
+            return cls("", port, unix_path=f"{socket_dir}/.s.PGSQL.{port}")
+        return cls(parts.hostname or "127.0.0.1", port)
 
     async def __aenter__(self) -> StoppableProxy:
         await self._listen()
@@ -96,7 +116,10 @@ class StoppableProxy:
         self._writers.add(writer)
         try:
             await self._flowing.wait()  # silent: held, never answered
-            up_reader, up_writer = await asyncio.open_connection(self.host, self.upstream_port)
+            if self.unix_path is not None:
+                up_reader, up_writer = await asyncio.open_unix_connection(self.unix_path)
+            else:
+                up_reader, up_writer = await asyncio.open_connection(self.host, self.upstream_port)
         except OSError:
             writer.transport.abort()
             return
@@ -160,6 +183,9 @@ def through(url: str, proxy: StoppableProxy) -> str:
     userinfo, _, _ = parts.netloc.rpartition("@")
     address = f"127.0.0.1:{proxy.port}"
     parts = parts._replace(netloc=f"{userinfo}@{address}" if userinfo else address)
+    if proxy.unix_path is not None:  # the proxy's TCP port, not the socket the URL named
+        query = [(k, v) for k, v in parse_qsl(parts.query) if k != "host"]
+        parts = parts._replace(query=urlencode(query))
     if parts.scheme.startswith("mongodb"):
         query = [(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "replicaset"]
         parts = parts._replace(query=urlencode([*query, ("directConnection", "true")]))

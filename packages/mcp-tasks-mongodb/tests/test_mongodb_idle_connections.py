@@ -7,7 +7,6 @@ the pool held too long."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -83,8 +82,7 @@ async def test_operations_that_read_the_server_clock_survive_idle_connections_cl
     clock first), the pool's connections closed once they sat idle while the client's
     monitor stays connected: each operation answers, having met a closed connection (the
     pool closes it for its error), and the task created before is read."""
-    parts = urlsplit(mongodb_url)
-    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 27017) as proxy:
+    async with StoppableProxy.to(mongodb_url) as proxy:
         url = with_query(through(mongodb_url, proxy), heartbeatFrequencyMS=str(HEARTBEAT_MS))
         options = StoreOptions(timeout_ms=30_000)
         store = MongoTaskStore(url, options, prefix=namespace)

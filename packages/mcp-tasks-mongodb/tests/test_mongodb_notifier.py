@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -171,8 +170,7 @@ async def test_a_change_missed_while_the_change_stream_was_cut_is_read_after(
     idle (no poll) while the stream lives, is woken at the loss and polls; a cancel
     published meanwhile is missed, and the subscriber is woken once the stream is back."""
     store = await open_store()
-    parts = urlsplit(mongodb_url)
-    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 27017) as proxy:
+    async with StoppableProxy.to(mongodb_url) as proxy:
         relay = MongoRelay(through(mongodb_url, proxy), store.database, store.prefix)
         await check_a_signal_lost_while_away_is_read_after(store, RelayNotifier(relay), proxy)
 
@@ -199,7 +197,6 @@ async def test_a_signal_that_failed_to_go_out_is_made_up_at_the_next_send(
     fails, and the sender's next signal, once the proxy is back, wakes the other process's
     subscriber with "any task may have changed"."""
     store = await open_store()
-    parts = urlsplit(mongodb_url)
-    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 27017) as proxy:
+    async with StoppableProxy.to(mongodb_url) as proxy:
         relay = MongoRelay(through(mongodb_url, proxy), store.database, store.prefix)
         await check_a_signal_that_failed_to_go_out_is_made_up(store, RelayNotifier(relay), proxy)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import time
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -119,9 +118,7 @@ async def test_drop_fails_within_the_bound_when_the_server_does_not_answer(
     nothing passed on) raises StoreUnavailable within the store's bound (``?timeout_ms=``),
     not PyMongo's 30 s server selection nor never (a test's teardown drops its namespace)."""
     bound_ms = 2_000
-    parts = urlsplit(mongodb_url)
-    assert parts.hostname is not None
-    async with StoppableProxy(parts.hostname, parts.port or 0) as proxy:
+    async with StoppableProxy.to(mongodb_url) as proxy:
         proxied = namespaced_url(through(mongodb_url, proxy), namespace)
         url = with_query(proxied, timeout_ms=str(bound_ms))
         await proxy.stop("silent")

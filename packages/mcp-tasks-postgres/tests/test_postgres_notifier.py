@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -53,8 +52,7 @@ async def test_a_change_missed_while_the_listen_connection_was_cut_is_read_after
     """The LISTEN connection goes through a proxy that is taken away: a subscriber, idle
     (no poll) while it listens, is woken at the loss and polls; a cancel published
     meanwhile is missed, and the subscriber is woken once LISTEN is back."""
-    parts = urlsplit(postgres_url)
-    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+    async with StoppableProxy.to(postgres_url) as proxy:
         listener = RelayNotifier(PostgresRelay(through(postgres_url, proxy), namespace))
         await check_a_signal_lost_while_away_is_read_after(await open_store(), listener, proxy)
 
@@ -65,7 +63,6 @@ async def test_a_signal_that_failed_to_go_out_is_made_up_at_the_next_send(
     """A sender's NOTIFY connection goes through a proxy that is taken away: the cancel's
     signal fails, and the sender's next signal, once the proxy is back, wakes the other
     process's subscriber with "any task may have changed"."""
-    parts = urlsplit(postgres_url)
-    async with StoppableProxy(parts.hostname or "127.0.0.1", parts.port or 5432) as proxy:
+    async with StoppableProxy.to(postgres_url) as proxy:
         sender = RelayNotifier(PostgresRelay(through(postgres_url, proxy), namespace))
         await check_a_signal_that_failed_to_go_out_is_made_up(await open_store(), sender, proxy)

@@ -21,10 +21,11 @@ from urllib.parse import urlsplit
 import anyio
 import pytest
 from conftest import processes_of
-from test_store_blip import BLIP_S, TcpProxy, through
+from test_store_blip import BLIP_S, through
 
 from mcp_tasks import drop_namespace, namespaced_url
 from mcp_tasks.stores.opening import describe_store, store_from_url
+from mcp_tasks_contract.proxy import StoppableProxy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -41,19 +42,14 @@ PROGRESS = re.compile(r"ticking \(\d+/\d+\)")
 
 
 @pytest.fixture(params=["postgres", "redis", "mongodb"])
-async def proxied(request: pytest.FixtureRequest) -> AsyncIterator[tuple[str, TcpProxy]]:
+async def proxied(request: pytest.FixtureRequest) -> AsyncIterator[tuple[str, StoppableProxy]]:
     """A fresh namespace of the store ``request.param`` names, its URL through a proxy."""
     server = request.getfixturevalue(f"{request.param}_url")
-    parts = urlsplit(server)
-    if parts.hostname is None:  # an embedded Postgres on a Unix socket
-        pytest.skip("the store's server is reached over no TCP port to put a proxy on")
-    proxy = TcpProxy(parts.hostname, parts.port or 0)
-    await proxy.start()
     namespace = "opblip_" + secrets.token_hex(6)
     try:
-        yield namespaced_url(through(server, proxy), namespace), proxy
+        async with StoppableProxy.to(server) as proxy:
+            yield namespaced_url(through(server, proxy), namespace), proxy
     finally:
-        await proxy.close()
         await drop_namespace(namespaced_url(server, namespace))
 
 
@@ -73,7 +69,7 @@ CALLS = pytest.mark.parametrize(
 
 @CALLS
 async def test_a_store_blip_under_a_call_changes_nothing_the_operator_sees(
-    proxied: tuple[str, TcpProxy], tmp_path: Path, tool: str, answers: list[str], printed: str
+    proxied: tuple[str, StoppableProxy], tmp_path: Path, tool: str, answers: list[str], printed: str
 ) -> None:
     """The store goes away for 5 s once the CLI has shown the first progress (the asker's
     question is asked while it is away) and comes back: the CLI exits 0 with the result,
@@ -85,7 +81,7 @@ async def test_a_store_blip_under_a_call_changes_nothing_the_operator_sees(
 
 async def blip_under_a_call(
     url: str,
-    proxy: TcpProxy,
+    proxy: StoppableProxy,
     tmp_path: Path,
     tool: str,
     answers: list[str],
@@ -129,9 +125,9 @@ async def blip_under_a_call(
                     tg.start_soon(read_err)
                     await progress_seen.wait()
                     outage_from = len(server.output)
-                    await proxy.close()
+                    await proxy.stop("refused")
                     await anyio.sleep(BLIP_S)
-                    await proxy.start()
+                    await proxy.resume()
                     async for chunk in stdout:
                         out += chunk
                     await cli.wait()

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import secrets
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import pytest
 from remote_host import RemoteHost, forwarded, remote
 from test_operator_blip import CALLS, blip_under_a_call
-from test_store_blip import TcpProxy, through
+from test_store_blip import through
 
 from mcp_tasks import drop_namespace, namespaced_url
+from mcp_tasks_contract.proxy import StoppableProxy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -29,27 +29,24 @@ __all__ = ["remote"]
 @pytest.fixture(params=["postgres", "redis"])
 async def far_proxied(
     request: pytest.FixtureRequest, remote: RemoteHost
-) -> AsyncIterator[tuple[str, TcpProxy]]:
+) -> AsyncIterator[tuple[str, StoppableProxy]]:
     """A fresh namespace of the store ``request.param`` names, as the other host reaches
     it: through the link's forwarder, then a proxy the test closes (the store's side)."""
     server = request.getfixturevalue(f"{request.param}_url")
-    parts = urlsplit(server)
-    if parts.hostname is None:
-        pytest.skip("the store's server is reached over no TCP port to put a proxy on")
-    proxy = TcpProxy(parts.hostname, parts.port or 0)
-    await proxy.start()
     namespace = "rblip_" + secrets.token_hex(6)
     try:
-        async with forwarded(namespaced_url(through(server, proxy), namespace), remote) as far:
+        async with (
+            StoppableProxy.to(server) as proxy,
+            forwarded(namespaced_url(through(server, proxy), namespace), remote) as far,
+        ):
             yield far, proxy
     finally:
-        await proxy.close()
         await drop_namespace(namespaced_url(server, namespace))
 
 
 @CALLS
 async def test_a_store_blip_seen_from_another_host_changes_nothing_the_operator_sees(
-    far_proxied: tuple[str, TcpProxy],
+    far_proxied: tuple[str, StoppableProxy],
     remote: RemoteHost,
     tmp_path: Path,
     tool: str,

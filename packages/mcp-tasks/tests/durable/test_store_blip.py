@@ -14,7 +14,6 @@ meanwhile.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 from contextlib import asynccontextmanager
@@ -35,6 +34,8 @@ from mcp_tasks.stores.opening import (
     with_query,
 )
 from mcp_tasks.stores.provisioning import provisioner_for
+from mcp_tasks_contract.proxy import StoppableProxy
+from mcp_tasks_contract.proxy import through as through_proxy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -60,60 +61,13 @@ ELICIT: dict[str, Any] = {
 }
 
 
-class TcpProxy:
-    """A TCP proxy to a store's server that the test closes (every connection dropped, new
-    ones refused: the store is away) and starts again on the same port (it is back)."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.listen_port = 0
-        self._server: asyncio.Server | None = None
-        self._writers: list[asyncio.StreamWriter] = []
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.listen_port)
-        self.listen_port = self._server.sockets[0].getsockname()[1]
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        for writer in self._writers:
-            writer.transport.abort()
-        self._writers.clear()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._writers += [writer, up_writer]
-
-        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-            try:
-                while data := await source.read(65536):
-                    sink.write(data)
-                    await sink.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                sink.transport.abort()
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-
-def through(url: str, proxy: TcpProxy) -> str:
-    """``url`` by way of ``proxy``; a MongoDB client talks to that address alone (a replica
-    set member would otherwise be reached at the address it announces)."""
-    parts = urlsplit(url)
-    userinfo, _, _ = parts.netloc.rpartition("@")
-    address = f"127.0.0.1:{proxy.listen_port}"
-    proxied = parts._replace(netloc=f"{userinfo}@{address}" if userinfo else address).geturl()
-    if parts.scheme == "mongodb":
-        # The product's bound on the slow embedded server: an operation that takes longer
-        # is one more failure the body rides out.
-        proxied = with_query(proxied, directConnection="true", timeout_ms=str(MONGODB_BOUND_MS))
+def through(url: str, proxy: StoppableProxy) -> str:
+    """``url`` by way of ``proxy``; on MongoDB under the product's bound on the slow
+    embedded server (``?timeout_ms=``): an operation that takes longer is one more failure
+    the body rides out."""
+    proxied = through_proxy(url, proxy)
+    if urlsplit(url).scheme == "mongodb":
+        proxied = with_query(proxied, timeout_ms=str(MONGODB_BOUND_MS))
     return proxied
 
 
@@ -123,30 +77,25 @@ class Blip:
 
     url: str
     direct: Store
-    proxy: TcpProxy
+    proxy: StoppableProxy
 
     async def blip(self) -> None:
         """The store goes away for :data:`BLIP_S` and comes back."""
-        await self.proxy.close()
+        await self.proxy.stop("refused")
         await anyio.sleep(BLIP_S)
-        await self.proxy.start()
+        await self.proxy.resume()
 
 
 @pytest.fixture(params=BACKENDS)
 async def blip(request: pytest.FixtureRequest) -> AsyncIterator[Blip]:
     server = request.getfixturevalue(f"{request.param}_url")
-    parts = urlsplit(server)
-    if parts.hostname is None:  # an embedded Postgres on a Unix socket
-        pytest.skip("the store's server is reached over no TCP port to put a proxy on")
-    proxy = TcpProxy(parts.hostname, parts.port or 0)
-    await proxy.start()
     namespace = "blip_" + secrets.token_hex(6)
-    on_server = provisioner_for(parts.scheme).test_store_url(server)
+    on_server = provisioner_for(urlsplit(server).scheme).test_store_url(server)
     direct = store_from_url(namespaced_url(on_server, namespace))
     try:
-        yield Blip(namespaced_url(through(server, proxy), namespace), direct, proxy)
+        async with StoppableProxy.to(server) as proxy:
+            yield Blip(namespaced_url(through(server, proxy), namespace), direct, proxy)
     finally:
-        await proxy.close()
         await direct.close()
         await drop_namespace(namespaced_url(server, namespace))
 
@@ -232,10 +181,10 @@ async def test_the_latest_report_made_while_the_store_is_away_is_written_when_it
     async with serving(blip.url) as tasks:
         task_id = await start(tasks, "steps", body)
         await anyio.sleep(0.5)
-        await blip.proxy.close()
+        await blip.proxy.stop("refused")
         reported.set()
         await anyio.sleep(BLIP_S)
-        await blip.proxy.start()
+        await blip.proxy.resume()
         with anyio.fail_after(DEADLINE_S):
             while (record := await blip.direct.get(task_id, ANY_OWNER)).status_message != (  # noqa: ASYNC110
                 "step (3/3)"
@@ -262,10 +211,10 @@ async def test_an_outcome_reached_while_the_store_is_away_is_written_when_it_is_
     async with serving(blip.url) as tasks:
         task_id = await start(tasks, "late", body)
         await anyio.sleep(0.5)
-        await blip.proxy.close()
+        await blip.proxy.stop("refused")
         finish.set()
         await anyio.sleep(BLIP_S)
-        await blip.proxy.start()
+        await blip.proxy.resume()
         assert await ended(blip.direct, task_id) is TaskStatus.COMPLETED
     record = await blip.direct.get(task_id, ANY_OWNER)
     assert record.result == {"content": [{"type": "text", "text": "late"}]}
@@ -290,11 +239,11 @@ async def test_an_input_round_across_a_blip_keeps_its_answer(blip: Blip) -> None
                 TaskStatus.INPUT_REQUIRED
             ):
                 await anyio.sleep(0.1)
-        await blip.proxy.close()
+        await blip.proxy.stop("refused")
         await anyio.sleep(1.0)
         await blip.direct.update(task_id, ANY_OWNER, {"go": {"action": "accept"}})
         await anyio.sleep(BLIP_S - 1.0)
-        await blip.proxy.start()
+        await blip.proxy.resume()
         assert await ended(blip.direct, task_id) is TaskStatus.COMPLETED
     record = await blip.direct.get(task_id, ANY_OWNER)
     assert record.result is not None
@@ -319,10 +268,10 @@ async def test_an_input_request_made_while_the_store_is_away_is_asked_when_it_is
     async with serving(blip.url) as tasks:
         task_id = await start(tasks, "asker", body)
         await anyio.sleep(0.5)
-        await blip.proxy.close()
+        await blip.proxy.stop("refused")
         ask.set()
         await anyio.sleep(BLIP_S)
-        await blip.proxy.start()
+        await blip.proxy.resume()
         with anyio.fail_after(DEADLINE_S):
             while (await blip.direct.get(task_id, ANY_OWNER)).status is not (  # noqa: ASYNC110
                 TaskStatus.INPUT_REQUIRED

@@ -18,7 +18,6 @@ import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import anyio
 import httpx2 as httpx
@@ -177,11 +176,9 @@ async def test_each_request_fails_within_one_bound_from_its_sending(
     sending, not a bound per store call nor when the store is back."""
     server_url: str = request.getfixturevalue(f"{backend}_url")
     url = namespaced_url(server_url, "mcpt_deadline_" + secrets.token_hex(4))
-    parts = urlsplit(url)
-    assert parts.hostname is not None
     try:
         async with (
-            StoppableProxy(parts.hostname, parts.port or 0) as proxy,
+            StoppableProxy.to(url) as proxy,
             serving(through(url, proxy)) as client,
         ):
             task_id = await first_task(client)
