@@ -29,7 +29,7 @@ SIZES = {
     "MCP_TASKS_SOAK_TASKS": "20000",
 }
 #: The lines the tests print with their figures.
-FIGURES = ("random crashes: ", "soak ")
+FIGURES = ("random crashes ", "soak ")
 
 
 def main() -> int:

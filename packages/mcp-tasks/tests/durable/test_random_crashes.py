@@ -293,7 +293,8 @@ async def test_random_sigkills_and_restarts_lose_nothing(processes: Processes) -
     twice, unchanged afterwards, within lease + body + ``SLACK_S`` of the last kill; no
     request got anything but HTTP 200 and a result."""
     seed = int(os.environ.get(SEED_ENV) or secrets.randbits(32))
-    print(f"random crashes: seed {seed} (replay with {SEED_ENV}={seed})")
+    store = processes.store_url.partition(":")[0]
+    print(f"random crashes {store}: seed {seed} (replay with {SEED_ENV}={seed})")
     cluster = Cluster(processes, seed)
     try:
         with anyio.fail_after(RUN_LIMIT_S):
@@ -320,12 +321,13 @@ async def test_random_sigkills_and_restarts_lose_nothing(processes: Processes) -
         commits = Counter(t for _, t, what in processes.lines("commit"))
         twice = {t: n for t, n in commits.items() if t in tracked and n > 1}
         assert not twice, f"committed more than once: {twice}"
+        last_ended_s = max(t.ended_at or 0 for t in tracked.values()) - last_kill
         print(
-            f"random crashes: {len(tracked)} tasks, {KILLS} kills, {cluster.answers} answers, "
-            f"{cluster.unacknowledged} creates lost with their server (not acknowledged), last "
-            f"task ended {max(t.ended_at or 0 for t in tracked.values()) - last_kill:.2f}s "
-            f"after the last kill; the longest round of polls {cluster.longest_round_s:.2f}s"
+            f"random crashes {store}: {len(tracked)} tasks, {KILLS} kills, "
+            f"{cluster.answers} answers, {cluster.unacknowledged} creates lost with their server "
+            f"(not acknowledged), last task ended {last_ended_s:.2f}s after the last kill; "
+            f"the longest round of polls {cluster.longest_round_s:.2f}s"
         )
     except BaseException as failure:
-        failure.add_note(f"random crashes: seed {seed}; replay with {SEED_ENV}={seed}")
+        failure.add_note(f"random crashes {store}: seed {seed}; replay with {SEED_ENV}={seed}")
         raise
